@@ -1,0 +1,138 @@
+"""The data model every step shares: queries, candidates, candidate lists, graded qrels.
+
+A dataset adapter produces a :class:`RankingSplit`; rankers only ever see :class:`CandidateList`
+objects, and metrics only see qrels and scores. Keeping these small and frozen is what lets the
+same candidate lists be scored by every ranker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+# qid -> docid -> graded relevance
+Qrels = dict[str, dict[str, int]]
+
+
+@dataclass(frozen=True)
+class Query:
+    qid: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One item to rank. ``score`` is the first-stage score when the dataset has one."""
+
+    docid: str
+    text: str
+    score: float | None = None
+
+
+@dataclass(frozen=True)
+class CandidateList:
+    """All candidates of one query, in first-stage order when the dataset has one."""
+
+    query: Query
+    candidates: tuple[Candidate, ...]
+
+    def __len__(self) -> int:
+        return len(self.candidates)
+
+    @property
+    def docids(self) -> list[str]:
+        return [c.docid for c in self.candidates]
+
+    @property
+    def texts(self) -> list[str]:
+        return [c.text for c in self.candidates]
+
+
+@dataclass
+class RankingSplit:
+    """One split of one dataset: the candidate lists to rank and the judgements to score them by.
+
+    ``relevance_level`` is the smallest grade that counts as relevant for binary measures
+    (AP, RR, P); ``dropped`` counts queries left out by the adapter, by reason, so that results
+    can say how many were dropped and why.
+    """
+
+    dataset: str
+    split: str
+    lists: list[CandidateList]
+    qrels: Qrels
+    relevance_level: int = 1
+    layout: str = ""
+    source: str = ""
+    checksum: str = ""
+    revision: str | None = None
+    dropped: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.lists)
+
+    def __iter__(self) -> Iterator[CandidateList]:
+        return iter(self.lists)
+
+    @property
+    def n_candidates(self) -> int:
+        return sum(len(cl) for cl in self.lists)
+
+    def collection(self) -> dict[str, str]:
+        """Every distinct candidate of the split, docid -> text (the corpus for BM25 statistics)."""
+        docs: dict[str, str] = {}
+        for cl in self.lists:
+            for c in cl.candidates:
+                docs.setdefault(c.docid, c.text)
+        return docs
+
+    def subset(self, n_queries: int) -> RankingSplit:
+        """The first ``n_queries`` lists with their qrels (for smoke runs and CI)."""
+        lists = self.lists[:n_queries]
+        keep = {cl.query.qid for cl in lists}
+        return RankingSplit(
+            dataset=self.dataset,
+            split=self.split,
+            lists=lists,
+            qrels={q: r for q, r in self.qrels.items() if q in keep},
+            relevance_level=self.relevance_level,
+            layout=self.layout,
+            source=self.source,
+            checksum=self.checksum,
+            revision=self.revision,
+            dropped=dict(self.dropped),
+            notes=[*self.notes, f"subset: first {len(lists)} of {len(self.lists)} queries"],
+        )
+
+    def info(self) -> dict[str, object]:
+        """What a result record needs to say about the data it was computed on."""
+        return {
+            "dataset": self.dataset,
+            "split": self.split,
+            "layout": self.layout,
+            "queries": len(self.lists),
+            "candidates": self.n_candidates,
+            "relevance_level": self.relevance_level,
+            "source": self.source,
+            "checksum": self.checksum,
+            "revision": self.revision,
+            "dropped": dict(self.dropped),
+            "notes": list(self.notes),
+        }
+
+
+def text_id(text: str, prefix: str) -> str:
+    """A stable id for a text that carries none (MTEB files): a prefix and 12 hex of its SHA-1."""
+    return prefix + hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
+
+
+def relevant(qrels: Qrels, qid: str, level: int) -> set[str]:
+    return {d for d, g in qrels.get(qid, {}).items() if g >= level}
+
+
+def iter_texts(lists: Sequence[CandidateList]) -> Iterator[str]:
+    for cl in lists:
+        yield cl.query.text
+        yield from cl.texts

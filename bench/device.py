@@ -1,0 +1,80 @@
+"""Device selection, seeds and threads: the knobs that change numbers and must be recorded."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+from typing import Any
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+
+def resolve_device(device: str = "auto") -> str:
+    """``auto`` picks CUDA when torch sees a GPU, else CPU; ``cuda`` without a GPU is an error."""
+    device = device.lower()
+    if device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
+        raise ValueError(f"--device must be auto, cpu, cuda or cuda:N, not {device!r}")
+    if device == "cpu":
+        return "cpu"
+    try:
+        import torch
+    except ImportError:
+        if device == "auto":
+            return "cpu"
+        raise
+    if torch.cuda.is_available():
+        return "cuda" if device == "auto" else device
+    if device == "auto":
+        return "cpu"
+    raise ValueError(f"--device {device} asked for, but torch sees no CUDA GPU")
+
+
+def seed_everything(seed: int) -> None:
+    """Python, NumPy and torch (all devices) seeds."""
+    random.seed(seed)
+    np.random.seed(seed)
+    os.environ.setdefault("PYTHONHASHSEED", str(seed))
+    try:
+        import torch
+    except ImportError:
+        return
+    torch.manual_seed(seed)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(seed)
+
+
+def set_threads(threads: int | None) -> int:
+    """Fix torch's intra-op thread count (None keeps the default); returns the count in force."""
+    try:
+        import torch
+    except ImportError:
+        return threads or os.cpu_count() or 1
+    if threads:
+        torch.set_num_threads(threads)
+    return torch.get_num_threads()
+
+
+def synchronize(device: str) -> None:
+    """Wait for queued CUDA work, so that a timer read after it measures finished work."""
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize(device)
+
+
+def device_info(device: str) -> dict[str, Any]:
+    """What a result must say about the hardware it ran on."""
+    info: dict[str, Any] = {"device": device, "cpu_count": os.cpu_count()}
+    try:
+        import torch
+    except ImportError:
+        return info
+    info["torch"] = torch.__version__
+    info["threads"] = torch.get_num_threads()
+    if device.startswith("cuda") and torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(device)
+        info["cuda"] = torch.version.cuda
+    return info

@@ -1,0 +1,96 @@
+"""Metrics through ir-measures, with the harness's two rules made explicit.
+
+1. Every qrels query counts: a query the run does not rank scores 0 (trec_eval would skip it).
+2. Ties are broken deterministically - score descending, then docid ascending - by turning scores
+   into rank-based scores before evaluation, so results never depend on the evaluator's own
+   tie order.
+
+Binary measures (AP, RR, P) use the dataset's relevance level (``rel=``); nDCG uses the grades.
+The names are ir-measures' own: AP@10 is the paper's MAP@10 averaged over queries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import ir_measures
+import numpy as np
+
+from bench.data.model import CandidateList, Qrels
+
+DEFAULT_MEASURES: tuple[str, ...] = ("AP@5", "AP@10", "AP", "RR@5", "RR@10", "nDCG@10", "P@1")
+
+# Run: qid -> docid -> score
+Run = dict[str, dict[str, float]]
+
+_GRADED = ("nDCG",)
+
+
+@dataclass
+class Evaluation:
+    """Mean over all qrels queries, and the per-query values that feed significance tests."""
+
+    aggregate: dict[str, float]
+    per_query: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+def rank_order(docids: Sequence[str], scores: Sequence[float] | np.ndarray) -> list[int]:
+    """Indices sorted by score descending, then docid ascending (the harness's tie rule)."""
+    scores = np.asarray(scores, dtype=np.float64)
+    if len(scores) != len(docids):
+        raise ValueError(f"{len(scores)} scores for {len(docids)} candidates")
+    if np.isnan(scores).any():
+        raise ValueError("NaN score: a ranker returned an invalid score")
+    return sorted(range(len(docids)), key=lambda i: (-scores[i], docids[i]))
+
+
+def build_run(lists: Sequence[CandidateList], scores: Sequence[np.ndarray]) -> Run:
+    """Ranker scores -> a run whose scores encode the tie-broken order (N, N-1, ..., 1).
+
+    Duplicate docids within a list keep their best-ranked occurrence.
+    """
+    run: Run = {}
+    for cl, s in zip(lists, scores, strict=True):
+        order = rank_order(cl.docids, s)
+        ranked: dict[str, float] = {}
+        for rank, i in enumerate(order):
+            ranked.setdefault(cl.candidates[i].docid, float(len(order) - rank))
+        run[cl.query.qid] = ranked
+    return run
+
+
+def parse(name: str, relevance_level: int) -> ir_measures.Measure:
+    """'AP@10' -> AP(rel=2)@10 when the dataset's relevance level is 2; graded measures as is."""
+    measure = ir_measures.parse_measure(name)
+    if relevance_level != 1 and not name.startswith(_GRADED) and "rel" in measure.SUPPORTED_PARAMS:
+        measure = measure(rel=relevance_level)
+    return measure
+
+
+def evaluate(
+    qrels: Qrels,
+    run: Run,
+    relevance_level: int = 1,
+    measures: Sequence[str] = DEFAULT_MEASURES,
+) -> Evaluation:
+    """Per-query and mean values of ``measures`` over every query in ``qrels``."""
+    parsed = {parse(m, relevance_level): m for m in measures}
+    qrels_list = [
+        ir_measures.Qrel(q, d, int(g)) for q, docs in qrels.items() for d, g in docs.items()
+    ]
+    run_list = [
+        ir_measures.ScoredDoc(q, d, float(s))
+        for q, docs in run.items()
+        if q in qrels
+        for d, s in docs.items()
+    ]
+    per_query: dict[str, dict[str, float]] = {q: dict.fromkeys(measures, 0.0) for q in qrels}
+    if run_list:
+        for metric in ir_measures.iter_calc(list(parsed), qrels_list, run_list):
+            per_query[metric.query_id][parsed[metric.measure]] = float(metric.value)
+    n = len(per_query)
+    aggregate = {
+        m: (sum(v[m] for v in per_query.values()) / n if n else 0.0) for m in measures
+    }
+    return Evaluation(aggregate=aggregate, per_query=per_query)

@@ -1,0 +1,139 @@
+"""The one list-level interface every ranker implements.
+
+A ranker receives whole candidate lists (one or more queries) and returns one score per
+candidate. Listwise rankers (CROSS-JEM) need a query's full list in one call, so the harness never
+splits a list unless the ranker declares itself ``pointwise``. Everything a ranker's output depends
+on lives in its :class:`RankerConfig`, which is recorded with every result and hashed for caching.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import types
+import typing
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from bench.data.model import CandidateList, RankingSplit
+
+log = logging.getLogger(__name__)
+
+#: Families in the order of the paper's main table.
+FAMILIES: dict[str, str] = {
+    "firststage": "First stage",
+    "sparse": "Sparse",
+    "early": "Early interaction",
+    "late": "Late interaction",
+    "dual": "Dual encoders",
+    "seq2seq": "Seq2Seq",
+    "joint": "Joint ranking",
+}
+
+
+class RankerError(RuntimeError):
+    """A ranker cannot do what was asked (bad option, missing checkpoint, untrainable...)."""
+
+
+@dataclasses.dataclass
+class RankerConfig:
+    """Base for per-ranker settings. Subclasses add fields with defaults."""
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any] | None = None) -> RankerConfig:
+        """Build from ``key -> value`` options (strings from the CLI are converted by field type)."""
+        options = dict(options or {})
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(options) - set(fields))
+        if unknown:
+            raise RankerError(
+                f"unknown option(s) {', '.join(unknown)} for {cls.__qualname__}; "
+                f"known: {', '.join(sorted(fields)) or '(none)'}"
+            )
+        hints = typing.get_type_hints(cls)
+        values = {k: _convert(k, v, hints[k]) for k, v in options.items()}
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _convert(name: str, value: Any, hint: Any) -> Any:
+    """Convert a CLI string to the field's type (bool, int, float, str, optional, list)."""
+    if not isinstance(value, str):
+        return value
+    origin = typing.get_origin(hint)
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    if origin in (typing.Union, types.UnionType):
+        if value.lower() in ("none", "null", ""):
+            return None
+        hint = args[0]
+        origin = typing.get_origin(hint)
+    try:
+        if hint is bool:
+            if value.lower() in ("1", "true", "yes", "on"):
+                return True
+            if value.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(value)
+        if hint is int:
+            return int(value)
+        if hint is float:
+            return float(value)
+        if origin in (list, tuple):
+            return [_convert(name, v.strip(), typing.get_args(hint)[0]) for v in value.split(",")]
+    except ValueError as exc:
+        raise RankerError(f"option {name}={value!r}: expected {getattr(hint, '__name__', hint)}") from exc
+    return value
+
+
+class Ranker(ABC):
+    """Scores candidate lists. Subclasses set ``name``, ``family`` and ``Config``."""
+
+    name: ClassVar[str]
+    family: ClassVar[str]
+    Config: ClassVar[type[RankerConfig]] = RankerConfig
+    #: True when scores of one candidate never depend on the others (lists may then be split).
+    pointwise: ClassVar[bool] = False
+    #: True when :meth:`fit` trains something.
+    trainable: ClassVar[bool] = False
+
+    def __init__(self, config: RankerConfig | None = None, device: str = "cpu") -> None:
+        self.config = config if config is not None else self.Config()
+        self.device = device
+
+    # -- scoring -------------------------------------------------------------------------------
+    def index(self, split: RankingSplit) -> None:  # noqa: B027 - optional hook
+        """Called once before scoring a split (collection statistics, item embeddings...)."""
+
+    @abstractmethod
+    def score(self, lists: Sequence[CandidateList]) -> list[np.ndarray]:
+        """One float array per list, aligned with ``list.candidates``; higher is more relevant."""
+
+    # -- training ------------------------------------------------------------------------------
+    def fit(self, train: RankingSplit, dev: RankingSplit | None = None) -> dict[str, Any]:
+        """Train on ``train``, select on ``dev``; returns a summary recorded with results."""
+        raise RankerError(f"ranker {self.name!r} is not trainable")
+
+    def save(self, path: Path) -> None:
+        """Persist what :meth:`load` needs. Default: the config only (stateless rankers)."""
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "ranker.json").write_text(json.dumps(self.describe(), indent=2, sort_keys=True))
+
+    def load(self, path: Path) -> None:  # noqa: B027 - stateless default
+        """Restore state written by :meth:`save` into this (already configured) ranker."""
+
+    # -- provenance ----------------------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        """Name, family and config; model-backed rankers add model id and weight hash."""
+        return {"name": self.name, "family": self.family, "config": self.config.to_dict()}
+
+    def warmup(self, lists: Sequence[CandidateList]) -> None:
+        """Run a few scoring calls whose time is not recorded (lazy init, kernels, caches)."""
+        for cl in lists:
+            self.score([cl])

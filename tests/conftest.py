@@ -1,0 +1,43 @@
+"""Shared test settings: offline hub, the real shared data, small deterministic fixtures."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+FIXTURES = Path(__file__).parent / "fixtures"
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _shared_data() -> Path:
+    env = os.environ.get("BENCH_DATA_DIR")
+    return Path(env).resolve() if env else (PROJECT_ROOT.parent / "shared" / "data").resolve()
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The real shared datasets (wikiqa, semeval16b, trec-dl19-passage); required, never skipped."""
+    path = _shared_data()
+    if not (path / "wikiqa").is_dir():
+        pytest.fail(f"shared data not found at {path}: set BENCH_DATA_DIR to the shared data folder")
+    return path
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir() -> Path:
+    return FIXTURES
+
+
+@pytest.fixture()
+def results_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty results root so tests never touch the checkout's results/."""
+    root = tmp_path / "results"
+    monkeypatch.setenv("BENCH_RESULTS_DIR", str(root))
+    return root
