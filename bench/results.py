@@ -151,7 +151,7 @@ def load_records(
     split: str | None = None,
     ranker: str | None = None,
 ) -> list[ResultRecord]:
-    """Every complete record under ``root/runs``, filtered; unreadable ones are logged and skipped."""
+    """Every complete record under ``root/runs``, filtered; unreadable ones are skipped."""
     records = []
     for path in sorted((root / "runs").glob(f"{dataset or '*'}/{ranker or '*'}/*/{RECORD}")):
         try:

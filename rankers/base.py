@@ -46,7 +46,7 @@ class RankerConfig:
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any] | None = None) -> RankerConfig:
-        """Build from ``key -> value`` options (strings from the CLI are converted by field type)."""
+        """Build from ``key -> value`` options; CLI strings are converted by field type."""
         options = dict(options or {})
         fields = {f.name: f for f in dataclasses.fields(cls)}
         unknown = sorted(set(options) - set(fields))
@@ -88,7 +88,8 @@ def _convert(name: str, value: Any, hint: Any) -> Any:
         if origin in (list, tuple):
             return [_convert(name, v.strip(), typing.get_args(hint)[0]) for v in value.split(",")]
     except ValueError as exc:
-        raise RankerError(f"option {name}={value!r}: expected {getattr(hint, '__name__', hint)}") from exc
+        expected = getattr(hint, "__name__", hint)
+        raise RankerError(f"option {name}={value!r}: expected {expected}") from exc
     return value
 
 
