@@ -60,6 +60,13 @@ def build_run(lists: Sequence[CandidateList], scores: Sequence[np.ndarray]) -> R
     return run
 
 
+def _rank_scores(docs: dict[str, float]) -> dict[str, float]:
+    """docid -> N, N-1, ..., 1 in the harness's tie order (a no-op on build_run output)."""
+    docids = list(docs)
+    order = rank_order(docids, [docs[d] for d in docids])
+    return {docids[i]: float(len(order) - rank) for rank, i in enumerate(order)}
+
+
 def parse(name: str, relevance_level: int) -> ir_measures.Measure:
     """'AP@10' -> AP(rel=2)@10 when the dataset's relevance level is 2; graded measures as is."""
     measure = ir_measures.parse_measure(name)
@@ -79,18 +86,18 @@ def evaluate(
     qrels_list = [
         ir_measures.Qrel(q, d, int(g)) for q, docs in qrels.items() for d, g in docs.items()
     ]
+    # Re-encode every run (not only build_run's) as rank scores: raw ties would otherwise be broken
+    # by each provider's own rule (pytrec_eval: docid descending, msmarco RR: ascending).
     run_list = [
-        ir_measures.ScoredDoc(q, d, float(s))
+        ir_measures.ScoredDoc(q, d, s)
         for q, docs in run.items()
         if q in qrels
-        for d, s in docs.items()
+        for d, s in _rank_scores(docs).items()
     ]
     per_query: dict[str, dict[str, float]] = {q: dict.fromkeys(measures, 0.0) for q in qrels}
     if run_list:
         for metric in ir_measures.iter_calc(list(parsed), qrels_list, run_list):
             per_query[metric.query_id][parsed[metric.measure]] = float(metric.value)
     n = len(per_query)
-    aggregate = {
-        m: (sum(v[m] for v in per_query.values()) / n if n else 0.0) for m in measures
-    }
+    aggregate = {m: (sum(v[m] for v in per_query.values()) / n if n else 0.0) for m in measures}
     return Evaluation(aggregate=aggregate, per_query=per_query)

@@ -1,8 +1,7 @@
-"""The dataset's own first-stage order: the "before re-ranking" row.
+"""The dataset's own first-stage order and scores: the "before re-ranking" row.
 
-Uses the first-stage scores when the dataset has them (TREC runs); otherwise the candidates' file
-order, as descending scores. For MTEB files that order is positives first, so the row is only
-meaningful for datasets with a real first stage - results say which was used.
+Only datasets with a real first stage (a TREC run) have one. MTEB files list positives before
+negatives, so their file order would leak the labels: such datasets get an error, not a row.
 """
 
 from __future__ import annotations
@@ -11,8 +10,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from bench.data.model import CandidateList
-from rankers.base import Ranker, RankerConfig
+from bench.data.model import CandidateList, RankingSplit
+from rankers.base import Ranker, RankerConfig, RankerError
 
 
 class FirstStageRanker(Ranker):
@@ -21,11 +20,17 @@ class FirstStageRanker(Ranker):
     Config = RankerConfig
     pointwise = True
 
+    def index(self, split: RankingSplit) -> None:
+        if any(c.score is None for cl in split.lists for c in cl.candidates):
+            raise RankerError(
+                f"dataset {split.dataset!r} has no first-stage scores "
+                f"(layout {split.layout or '?'}); the firststage row needs a TREC run file"
+            )
+
     def score(self, lists: Sequence[CandidateList]) -> list[np.ndarray]:
         out = []
         for cl in lists:
-            if all(c.score is not None for c in cl.candidates):
-                out.append(np.array([c.score for c in cl.candidates], dtype=np.float64))
-            else:
-                out.append(np.arange(len(cl), 0, -1, dtype=np.float64))
+            if any(c.score is None for c in cl.candidates):
+                raise RankerError(f"query {cl.query.qid}: a candidate has no first-stage score")
+            out.append(np.array([c.score for c in cl.candidates], dtype=np.float64))
         return out

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# A small real regression for CI: rankers on the shared datasets, then `bench check` against the
+# committed expected values (results/expected/ci.yaml). Results go to $BENCH_RESULTS_DIR.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bench=.venv/bin/bench
+: "${BENCH_DATA_DIR:?set BENCH_DATA_DIR to the shared data folder}"
+
+for ds in wikiqa semeval16b; do
+  $bench -q run --ranker bm25 --dataset "$ds"
+  $bench -q run --ranker dpr --dataset "$ds" --model minilm-l6
+done
+$bench -q run --ranker firststage --dataset trec-dl19-passage
+$bench -q run --ranker bm25 --dataset trec-dl19-passage
+
+$bench check --expected results/expected/ci.yaml

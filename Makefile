@@ -1,0 +1,41 @@
+# Two entry points, each of which sets up everything it needs on a fresh machine:
+#   make demo   - virtual environment, install, then the main job (bench demo)
+#   make test   - virtual environment, install, then lint, tests and the CI regression checks
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# CPU build where there is no GPU; on a CUDA machine use e.g. TORCH_SPEC="torch==2.13.0" from the
+# PyTorch index of your CUDA version.
+TORCH_SPEC ?= torch==2.13.0
+# Tests and CI read the real shared datasets; `make demo` uses $BENCH_DATA_DIR only if you set it.
+TEST_DATA ?= $(if $(BENCH_DATA_DIR),$(BENCH_DATA_DIR),$(abspath ../shared/data))
+TEST_RESULTS ?= $(abspath .ci-results)
+
+.PHONY: install demo test lint pytest regression clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install --quiet -e ".[all]"
+	touch $@
+
+demo: install
+	$(BIN)/bench demo
+
+lint: install
+	$(BIN)/ruff check bench rankers tests
+
+# A small real regression: rankers on the shared sets, checked against results/expected/ci.yaml.
+regression: install
+	BENCH_DATA_DIR=$(TEST_DATA) BENCH_RESULTS_DIR=$(TEST_RESULTS) HF_HUB_OFFLINE=1 bash .ci/regression.sh
+
+pytest: install
+	BENCH_DATA_DIR=$(TEST_DATA) HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider
+
+test: lint regression pytest
+
+clean:
+	rm -rf $(VENV) .ci-results

@@ -1,0 +1,349 @@
+"""Regression checks for CI: expected values in ``results/expected/*.yaml`` against result records.
+
+Each file is a YAML list of entries. ``kind`` selects the entry type (default ``metric``):
+
+``metric``: one metric of the newest matching record must be within ``tolerance`` of ``expected``::
+
+    - {dataset: wikiqa, split: test, ranker: bm25, metric: AP@10, expected: 0.61, tolerance: 0.005}
+    - dataset: wikiqa
+      split: test
+      ranker: monobert
+      config: {model: minilm-l6, subset: 50}   # must match record.config or record.run_config
+      metric: RR@10
+      expected: 0.71
+      tolerance: 0.01
+
+``ratio``: ``numerator / denominator`` of two records' latency fields must lie in [min, max]
+(either bound may be omitted, not both)::
+
+    - kind: ratio
+      dataset: wikiqa
+      split: test                          # optional: any split when absent
+      numerator: {ranker: monobert, field: p50_ms}
+      denominator: {ranker: crossjem, field: p50_ms, config: {model: minilm-l6}}
+      min: 2.0
+
+A record matches when dataset, split and ranker are equal and each ``config`` key (dotted for
+nested values, e.g. ``model.name``) has an equal value in ``record.config`` or
+``record.run_config`` (compared as given, or as strings so YAML ``50`` matches ``"50"``); the newest
+(``created``) of the matches is checked. No match is a failure (``MISSING``). A new entry type is a
+parser and a checker registered in ``_KINDS``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench.results import ResultRecord
+
+log = logging.getLogger(__name__)
+
+OK, FAIL, MISSING = "OK", "FAIL", "MISSING"
+_EPS = 1e-12
+
+
+class ExpectationError(ValueError):
+    """A malformed expected-values file; the message names the file, the entry and the key."""
+
+
+@dataclass(frozen=True)
+class Selector:
+    """Which records an expectation is about."""
+
+    dataset: str
+    split: str | None
+    ranker: str
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        where = f"{self.dataset}/{self.split}" if self.split else self.dataset
+        conf = ", ".join(f"{k}={v}" for k, v in self.config.items())
+        return f"{where} {self.ranker}" + (f" ({conf})" if conf else "")
+
+
+@dataclass(frozen=True)
+class MetricExpectation:
+    source: str  # "file.yaml#3"
+    selector: Selector
+    metric: str
+    expected: float
+    tolerance: float
+
+
+@dataclass(frozen=True)
+class RatioSide:
+    selector: Selector
+    field: str  # a key of ResultRecord.latency
+
+
+@dataclass(frozen=True)
+class RatioExpectation:
+    source: str
+    numerator: RatioSide
+    denominator: RatioSide
+    min: float | None
+    max: float | None
+
+
+Expectation = MetricExpectation | RatioExpectation
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    status: str  # OK, FAIL or MISSING
+    name: str  # what was checked, e.g. "wikiqa/test bm25 AP@10"
+    expected: float | None  # the expected value (metric) or None (ratio: see bounds)
+    actual: float | None
+    tolerance: float | None
+    message: str = ""
+    source: str = ""
+    bounds: tuple[float | None, float | None] | None = None  # ratio (min, max)
+    record: ResultRecord | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+
+# -- parsing -------------------------------------------------------------------------------------
+class _Entry:
+    """One YAML mapping being parsed; every complaint names the file, the entry index and key."""
+
+    def __init__(self, data: Any, where: str) -> None:
+        self.where = where
+        if not isinstance(data, Mapping):
+            raise self.error(f"expected a mapping, got {type(data).__name__}")
+        self.data = dict(data)
+        self.used: set[str] = {"kind"}
+
+    def error(self, text: str) -> ExpectationError:
+        return ExpectationError(f"{self.where}: {text}")
+
+    def get(self, key: str, kind: type | tuple[type, ...], required: bool = True) -> Any:
+        self.used.add(key)
+        if key not in self.data or self.data[key] is None:
+            if required:
+                raise self.error(f"missing key {key!r}")
+            return None
+        value = self.data[key]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            name = "/".join("number" if k is float else k.__name__ for k in kinds)
+            raise self.error(f"bad key {key!r}: expected {name}, got {value!r}")
+        return value
+
+    def text(self, key: str, required: bool = True) -> str | None:
+        value = self.get(key, (str, int, float), required)
+        return None if value is None else str(value)
+
+    def selector(self, split_required: bool = True) -> Selector:
+        config = self.get("config", dict, required=False) or {}
+        return Selector(self.text("dataset"), self.text("split", split_required),
+                        self.text("ranker"), dict(config))
+
+    def sub(self, key: str) -> _Entry:
+        self.used.add(key)
+        if key not in self.data:
+            raise self.error(f"missing key {key!r}")
+        return _Entry(self.data[key], f"{self.where}: {key}")
+
+    def done(self) -> None:
+        unknown = sorted(set(self.data) - self.used)
+        if unknown:
+            raise self.error(f"unknown key(s) {', '.join(map(repr, unknown))}")
+
+
+def _parse_metric(entry: _Entry, source: str) -> MetricExpectation:
+    exp = MetricExpectation(source, entry.selector(), entry.text("metric"),
+                            entry.get("expected", float), entry.get("tolerance", float))
+    if exp.tolerance < 0:
+        raise entry.error(f"bad key 'tolerance': must be >= 0, got {exp.tolerance}")
+    return exp
+
+
+def _parse_side(entry: _Entry, key: str, dataset: str, split: str | None) -> RatioSide:
+    side = entry.sub(key)
+    side.data.setdefault("dataset", dataset)
+    side.data.setdefault("split", split)
+    selector = side.selector(split_required=False)
+    out = RatioSide(selector, side.text("field"))
+    side.done()
+    return out
+
+
+def _parse_ratio(entry: _Entry, source: str) -> RatioExpectation:
+    dataset, split = entry.text("dataset"), entry.text("split", required=False)
+    lo, hi = entry.get("min", float, required=False), entry.get("max", float, required=False)
+    if lo is None and hi is None:
+        raise entry.error("missing key 'min' or 'max' (a ratio needs at least one bound)")
+    return RatioExpectation(source, _parse_side(entry, "numerator", dataset, split),
+                            _parse_side(entry, "denominator", dataset, split), lo, hi)
+
+
+_Parser = Callable[[_Entry, str], Expectation]
+_Checker = Callable[[Any, Sequence[ResultRecord]], CheckResult]
+
+
+def load_expectations(path: Path) -> list[Expectation]:
+    """Parse one expected-values file; :class:`ExpectationError` names file, entry and key."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ExpectationError(f"{path}: not valid YAML: {exc}") from exc
+    if data is None:
+        return []
+    if not isinstance(data, list):
+        raise ExpectationError(f"{path}: expected a list of entries, got {type(data).__name__}")
+    out = []
+    for i, raw in enumerate(data):
+        entry = _Entry(raw, f"{path}: entry {i}")
+        kind = entry.data.get("kind", "metric")
+        if kind not in _KINDS:
+            raise entry.error(f"bad key 'kind': {kind!r}; known: {', '.join(_KINDS)}")
+        out.append(_KINDS[kind][0](entry, f"{path.name}#{i}"))
+        entry.done()
+    return out
+
+
+def expected_files(paths: Iterable[Path]) -> list[Path]:
+    """Files as given; a directory stands for its ``*.yaml`` and ``*.yml`` files, sorted."""
+    out: list[Path] = []
+    for path in map(Path, paths):
+        out += sorted([*path.glob("*.yaml"), *path.glob("*.yml")]) if path.is_dir() else [path]
+    return out
+
+
+# -- matching and checking -----------------------------------------------------------------------
+def _lookup(data: Mapping[str, Any], dotted: str) -> tuple[bool, Any]:
+    value: Any = data
+    for part in dotted.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return False, None
+        value = value[part]
+    return True, value
+
+
+def _same(a: Any, b: Any) -> bool:
+    return a == b or str(a) == str(b)
+
+
+def _config_matches(record: ResultRecord, config: Mapping[str, Any]) -> bool:
+    for key, want in config.items():
+        found = [_lookup(source or {}, key) for source in (record.config, record.run_config)]
+        if not any(ok and _same(value, want) for ok, value in found):
+            return False
+    return True
+
+
+def find_record(records: Sequence[ResultRecord], selector: Selector) -> ResultRecord | None:
+    """The newest record matching ``selector``, or None."""
+    matches = [
+        r
+        for r in records
+        if r.dataset == selector.dataset
+        and (selector.split is None or r.split == selector.split)
+        and r.ranker == selector.ranker
+        and _config_matches(r, selector.config)
+    ]
+    return max(matches, key=lambda r: r.created) if matches else None
+
+
+def _check_metric(exp: MetricExpectation, records: Sequence[ResultRecord]) -> CheckResult:
+    name = f"{exp.selector.describe()} {exp.metric}"
+    base = {"name": name, "expected": exp.expected, "tolerance": exp.tolerance,
+            "source": exp.source}
+    record = find_record(records, exp.selector)
+    if record is None:
+        return CheckResult(MISSING, actual=None, message="no matching result record", **base)
+    if exp.metric not in record.metrics:
+        have = ", ".join(record.metrics) or "none"
+        return CheckResult(MISSING, actual=None, record=record, **base,
+                           message=f"record {record.path} has no {exp.metric} (has: {have})")
+    actual = float(record.metrics[exp.metric])
+    diff = actual - exp.expected
+    if abs(diff) <= exp.tolerance + _EPS:
+        return CheckResult(OK, actual=actual, record=record, **base)
+    return CheckResult(FAIL, actual=actual, record=record, **base,
+                       message=f"off by {diff:+.4g}, beyond the tolerance")
+
+
+def _side_value(side: RatioSide, records: Sequence[ResultRecord]) -> tuple[float | None, str]:
+    record = find_record(records, side.selector)
+    if record is None:
+        return None, f"no matching result record for {side.selector.describe()}"
+    value = (record.latency or {}).get(side.field)
+    if value is None:
+        return None, f"record {record.path} has no latency field {side.field!r}"
+    return float(value), ""
+
+
+def _check_ratio(exp: RatioExpectation, records: Sequence[ResultRecord]) -> CheckResult:
+    num, den = exp.numerator, exp.denominator
+    name = (f"{num.selector.describe()} {num.field} / "
+            f"{den.selector.describe()} {den.field}")
+    base = {"name": name, "expected": None, "tolerance": None, "source": exp.source,
+            "bounds": (exp.min, exp.max)}
+    (top, why_top), (bottom, why_bottom) = _side_value(num, records), _side_value(den, records)
+    if top is None or bottom is None:
+        return CheckResult(MISSING, actual=None, message=why_top or why_bottom, **base)
+    if bottom == 0:
+        return CheckResult(FAIL, actual=None, message=f"{den.field} of the denominator is 0",
+                           **base)
+    ratio = top / bottom
+    low_ok = exp.min is None or ratio >= exp.min - _EPS
+    high_ok = exp.max is None or ratio <= exp.max + _EPS
+    if low_ok and high_ok:
+        return CheckResult(OK, actual=ratio, **base)
+    return CheckResult(FAIL, actual=ratio, message="ratio outside the bounds", **base)
+
+
+_KINDS: dict[str, tuple[_Parser, _Checker]] = {
+    "metric": (_parse_metric, _check_metric),
+    "ratio": (_parse_ratio, _check_ratio),
+}
+
+
+def run_checks(
+    expected: Iterable[Path] | Path, records: Sequence[ResultRecord]
+) -> list[CheckResult]:
+    """Check every entry of the expected-values files (or directories of them) against records."""
+    paths = expected_files([expected] if isinstance(expected, Path) else expected)
+    results = []
+    for path in paths:
+        for exp in load_expectations(path):
+            kind = "ratio" if isinstance(exp, RatioExpectation) else "metric"
+            results.append(_KINDS[kind][1](exp, records))
+    return results
+
+
+# -- output --------------------------------------------------------------------------------------
+def _decimals(x: float) -> int:
+    text = repr(float(x))
+    return 6 if "e" in text else len(text.split(".")[1].rstrip("0"))
+
+
+def format_check_line(result: CheckResult) -> str:
+    """``OK   wikiqa/test bm25 AP@10 expected 0.6123 ± 0.005 actual 0.6125``, plus the reason
+    when it is not OK."""
+    if result.bounds is not None:
+        lo, hi = result.bounds
+        want = " and ".join(
+            part for part in (lo is not None and f">= {lo:g}", hi is not None and f"<= {hi:g}")
+            if part
+        )
+        line = f"{result.status:<4} {result.name} expected {want}"
+        digits = 2
+    else:
+        want = f"{result.expected:g} ± {result.tolerance:g}"
+        line = f"{result.status:<4} {result.name} expected {want}"
+        digits = max(4, _decimals(result.expected), _decimals(result.tolerance))
+    line += " actual " + ("-" if result.actual is None else f"{result.actual:.{digits}f}")
+    return line + (f" ({result.message})" if result.message and not result.ok else "")

@@ -1,0 +1,85 @@
+"""Dataset adapters: every dataset, whatever its files, becomes a :class:`RankingSplit`.
+
+Two on-disk layouts are read (:mod:`bench.data.mteb`, :mod:`bench.data.trec`); dataset cards
+(:mod:`bench.data.cards`) say which layout a dataset uses and how to score it; SODQ and
+MS MARCO-Titles can be fetched when no local copy exists (:mod:`bench.data.sources`). Any folder
+under the data root in either layout is a dataset named after the folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.data import mteb, sources, trec
+from bench.data.cards import DatasetCard, get_card, list_datasets
+from bench.data.files import DatasetError
+from bench.data.model import RankingSplit
+from bench.data.stats import split_stats
+from bench.settings import data_root
+
+__all__ = [
+    "DatasetCard",
+    "DatasetError",
+    "RankingSplit",
+    "dataset_splits",
+    "get_card",
+    "list_datasets",
+    "load_split",
+    "split_stats",
+]
+
+
+def _local_splits(folder: Path, card: DatasetCard) -> dict[str, Path]:
+    if card.layout == mteb.LAYOUT:
+        return mteb.find_splits(folder)
+    return trec.find_splits(folder, card.default_split)
+
+
+def dataset_splits(
+    dataset: str, data_dir: str | Path | None = None, local_only: bool = False
+) -> list[str]:
+    """Splits present under the data root, plus (unless ``local_only``) those the card says can
+    be fetched - loading one of those downloads or builds it."""
+    card = get_card(dataset, data_dir)
+    local = _local_splits(data_root(data_dir) / dataset, card)
+    return sorted(local if local_only else {*local, *card.splits})
+
+
+def load_split(
+    dataset: str, split: str | None = None, data_dir: str | Path | None = None
+) -> RankingSplit:
+    """Load one split (the card's default split when ``split`` is None)."""
+    card = get_card(dataset, data_dir)
+    folder = data_root(data_dir) / dataset
+    split = split or card.default_split
+    available = dataset_splits(dataset, data_dir)
+    if not available:
+        raise DatasetError(
+            f"dataset {dataset!r} has a card but no data in {folder}; point --data-dir (or "
+            f"$BENCH_DATA_DIR) at a folder holding {dataset}/, "
+            f"available here: {', '.join(list_datasets(data_dir))}"
+        )
+    if split not in available:
+        raise DatasetError(
+            f"unknown split {split!r} of dataset {dataset!r}; available: {', '.join(available)}"
+        )
+
+    local = _local_splits(folder, card)
+    if card.layout == mteb.LAYOUT:
+        if split not in local and card.hf_id:
+            sources.fetch_hf(folder, card)
+            local = _local_splits(folder, card)
+        path = local[split]
+        result = mteb.load_mteb(path, dataset, split, card.relevance_level)
+        result.revision = sources.recorded_revision(path)
+        if result.revision is None and card.hf_id:
+            result.notes.append(
+                f"local copy {path.name} not written by the downloader: revision unknown"
+            )
+        return result
+
+    split_dir = local.get(split, folder if split == card.default_split else folder / split)
+    needed = (trec.QUERIES, trec.QRELS, trec.COLLECTION)
+    if card.irds_id and not all((split_dir / n).is_file() for n in needed):
+        sources.build_irds_titles(split_dir, card, split)
+    return trec.load_trec(split_dir, dataset, split, card.relevance_level, card.run_file)

@@ -1,0 +1,44 @@
+"""Reading dataset files: one error type, line-numbered lines, checksums.
+
+Every adapter reads bytes once, hashes them (so a result records exactly which data it ran on) and
+parses them line by line, so that any problem can be reported as ``file:line``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+
+class DatasetError(ValueError):
+    """Bad or missing dataset input; the message names the file and line (or value) and the fix."""
+
+
+def sha256_16(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def files_checksum(blobs: Mapping[str, bytes]) -> str:
+    """One checksum over several files: SHA-256 (16 hex) of ``name<TAB>sha256`` lines, in order."""
+    manifest = "".join(f"{name}\t{hashlib.sha256(b).hexdigest()}\n" for name, b in blobs.items())
+    return sha256_16(manifest.encode("utf-8"))
+
+
+def iter_lines(path: Path, data: bytes) -> Iterator[tuple[int, str]]:
+    """(1-based line number, text) for each non-blank line of ``data`` (gunzipped for ``.gz``)."""
+    if path.name.endswith(".gz"):
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            raise DatasetError(f"{path}: not a valid gzip file ({exc}); re-create it") from exc
+    for lineno, raw in enumerate(data.split(b"\n"), start=1):
+        try:
+            line = raw.decode("utf-8").rstrip("\r")
+        except UnicodeDecodeError as exc:
+            raise DatasetError(
+                f"{path}:{lineno}: not valid UTF-8 ({exc.reason}); save the file as UTF-8"
+            ) from exc
+        if line.strip():
+            yield lineno, line

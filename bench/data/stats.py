@@ -1,0 +1,68 @@
+"""Size and length statistics of a split (``bench datasets``).
+
+Lengths are in whitespace words and, given a tokenizer, in its tokens. The size of each list's
+token union is reported too: that is what CROSS-JEM's ``union_len`` (L_u) must hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from bench.data.model import RankingSplit
+
+Tokenizer = Callable[[str], Sequence[Any]]
+
+
+def _summary(values: Sequence[int], keys: Sequence[str] = ("mean", "p50", "p95", "max")) -> dict:
+    """min and max keep the values' type (counts stay integers); the rest are floats."""
+    arr = np.asarray(values) if len(values) else np.zeros(1, dtype=np.int64)
+    every = {
+        "min": arr.min().item(),
+        "mean": float(arr.mean()),
+        "p50": float(np.percentile(arr, 50)),
+        "p95": float(np.percentile(arr, 95)),
+        "max": arr.max().item(),
+    }
+    return {k: every[k] for k in keys}
+
+
+def split_stats(
+    split: RankingSplit, tokenizer: Tokenizer | None = None, unit: str = "wordpiece"
+) -> dict[str, Any]:
+    """Queries, candidates, candidates and positives per query, and text lengths.
+
+    ``query_length``, ``candidate_length`` and ``union_length`` (distinct tokens per list) map a
+    unit to mean/p50/p95/max: ``"words"`` (whitespace) always, ``unit`` when a tokenizer is given.
+    """
+    queries = [cl.query.text for cl in split.lists]
+    candidates = [c.text for cl in split.lists for c in cl.candidates]
+    positives = [
+        sum(split.qrels.get(cl.query.qid, {}).get(d, 0) >= split.relevance_level for d in cl.docids)
+        for cl in split.lists
+    ]
+    tokenizers: dict[str, Tokenizer] = {"words": str.split}
+    if tokenizer is not None:
+        tokenizers[unit] = tokenizer
+    lengths: dict[str, dict[str, Any]] = {"query": {}, "candidate": {}, "union": {}}
+    for name, tok in tokenizers.items():
+        tokens = {t: list(tok(t)) for t in {*queries, *candidates}}
+        lengths["query"][name] = _summary([len(tokens[t]) for t in queries])
+        lengths["candidate"][name] = _summary([len(tokens[t]) for t in candidates])
+        lengths["union"][name] = _summary(
+            [len({x for t in cl.texts for x in tokens[t]}) for cl in split.lists]
+        )
+    return {
+        "dataset": split.dataset,
+        "split": split.split,
+        "queries": len(split.lists),
+        "candidates": split.n_candidates,
+        "candidates_per_query": _summary([len(cl) for cl in split.lists], ("min", "mean", "max")),
+        "positives_per_query": _summary(positives, ("mean",)),
+        "query_length": lengths["query"],
+        "candidate_length": lengths["candidate"],
+        "union_length": lengths["union"],
+        "dropped": dict(split.dropped),
+    }

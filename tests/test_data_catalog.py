@@ -1,0 +1,187 @@
+"""Cards, the dataset catalogue, fetch fallbacks (offline only) and split statistics."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bench.data import (
+    DatasetError,
+    dataset_splits,
+    get_card,
+    list_datasets,
+    load_split,
+    split_stats,
+)
+from bench.data.cards import read_card
+from bench.settings import PROJECT_ROOT
+
+
+def test_paper_cards() -> None:
+    sodq = get_card("sodq")
+    assert (sodq.layout, sodq.default_split, sodq.splits) == ("mteb", "test", ("train", "test"))
+    assert sodq.hf_id == "mteb/stackoverflowdupquestions-reranking"
+    assert sodq.hf_revision == "e185fbe320c72810689fc5848eb6114e1ef5ec69"
+    assert (sodq.n_items, sodq.union_len) == (30, 265)
+    titles = get_card("msmarco-titles")
+    assert (titles.layout, titles.default_split, titles.relevance_level) == ("trec", "dev", 1)
+    assert titles.irds_id == "msmarco-document/{split}"
+    assert (titles.n_items, titles.union_len) == (10, 360)
+    assert not sodq.default and sodq.licence and titles.source
+
+
+def test_shared_cards() -> None:
+    dl19 = get_card("trec-dl19-passage")
+    assert (dl19.layout, dl19.relevance_level, dl19.run_file) == ("trec", 2, "run.bm25.trec")
+    for name in ("wikiqa", "semeval16b"):
+        card = get_card(name)
+        assert (card.layout, card.relevance_level, card.default_split) == ("mteb", 1, "test")
+
+
+def test_every_card_file_parses() -> None:
+    names = sorted(p.stem for p in (PROJECT_ROOT / "datasets" / "cards").glob("*.yaml"))
+    assert names == ["msmarco-titles", "semeval16b", "sodq", "trec-dl19-passage", "wikiqa"]
+    for name in names:
+        assert get_card(name).name == name
+
+
+def test_datasets_folder_is_not_a_python_package() -> None:
+    assert not (PROJECT_ROOT / "datasets" / "__init__.py").exists()
+    import datasets  # Hugging Face, not the repo's data folder
+
+    assert hasattr(datasets, "load_dataset")
+
+
+def test_default_card_for_a_folder_without_card(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "train.jsonl").write_text("")
+    (tmp_path / "mine" / "test.jsonl.gz").write_bytes(b"")
+    with caplog.at_level(logging.INFO, logger="bench.data.cards"):
+        card = get_card("mine", tmp_path)
+    assert (card.layout, card.relevance_level, card.default_split) == ("mteb", 1, "test")
+    assert card.default
+    assert "mine: no dataset card" in caplog.text
+
+
+def test_read_card_rejects_bad_cards(tmp_path: Path) -> None:
+    path = tmp_path / "x.yaml"
+    path.write_text("layout: mteb\nrelevance: 2\n")
+    with pytest.raises(DatasetError, match=r"x.yaml: unknown card field\(s\) relevance"):
+        read_card(path)
+    path.write_text("layout: jsonl\n")
+    with pytest.raises(DatasetError, match="layout must be one of"):
+        read_card(path)
+    path.write_text("layout: trec\nrelevance_level: two\n")
+    with pytest.raises(DatasetError, match="relevance_level must be an integer, got 'two'"):
+        read_card(path)
+    path.write_text("name: y\nlayout: trec\n")
+    with pytest.raises(DatasetError, match="name 'y' must match the file name 'x'"):
+        read_card(path)
+
+
+def test_list_datasets(fixtures_dir: Path, shared_data: Path, tmp_path: Path) -> None:
+    assert list_datasets(tmp_path / "nowhere") == ["msmarco-titles", "sodq"]
+    assert list_datasets(fixtures_dir) == ["msmarco-titles", "sodq"]
+    assert list_datasets(shared_data) == [
+        "msmarco-titles",
+        "semeval16b",
+        "sodq",
+        "trec-dl19-passage",
+        "wikiqa",
+    ]
+    (tmp_path / "notes").mkdir()  # a folder in neither layout is not a dataset
+    (tmp_path / "notes" / "readme.txt").write_text("hi")
+    assert list_datasets(tmp_path) == ["msmarco-titles", "sodq"]
+
+
+def test_dataset_splits(fixtures_dir: Path, shared_data: Path, tmp_path: Path) -> None:
+    assert dataset_splits("sodq", fixtures_dir) == ["test", "train"]
+    assert dataset_splits("sodq", tmp_path) == ["test", "train"]  # downloadable
+    assert dataset_splits("sodq", tmp_path, local_only=True) == []
+    assert dataset_splits("msmarco-titles", tmp_path) == ["dev"]
+    assert dataset_splits("msmarco-titles", fixtures_dir, local_only=True) == ["dev"]
+    assert dataset_splits("wikiqa", shared_data) == ["dev", "test", "train"]
+    assert dataset_splits("trec-dl19-passage", shared_data) == ["test"]
+
+
+def test_unknown_dataset_lists_available(shared_data: Path) -> None:
+    with pytest.raises(DatasetError, match="unknown dataset 'wikiqb'") as err:
+        load_split("wikiqb", data_dir=shared_data)
+    assert "available: msmarco-titles, semeval16b, sodq, trec-dl19-passage, wikiqa" in str(
+        err.value
+    )
+
+
+def test_carded_dataset_without_data(tmp_path: Path) -> None:
+    with pytest.raises(DatasetError, match="'wikiqa' has a card but no data in"):
+        load_split("wikiqa", data_dir=tmp_path)
+
+
+def test_unknown_split_lists_splits(shared_data: Path, fixtures_dir: Path) -> None:
+    with pytest.raises(DatasetError, match=r"unknown split 'val' .* available: dev, test, train"):
+        load_split("semeval16b", "val", shared_data)
+    with pytest.raises(DatasetError, match=r"unknown split 'dev' of dataset 'sodq'"):
+        load_split("sodq", "dev", fixtures_dir)
+
+
+def test_sodq_offline_without_local_copy_says_where_to_put_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # conftest sets it too; never download in tests
+    with pytest.raises(DatasetError, match="HF_HUB_OFFLINE") as err:
+        load_split("sodq", data_dir=tmp_path)
+    message = str(err.value)
+    assert f"put train.jsonl and test.jsonl (or .jsonl.gz) in {tmp_path / 'sodq'}/" in message
+    assert "e185fbe320c72810689fc5848eb6114e1ef5ec69" in message
+    assert not (tmp_path / "sodq").exists()
+
+
+def test_msmarco_titles_without_run_says_where_to_put_files(tmp_path: Path) -> None:
+    with pytest.raises(DatasetError, match="no run file") as err:
+        load_split("msmarco-titles", data_dir=tmp_path)
+    message = str(err.value)
+    assert f"in {tmp_path / 'msmarco-titles'}/ as run.<name>.trec" in message
+    assert "ir_datasets msmarco-document/dev" in message
+
+
+def test_downloaded_copy_records_its_revision(fixtures_dir: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "sodq"
+    shutil.copytree(fixtures_dir / "sodq", folder)
+    data = (folder / "test.jsonl").read_bytes()
+    record = {"hf_id": "x", "revision": "abc123", "sha256": hashlib.sha256(data).hexdigest()}
+    (folder / "source.json").write_text(json.dumps({"test.jsonl": record}))
+    assert load_split("sodq", "test", tmp_path).revision == "abc123"
+    assert load_split("sodq", "train", tmp_path).revision is None  # not in source.json
+    (folder / "test.jsonl").write_bytes(data + b"\n")  # edited since: revision no longer known
+    assert load_split("sodq", "test", tmp_path).revision is None
+
+
+def test_split_stats(fixtures_dir: Path) -> None:
+    split = load_split("sodq", "test", fixtures_dir)
+    stats = split_stats(split, tokenizer=lambda text: text.lower().split(), unit="lower")
+    assert stats["queries"] == 3 and stats["candidates"] == 8
+    assert stats["candidates_per_query"] == {"min": 1, "mean": pytest.approx(8 / 3), "max": 4}
+    assert stats["positives_per_query"] == {"mean": pytest.approx(4 / 3)}  # 2, 1, 1
+    assert stats["dropped"] == {"no_positive": 1, "empty": 1}
+    # queries: 7, 6, 7 words
+    query = {"mean": pytest.approx(20 / 3), "p50": 7.0, "p95": 7.0, "max": 7}
+    assert stats["query_length"] == {"words": query, "lower": query}
+    # candidates: 5 8 7 5 | 11 5 6 | 5 words
+    words = stats["candidate_length"]["words"]
+    assert (words["mean"], words["p50"], words["max"]) == (6.5, 5.5, 11)
+    # distinct words per list: 17, 17, 5 as written; 16, 16, 5 lower-cased
+    assert stats["union_length"]["words"]["max"] == 17
+    assert stats["union_length"]["lower"] == {
+        "mean": pytest.approx(37 / 3),
+        "p50": 16.0,
+        "p95": 16.0,
+        "max": 16,
+    }
+    assert list(split_stats(split)["union_length"]) == ["words"]
