@@ -1,0 +1,134 @@
+"""The `bench` CLI end to end on the real shared data (BM25 and first stage: no model weights)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from bench.cli import app
+
+runner = CliRunner()
+
+
+def bench(*args: str, ok: bool = True) -> str:
+    result = runner.invoke(app, ["-q", *args])
+    if ok:
+        assert result.exit_code == 0, result.output + str(result.exception)
+    return result.output
+
+
+@pytest.fixture()
+def env(shared_data: Path, results_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("BENCH_DATA_DIR", str(shared_data))
+    return results_dir
+
+
+def test_help_explains_commands() -> None:
+    out = bench("--help")
+    for cmd in ("datasets", "rankers", "run", "train", "compare", "check", "demo"):
+        assert cmd in out
+    assert "--ranker" in bench("run", "--help")
+
+
+def test_datasets_lists_real_sets_with_sizes(env: Path) -> None:
+    out = bench("datasets", "--no-wordpiece")
+    for name in ("wikiqa", "semeval16b", "trec-dl19-passage", "sodq", "msmarco-titles"):
+        assert name in out
+    assert "243" in out and "873" in out  # wikiqa test and train queries
+
+
+def test_run_writes_record_run_and_per_query_then_reuses(env: Path) -> None:
+    bench("run", "--ranker", "bm25", "--dataset", "wikiqa")
+    (rec_file,) = env.glob("runs/wikiqa/bm25/test-*/record.json")
+    record = json.loads(rec_file.read_text())
+    assert record["data"]["queries"] == 243
+    assert set(record["metrics"]) == {"AP@5", "AP@10", "AP", "RR@5", "RR@10", "nDCG@10", "P@1"}
+    assert 0.0 < record["metrics"]["AP@10"] < 1.0
+    assert record["latency"]["queries"] == 243 and record["latency"]["p50_ms"] > 0
+    assert record["provenance"]["packages"]["rank-bm25"]
+    assert record["data"]["checksum"]
+    run_lines = (rec_file.parent / "run.trec").read_text().splitlines()
+    assert len(run_lines) == 2350  # every candidate of the 243 lists
+    qid, q0, docid, rank, score, tag = run_lines[0].split()
+    assert (q0, rank, tag) == ("Q0", "1", "bm25")
+    per_query = (rec_file.parent / "perquery.tsv").read_text().splitlines()
+    assert len(per_query) == 1 + 243
+    # same config -> reused, not recomputed
+    created = record["created"]
+    bench("run", "--ranker", "bm25", "--dataset", "wikiqa")
+    assert json.loads(rec_file.read_text())["created"] == created
+    # another option -> another result directory
+    bench("run", "--ranker", "bm25", "--dataset", "wikiqa", "--set", "k1=1.2")
+    assert len(list(env.glob("runs/wikiqa/bm25/test-*/record.json"))) == 2
+
+
+def test_firststage_compare_and_json(env: Path) -> None:
+    bench("run", "-r", "firststage", "-d", "trec-dl19-passage")
+    bench("run", "-r", "bm25", "-d", "trec-dl19-passage")
+    table = bench("compare", "--dataset", "trec-dl19-passage")
+    assert "First stage" in table and "Sparse" in table
+    rows = json.loads(bench("compare", "--dataset", "trec-dl19-passage", "--format", "json"))
+    assert {r["ranker"] for r in rows} == {"firststage", "bm25"}
+    assert set(rows[0]) >= {"ranker", "dataset", "split", "metrics", "latency"}
+    md = bench("compare", "-d", "trec-dl19-passage", "-f", "markdown")
+    assert md.lstrip().startswith("|") or "| System" in md
+
+
+def test_check_passes_then_fails_when_expected_value_changes(env: Path, tmp_path: Path) -> None:
+    bench("run", "-r", "bm25", "-d", "semeval16b")
+    (rec,) = env.glob("runs/semeval16b/bm25/test-*/record.json")
+    actual = json.loads(rec.read_text())["metrics"]["AP@10"]
+    expected = tmp_path / "exp.yaml"
+    entry = {
+        "dataset": "semeval16b",
+        "split": "test",
+        "ranker": "bm25",
+        "metric": "AP@10",
+        "expected": round(actual, 4),
+        "tolerance": 0.001,
+    }
+    expected.write_text(yaml.safe_dump([entry]))
+    out = bench("check", "--expected", str(expected))
+    assert "OK" in out
+    entry["expected"] = round(actual + 0.05, 4)
+    expected.write_text(yaml.safe_dump([entry]))
+    result = runner.invoke(app, ["check", "--expected", str(expected)])
+    assert result.exit_code == 1 and "FAIL" in result.output
+    entry.update(ranker="dpr", expected=0.5)
+    expected.write_text(yaml.safe_dump([entry]))
+    result = runner.invoke(app, ["check", "--expected", str(expected)])
+    assert result.exit_code == 1 and "MISSING" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "-r", "bm25", "-d", "nosuchset"], "nosuchset"),
+        (["run", "-r", "monobart", "-d", "wikiqa"], "known: "),
+        (["run", "-r", "bm25", "-d", "wikiqa", "--split", "val"], "val"),
+        (["run", "-r", "bm25", "-d", "wikiqa", "--set", "k1"], "key=value"),
+        (["run", "-r", "bm25", "-d", "wikiqa", "--set", "k1=abc"], "k1='abc'"),
+        (["run", "-r", "firststage", "-d", "wikiqa"], "no first-stage scores"),
+        (["run", "-r", "bm25", "-d", "wikiqa", "--device", "tpu"], "--device"),
+        (["compare", "-d", "wikiqa"], "no results"),
+    ],
+)
+def test_bad_input_is_one_clear_error(env: Path, args: list[str], message: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "error:" in result.output and message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_malformed_dataset_line_is_named(env: Path, tmp_path: Path, monkeypatch) -> None:
+    data = tmp_path / "data" / "broken"
+    data.mkdir(parents=True)
+    (data / "test.jsonl").write_text('{"query": "a", "positive": ["b"], "negative": []}\n{oops\n')
+    monkeypatch.setenv("BENCH_DATA_DIR", str(tmp_path / "data"))
+    result = runner.invoke(app, ["run", "-r", "bm25", "-d", "broken"])
+    assert result.exit_code == 2
+    assert "test.jsonl:2" in result.output.replace("\n", "")
