@@ -17,12 +17,16 @@ _REGISTRY: dict[str, str] = {
     "bm25": "rankers.bm25:BM25Ranker",
     "dpr": "rankers.dense:DPRRanker",
     "ance": "rankers.dense:ANCERanker",
+    "monobert": "rankers.monobert:MonoBERTRanker",
+    "crossjem": "rankers.crossjem:CrossJEMRanker",
 }
 
 ALIASES: dict[str, str] = {
     "first-stage": "firststage",
     "before": "firststage",
     "okapi": "bm25",
+    "cross-jem": "crossjem",
+    "mono-bert": "monobert",
 }
 
 # extra to install when a ranker's import fails

@@ -1,0 +1,106 @@
+"""CROSS-JEM as a :class:`~rankers.base.Ranker`: joint scoring of a query's whole list."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Sequence
+from typing import ClassVar
+
+import numpy as np
+from torch import Tensor, nn
+
+from bench.data.model import CandidateList
+from rankers.base import RankerConfig, RankerError
+from rankers.crossjem.inputs import Row, build_rows
+from rankers.crossjem.model import CrossJEMBatch, CrossJEMModule, collate
+from rankers.encoders import EncoderConfig, EncoderRanker, token_ids
+
+log = logging.getLogger(__name__)
+
+#: a query text and its item texts: what training and scoring both start from
+QueryItems = tuple[str, Sequence[str]]
+
+
+@dataclasses.dataclass
+class CrossJEMConfig(EncoderConfig):
+    #: L_u: most union tokens per encoder row; longer unions are split into packed groups
+    union_len: int = 242
+    #: add sinusoidal encodings of each token's position in its item before pooling (paper 5.3)
+    item_positions: bool = False
+    #: queries per forward pass when scoring (each may take several rows)
+    batch_queries: int = 8
+    #: listwise by default; the paper's rpl needs teacher scores (see rankers.losses)
+    loss: str = "listnet"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.max_item_len > self.union_len:
+            raise RankerError(
+                f"option max_item_len={self.max_item_len} exceeds union_len={self.union_len}: "
+                "an item must fit in one encoder row"
+            )
+        if self.batch_queries < 1:
+            raise RankerError(f"option batch_queries={self.batch_queries}: must be >= 1")
+
+
+class CrossJEMRanker(EncoderRanker):
+    """Scores all items of a query in one encoder pass over [CLS] query [SEP] union [SEP]."""
+
+    name: ClassVar[str] = "crossjem"
+    family: ClassVar[str] = "joint"
+    Config: ClassVar[type[RankerConfig]] = CrossJEMConfig
+    pointwise: ClassVar[bool] = False
+
+    @property
+    def cfg(self) -> CrossJEMConfig:
+        assert isinstance(self.config, CrossJEMConfig)
+        return self.config
+
+    def _check_encoder(self, encoder: nn.Module) -> None:
+        longest = self.cfg.max_query_len + self.cfg.union_len + 3
+        limit = int(getattr(encoder.config, "max_position_embeddings", longest))
+        if longest > limit:
+            raise RankerError(
+                f"crossjem: max_query_len + union_len + 3 = {longest} exceeds the encoder's "
+                f"{limit} positions"
+            )
+
+    def _build_module(self, encoder: nn.Module) -> nn.Module:
+        return CrossJEMModule(
+            encoder,
+            dropout=self.cfg.dropout,
+            item_positions=self.cfg.item_positions,
+            max_item_len=self.cfg.max_item_len,
+        )
+
+    # -- inputs --------------------------------------------------------------------------------
+    def rows(self, query: str, items: Sequence[str]) -> list[Row]:
+        """The encoder rows of one query (one per packed group of items)."""
+        cfg = self.cfg
+        q = token_ids(self.tokenizer, [query], cfg.max_query_len)[0]
+        ids = token_ids(self.tokenizer, items, cfg.max_item_len)
+        return build_rows(q, ids, cfg.union_len, self.special.cls, self.special.sep)
+
+    def prepare(self, lists: Sequence[QueryItems]) -> CrossJEMBatch:
+        """Tokenised, packed and padded batch for :meth:`forward` (on this ranker's device)."""
+        rows = [self.rows(query, items) for query, items in lists]
+        batch = collate(rows, self.special.pad, self.cfg.max_item_len)
+        return batch.to(self.device)
+
+    def forward(self, batch: CrossJEMBatch) -> tuple[Tensor, Tensor]:
+        """Logits (B, N_max) and item mask; train/eval mode and autograd are the caller's."""
+        return self.module(batch)
+
+    # -- scoring -------------------------------------------------------------------------------
+    def score(self, lists: Sequence[CandidateList]) -> list[np.ndarray]:
+        out: list[np.ndarray] = []
+        step = self.cfg.batch_queries
+        with self.inference():
+            for start in range(0, len(lists), step):
+                chunk = lists[start : start + step]
+                batch = self.prepare([(cl.query.text, cl.texts) for cl in chunk])
+                logits, _ = self.forward(batch)
+                values = logits.float().cpu().numpy()
+                out.extend(values[b, : len(cl)].copy() for b, cl in enumerate(chunk))
+        return out

@@ -1,0 +1,346 @@
+"""Shared plumbing for rankers built on a Hugging Face encoder (monoBERT, CROSS-JEM).
+
+One place loads the encoder and tokenizer (from a model alias/path via
+:func:`rankers.models.resolve_model`, or from a saved checkpoint), seeds the head, handles device
+and autocast, saves/loads checkpoints and records provenance, so the two rankers differ only in
+how they build inputs and heads. Both truncate queries and items at the WordPiece level with the
+same limits, which keeps the monoBERT baseline and CROSS-JEM comparable.
+
+Checkpoint layout (``save(path)``)::
+
+    path/ranker.json          describe(): name, config, model id, weight hashes
+    path/encoder/             encoder weights + tokenizer (save_pretrained)
+    path/head.safetensors     every non-encoder parameter of the module
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import logging
+from abc import abstractmethod
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor, nn
+
+from bench.data.model import RankingSplit
+from bench.device import resolve_device
+from rankers.base import Ranker, RankerConfig, RankerError
+from rankers.models import resolve_model, weights_hash
+
+log = logging.getLogger(__name__)
+
+DTYPES: dict[str, torch.dtype | None] = {
+    "auto": torch.bfloat16,  # autocast dtype on CUDA; CPU always runs float32
+    "float32": None,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+}
+
+ENCODER_DIR = "encoder"
+HEAD_FILE = "head.safetensors"
+RANKER_FILE = "ranker.json"
+
+
+@dataclasses.dataclass
+class EncoderConfig(RankerConfig):
+    """Settings every encoder ranker shares. ``checkpoint`` (a ``save()`` folder) wins over
+    ``model``; its saved settings are adopted except the runtime-only ones (batch sizes, dtype)."""
+
+    model: str = "minilm-l6"
+    checkpoint: str | None = None
+    max_query_len: int = 32
+    max_item_len: int = 32
+    dropout: float = 0.1
+    seed: int = 0
+    #: auto: bf16 autocast on CUDA, float32 on CPU; float32/bfloat16/float16 (autocast on CUDA only)
+    dtype: str = "auto"
+    # -- training (rankers.training.fit_lists) --
+    #: a rankers.losses name: bce, ce, listnet, rpl
+    loss: str = "bce"
+    #: a save() folder of any ranker whose sigmoid(scores) become the targets (else qrels grades)
+    teacher: str | None = None
+    epochs: int = 3
+    lr: float = 1e-4
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.1
+    max_grad_norm: float = 1.0
+    #: candidate lists per optimisation step
+    train_batch_queries: int = 8
+
+    def __post_init__(self) -> None:
+        if self.dtype not in DTYPES:
+            raise RankerError(f"option dtype={self.dtype!r}: expected one of {', '.join(DTYPES)}")
+        for name in ("max_query_len", "max_item_len"):
+            if getattr(self, name) < 1:
+                raise RankerError(f"option {name}={getattr(self, name)}: must be >= 1")
+        if not 0.0 <= self.dropout < 1.0:
+            raise RankerError(f"option dropout={self.dropout}: must be in [0, 1)")
+        from rankers.losses import LOSSES
+
+        if self.loss not in LOSSES:
+            raise RankerError(f"option loss={self.loss!r}: expected one of {', '.join(LOSSES)}")
+        for name in ("epochs", "train_batch_queries"):
+            if getattr(self, name) < 1:
+                raise RankerError(f"option {name}={getattr(self, name)}: must be >= 1")
+
+
+#: config fields a checkpoint does not override: they change speed or placement, not the model
+RUNTIME_FIELDS = frozenset({"checkpoint", "dtype", "batch_size", "batch_queries"})
+
+
+@dataclasses.dataclass(frozen=True)
+class SpecialIds:
+    cls: int
+    sep: int
+    pad: int
+
+
+def special_ids(tokenizer: Any) -> SpecialIds:
+    """[CLS], [SEP] and [PAD] ids; an encoder without them cannot be used here."""
+    ids = (tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id)
+    if any(i is None for i in ids):
+        raise RankerError(
+            f"tokenizer {tokenizer.name_or_path!r} lacks [CLS]/[SEP]/[PAD] tokens (got {ids}); "
+            "use a BERT-style encoder"
+        )
+    return SpecialIds(*ids)
+
+
+def token_ids(tokenizer: Any, texts: Sequence[str], max_len: int) -> list[list[int]]:
+    """WordPiece ids without special tokens, each cut to ``max_len``."""
+    if not texts:
+        return []
+    enc = tokenizer(list(texts), add_special_tokens=False, truncation=True, max_length=max_len)
+    return [list(ids) for ids in enc["input_ids"]]
+
+
+def pad_rows(rows: Sequence[Sequence[int]], value: int) -> Tensor:
+    """Right-pad integer rows into one (len(rows), longest) tensor."""
+    width = max((len(r) for r in rows), default=0)
+    if not rows:
+        return torch.zeros((0, 0), dtype=torch.long)
+    return torch.tensor([list(r) + [value] * (width - len(r)) for r in rows], dtype=torch.long)
+
+
+def scatter_to_lists(
+    values: Tensor, list_index: Tensor, item_index: Tensor, n_items: Sequence[int]
+) -> tuple[Tensor, Tensor]:
+    """Put per-item values back into (B, N_max) padded lists plus the boolean item mask."""
+    n_max = max(n_items, default=0)
+    out = values.new_zeros((len(n_items), n_max))
+    out = out.index_put((list_index, item_index), values)
+    mask = (
+        torch.arange(n_max, device=values.device)[None, :]
+        < torch.tensor(list(n_items), device=values.device)[:, None]
+    )
+    return out, mask
+
+
+def state_hash(module: nn.Module) -> str:
+    """SHA-256 (first 16 hex) of a module's parameters and buffers, by name: what scored."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(module.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+def write_tiny_bert(
+    path: Path,
+    tokenizer_from: str = "minilm-l6",
+    hidden: int = 32,
+    layers: int = 2,
+    heads: int = 2,
+    seed: int = 0,
+) -> Path:
+    """Save a small randomly initialised BERT with a real tokenizer: fast tests and smoke runs."""
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model(tokenizer_from).path)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        intermediate_size=4 * hidden,
+        max_position_embeddings=512,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = BertModel(config)
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+class EncoderRanker(Ranker):
+    """A ranker whose module is ``encoder`` (Hugging Face AutoModel) plus a small head.
+
+    Subclasses build the module in :meth:`_build_module` and implement scoring; the encoder,
+    tokenizer, device, autocast, checkpoints and provenance live here. Loading is lazy: the
+    first use of :attr:`module` or :attr:`tokenizer` loads the weights.
+    """
+
+    Config: ClassVar[type[RankerConfig]] = EncoderConfig
+    trainable: ClassVar[bool] = True
+
+    def __init__(self, config: RankerConfig | None = None, device: str = "cpu") -> None:
+        super().__init__(config, device)
+        self.device = resolve_device(device)
+        self._module: nn.Module | None = None
+        self._tokenizer: Any = None
+        self._special: SpecialIds | None = None
+        self._base: dict[str, Any] = {}
+
+    @property
+    def cfg(self) -> EncoderConfig:
+        assert isinstance(self.config, EncoderConfig)
+        return self.config
+
+    # -- subclass hooks ------------------------------------------------------------------------
+    @abstractmethod
+    def _build_module(self, encoder: nn.Module) -> nn.Module:
+        """Wrap the encoder with this ranker's head; the result must keep it as ``.encoder``."""
+
+    def _check_encoder(self, encoder: nn.Module) -> None:  # noqa: B027 - optional hook
+        """Validate config limits against the loaded encoder (max positions...)."""
+
+    # -- loading -------------------------------------------------------------------------------
+    @property
+    def module(self) -> nn.Module:
+        if self._module is None:
+            if self.cfg.checkpoint:
+                self.load(Path(self.cfg.checkpoint))
+            else:
+                ref = resolve_model(self.cfg.model)
+                self._base = {
+                    "model_id": ref.model_id,
+                    "base_weights_hash": weights_hash(ref.path) if ref.local else None,
+                }
+                self._build(ref.path, head=None)
+        assert self._module is not None
+        return self._module
+
+    @property
+    def tokenizer(self) -> Any:
+        if self._tokenizer is None:
+            _ = self.module
+        return self._tokenizer
+
+    @property
+    def special(self) -> SpecialIds:
+        if self._special is None:
+            self._special = special_ids(self.tokenizer)
+        return self._special
+
+    def _build(self, path: str, head: dict[str, Tensor] | None) -> None:
+        from transformers import AutoModel, AutoTokenizer
+
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(path)
+            encoder = AutoModel.from_pretrained(path)
+        except (OSError, ValueError) as exc:  # missing folder, bad hub id, offline hub
+            raise RankerError(f"{self.name}: cannot load encoder from {path!r}: {exc}") from exc
+        self._check_encoder(encoder)
+        # the head's random init depends on the seed only, not on what ran before
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.cfg.seed)
+            module = self._build_module(encoder)
+        if head is not None:
+            missing, unexpected = module.load_state_dict(head, strict=False)
+            missing = [k for k in missing if not k.startswith("encoder.")]
+            if missing or unexpected:
+                raise RankerError(
+                    f"{self.name}: checkpoint head does not fit the module "
+                    f"(missing {missing}, unexpected {unexpected})"
+                )
+        self._module = module.to(self.device).eval()
+        self._tokenizer = tokenizer
+        self._special = special_ids(tokenizer)
+        log.info("%s: loaded %s on %s", self.name, path, self.device)
+
+    # -- training ------------------------------------------------------------------------------
+    def fit(self, train: RankingSplit, dev: RankingSplit | None = None) -> dict[str, Any]:
+        """Fine-tune on whole lists with ``config.loss`` (see :mod:`rankers.training`)."""
+        from rankers.training import fit_lists
+
+        return fit_lists(self, train, dev)
+
+    # -- inference helpers ---------------------------------------------------------------------
+    @contextlib.contextmanager
+    def inference(self) -> Iterator[None]:
+        """eval mode, no autograd, and autocast on CUDA when the dtype asks for it."""
+        module = self.module
+        was_training = module.training
+        module.eval()
+        autocast_dtype = DTYPES[self.cfg.dtype]
+        try:
+            with torch.inference_mode():
+                if self.device.startswith("cuda") and autocast_dtype is not None:
+                    with torch.autocast("cuda", dtype=autocast_dtype):
+                        yield
+                else:
+                    yield
+        finally:
+            module.train(was_training)
+
+    # -- checkpoints ---------------------------------------------------------------------------
+    def save(self, path: Path) -> None:
+        """Encoder + tokenizer (save_pretrained), head weights, and ranker.json."""
+        from safetensors.torch import save_file
+
+        module = self.module
+        path.mkdir(parents=True, exist_ok=True)
+        module.encoder.save_pretrained(path / ENCODER_DIR)
+        self.tokenizer.save_pretrained(path / ENCODER_DIR)
+        head = {
+            k: v.detach().cpu().contiguous()
+            for k, v in module.state_dict().items()
+            if not k.startswith("encoder.")
+        }
+        save_file(head, str(path / HEAD_FILE))
+        (path / RANKER_FILE).write_text(json.dumps(self.describe(), indent=2, sort_keys=True))
+
+    def load(self, path: Path) -> None:
+        """Restore a ``save()`` folder; its model settings replace this ranker's (not runtime)."""
+        from safetensors.torch import load_file
+
+        path = Path(path)
+        meta_file = path / RANKER_FILE
+        if not meta_file.is_file() or not (path / HEAD_FILE).is_file():
+            raise RankerError(
+                f"{self.name}: {path} is not a checkpoint (no {RANKER_FILE}/{HEAD_FILE})"
+            )
+        meta = json.loads(meta_file.read_text())
+        if meta.get("name") != self.name:
+            raise RankerError(
+                f"{meta_file}: checkpoint of ranker {meta.get('name')!r}, not {self.name!r}"
+            )
+        saved = {k: v for k, v in meta["config"].items() if k not in RUNTIME_FIELDS}
+        current = self.config.to_dict()
+        changed = {k: (current.get(k), v) for k, v in saved.items() if current.get(k) != v}
+        if changed:
+            log.info("%s: checkpoint %s sets %s", self.name, path, changed)
+        runtime = {k: v for k, v in current.items() if k in RUNTIME_FIELDS}
+        try:
+            self.config = type(self.config)(**{**saved, **runtime, "checkpoint": str(path)})
+        except TypeError as exc:
+            raise RankerError(f"{meta_file}: config does not fit {self.name}: {exc}") from exc
+        self._base = {
+            "model_id": meta.get("model_id"),
+            "base_weights_hash": meta.get("base_weights_hash"),
+        }
+        self._build(str(path / ENCODER_DIR), head=load_file(str(path / HEAD_FILE)))
+
+    # -- provenance ----------------------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        weights = state_hash(self.module)  # loads the model first, which fills self._base
+        return {**super().describe(), **self._base, "weights_hash": weights}

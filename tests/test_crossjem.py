@@ -1,0 +1,302 @@
+"""CROSS-JEM: input building, packing, pooling arithmetic, order invariance, checkpoints."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from bench.data.model import Candidate, CandidateList, Query, RankingSplit
+from rankers.base import RankerError
+from rankers.crossjem import CrossJEMRanker
+from rankers.crossjem.inputs import build_row, pack_groups
+from rankers.crossjem.model import sinusoids
+from rankers.encoders import write_tiny_bert
+from rankers.losses import get_loss
+
+CLS, SEP = 101, 102
+
+ITEMS = [
+    "sorting a list in python",
+    "python list sort method",
+    "how do i sort a dictionary by value",
+    "java arrays sort",
+    "sort a list of tuples by the second element",
+    "",
+    "python python python",
+    "reverse a list in python",
+    "list comprehension with if else",
+    "python list sort method",  # a duplicate of item 1
+]
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
+
+
+def _ranker(model: Path | str, **options: object) -> CrossJEMRanker:
+    ranker = CrossJEMRanker(CrossJEMRanker.Config.from_options({"model": str(model), **options}))
+    assert isinstance(ranker, CrossJEMRanker)
+    return ranker
+
+
+def _list(texts: list[str], qid: str = "q1", query: str = "how to sort a list in python"):
+    cands = tuple(Candidate(f"d{i}", t) for i, t in enumerate(texts))
+    return CandidateList(Query(qid, query), cands)
+
+
+# -- inputs (pure Python) ------------------------------------------------------------------------
+def test_build_row_layout_pool_and_offsets() -> None:
+    # query [5, 6]; item 0 = [9, 7, 9] (9 repeats), item 1 = [7, 8]; union sorted = [7, 8, 9]
+    row = build_row([5, 6], [[9, 7, 9], [7, 8]], [0, 1], CLS, SEP)
+    # positions:      0    1  2  3    4  5  6  7
+    assert row.input_ids == (CLS, 5, 6, SEP, 7, 8, 9, SEP)
+    assert row.token_type_ids == (0, 0, 0, 0, 1, 1, 1, 1)
+    item0, item1 = row.slots
+    # query tokens (1, 2) and the first [SEP] (3), never [CLS] (0) or the final [SEP] (7);
+    # item 0 holds 7 (position 4) and 9 (position 6), each once
+    assert item0.item == 0 and item0.pool == (1, 2, 3, 4, 6)
+    # item positions aligned with the union part of pool: 7 is at item position 1, 9 first at 0
+    assert item0.offsets == (1, 0)
+    assert item1.item == 1 and item1.pool == (1, 2, 3, 4, 5)
+    assert item1.offsets == (0, 1)
+
+
+def test_pack_groups_hand_example() -> None:
+    # canonical order: [1,2] (2), [1,2,3] (0), [3,4,5] (1), [6,7,8] (3); union_len 5
+    # {1,2} -> +3 = {1,2,3} -> +4,5 = 5 tokens (fits) -> [6,7,8] would make 8: new group
+    items = [[1, 2, 3], [3, 4, 5], [1, 2], [6, 7, 8]]
+    assert pack_groups(items, 5) == [[2, 0, 1], [3]]
+    assert pack_groups(items, 8) == [[2, 0, 1, 3]]
+
+
+def test_pack_groups_prefers_least_growth_over_first_fit() -> None:
+    # union_len 6: [1,2,3] opens group 0; [4,5,6,7] does not fit there (7) and opens group 1;
+    # [6,7] fits in both (group 0 would grow by 2, group 1 by 0): it joins group 1
+    assert pack_groups([[1, 2, 3], [4, 5, 6, 7], [6, 7]], 6) == [[0], [1, 2]]
+
+
+def test_pack_groups_is_order_independent_and_rejects_oversized_items() -> None:
+    rng = random.Random(0)
+    items = [[rng.randrange(40) for _ in range(rng.randrange(1, 6))] for _ in range(30)]
+    groups = pack_groups(items, 12)
+    assert len(groups) > 1 and sorted(i for g in groups for i in g) == list(range(30))
+    for g in groups:
+        assert len({t for i in g for t in items[i]}) <= 12
+    as_sets = sorted(sorted(tuple(items[i]) for i in g) for g in groups)
+    perm = list(range(30))
+    rng.shuffle(perm)
+    shuffled = [items[p] for p in perm]
+    as_sets_shuffled = sorted(
+        sorted(tuple(shuffled[i]) for i in g) for g in pack_groups(shuffled, 12)
+    )
+    assert as_sets == as_sets_shuffled
+    with pytest.raises(ValueError, match="more than union_len=2"):
+        pack_groups([[1, 2, 3]], 2)
+
+
+def test_config_rejects_item_longer_than_union() -> None:
+    with pytest.raises(RankerError, match="max_item_len=40 exceeds union_len=32"):
+        CrossJEMRanker.Config.from_options({"max_item_len": "40", "union_len": "32"})
+
+
+# -- model ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("item_positions", [False, True])
+def test_logits_equal_hand_pooled_classifier(tiny_bert: Path, item_positions: bool) -> None:
+    """logit_j = w . (sum of E over P_qk [+ PE at item positions]) / |P_qk| + b, row by row."""
+    ranker = _ranker(tiny_bert, item_positions=item_positions)
+    texts = ITEMS[:5]
+    module = ranker.module
+    with ranker.inference():
+        logits, mask = ranker.forward(ranker.prepare([("how to sort a list in python", texts)]))
+        (row,) = ranker.rows("how to sort a list in python", texts)
+        ids = torch.tensor([row.input_ids])
+        hidden = module.encoder(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            token_type_ids=torch.tensor([row.token_type_ids]),
+        ).last_hidden_state[0]
+        table = sinusoids(ranker.cfg.max_item_len, hidden.shape[-1])
+        w, b = module.classifier.weight[0], module.classifier.bias[0]
+        for slot in row.slots:
+            total = hidden[list(slot.pool)].sum(dim=0)
+            if item_positions:
+                total = total + table[list(slot.offsets)].sum(dim=0)
+            expected = float(w @ (total / len(slot.pool)) + b)
+            assert logits[0, slot.item].item() == pytest.approx(expected, abs=1e-5)
+    assert mask.tolist() == [[True] * 5]
+
+
+def test_item_positions_cannot_see_word_order(tiny_bert: Path) -> None:
+    """Mean pooling and the classifier are linear, so adding PE before pooling adds only the mean
+    of the item's PE rows: it depends on which positions the item has, not on which token sits
+    where. Pinned, because the paper presents the variant as restoring word order."""
+    texts = ["python sort list", "list sort python", "java"]
+    bag = _ranker(tiny_bert).score([_list(texts)])[0]
+    assert bag[0] == pytest.approx(bag[1], abs=1e-6)  # same token set: same pooled tokens
+    ordered = _ranker(tiny_bert, item_positions=True).score([_list(texts)])[0]
+    assert ordered[0] == pytest.approx(ordered[1], abs=1e-6)
+    assert abs(ordered[0] - bag[0]) > 1e-4  # the encodings do change the scores
+
+
+@pytest.mark.parametrize("union_len", [242, 16])
+def test_scores_permute_with_candidates(tiny_bert: Path, union_len: int) -> None:
+    ranker = _ranker(tiny_bert, union_len=union_len, max_item_len=8)
+    cl = _list(ITEMS)
+    rows = ranker.rows(cl.query.text, cl.texts)
+    assert (len(rows) > 1) == (union_len == 16)
+    base = ranker.score([cl])[0]
+    assert base[1] == base[9]  # identical items, identical scores
+    rng = random.Random(1)
+    for _ in range(3):
+        perm = list(range(len(ITEMS)))
+        rng.shuffle(perm)
+        shuffled = ranker.score([_list([ITEMS[p] for p in perm])])[0]
+        np.testing.assert_allclose(shuffled, base[perm], atol=1e-5)
+
+
+def test_batching_queries_does_not_change_scores(tiny_bert: Path) -> None:
+    lists = [
+        _list(ITEMS, "q1"),
+        _list(ITEMS[2:6], "q2", query="java sort"),
+        _list([], "q3"),
+        _list(ITEMS[::-1], "q4", query="reverse a list"),
+    ]
+    together = _ranker(tiny_bert, batch_queries=4, union_len=20, max_item_len=8).score(lists)
+    alone = _ranker(tiny_bert, batch_queries=1, union_len=20, max_item_len=8).score(lists)
+    assert [len(s) for s in together] == [10, 4, 0, 10]
+    for a, b in zip(together, alone, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_forward_trains_with_a_ranking_loss(tiny_bert: Path) -> None:
+    ranker = _ranker(tiny_bert, dropout=0.0)
+    batch = ranker.prepare([("sort a list", ITEMS[:4]), ("java", ITEMS[3:5])])
+    targets = torch.tensor([[0.9, 0.6, 0.2, 0.1], [0.8, 0.3, 0.0, 0.0]])
+    module = ranker.module.train()
+    optimizer = torch.optim.AdamW(module.parameters(), lr=1e-3)
+    logits, mask = ranker.forward(batch)
+    assert logits.shape == (2, 4) and mask.tolist() == [[True] * 4, [True, True, False, False]]
+    loss = get_loss("listnet")(logits, targets, mask)
+    loss.backward()
+    optimizer.step()
+    after, _ = ranker.forward(batch)
+    assert get_loss("listnet")(after, targets, mask).item() < loss.item()
+
+
+# -- checkpoints and provenance ------------------------------------------------------------------
+def test_save_load_round_trip(tiny_bert: Path, tmp_path: Path) -> None:
+    ranker = _ranker(tiny_bert, union_len=20, max_item_len=8, item_positions=True, seed=3)
+    lists = [_list(ITEMS), _list(ITEMS[:3], "q2", query="java")]
+    before = ranker.score(lists)
+    ranker.save(tmp_path / "ckpt")
+    saved = json.loads((tmp_path / "ckpt" / "ranker.json").read_text())
+    assert saved["name"] == "crossjem" and saved["config"]["union_len"] == 20
+
+    # a default-configured ranker adopts the checkpoint's settings (not its batch size)
+    loaded = _ranker("minilm-l6", batch_queries=1)
+    loaded.load(tmp_path / "ckpt")
+    cfg = loaded.cfg
+    assert (cfg.union_len, cfg.item_positions, cfg.batch_queries) == (20, True, 1)
+    via_option = _ranker("minilm-l6", checkpoint=str(tmp_path / "ckpt"))
+    for other in (loaded, via_option):
+        for a, b in zip(before, other.score(lists), strict=True):
+            np.testing.assert_allclose(a, b, atol=1e-6)
+        assert other.describe()["weights_hash"] == ranker.describe()["weights_hash"]
+    info = via_option.describe()
+    assert info["model_id"] == str(tiny_bert.resolve())
+    assert info["base_weights_hash"] == ranker.describe()["base_weights_hash"] is not None
+
+
+def test_load_rejects_other_rankers_and_missing_files(tiny_bert: Path, tmp_path: Path) -> None:
+    with pytest.raises(RankerError, match="is not a checkpoint"):
+        _ranker(tiny_bert).load(tmp_path)
+    ranker = _ranker(tiny_bert)
+    ranker.save(tmp_path / "ckpt")
+    meta = tmp_path / "ckpt" / "ranker.json"
+    meta.write_text(meta.read_text().replace('"crossjem"', '"monobert"'))
+    with pytest.raises(RankerError, match="checkpoint of ranker 'monobert'"):
+        _ranker(tiny_bert).load(tmp_path / "ckpt")
+
+
+def test_seed_fixes_the_untrained_head(tiny_bert: Path) -> None:
+    cl = _list(ITEMS[:4])
+    a, b, c = (_ranker(tiny_bert, seed=s).score([cl])[0] for s in (0, 0, 1))
+    np.testing.assert_array_equal(a, b)
+    assert not np.allclose(a, c)
+
+
+@pytest.mark.slow
+def test_real_minilm_scores_wikiqa_list(shared_data: Path) -> None:
+    line = (shared_data / "wikiqa" / "test.jsonl").read_text().splitlines()[0]
+    record = json.loads(line)
+    texts = record["positive"] + record["negative"]
+    ranker = _ranker("minilm-l6", union_len=64)
+    cl = _list(texts, record["qid"], record["query"])
+    assert len(ranker.rows(cl.query.text, cl.texts)) > 1
+    scores = ranker.score([cl])[0]
+    assert scores.shape == (len(texts),) and np.isfinite(scores).all()
+    perm = list(range(len(texts)))[::-1]
+    reversed_list = _list([texts[p] for p in perm], record["qid"], record["query"])
+    np.testing.assert_allclose(ranker.score([reversed_list])[0], scores[perm], atol=1e-5)
+    assert ranker.describe()["model_id"] == "sentence-transformers/all-MiniLM-L6-v2"
+
+
+# -- training (rankers.training) -----------------------------------------------------------------
+WORDS = ["apple", "banana", "cherry", "grape", "lemon", "mango", "olive", "peach", "pear", "plum"]
+
+
+def _toy_split(name: str, seed: int) -> RankingSplit:
+    """Query 'w', six items of three random words; the relevant one contains w and 'gold'."""
+    rng = random.Random(seed)
+    lists, qrels = [], {}
+    for q in range(12):
+        word = WORDS[q % len(WORDS)]
+        others = [w for w in WORDS if w != word]
+        texts = [" ".join(rng.sample(others, 3)) for _ in range(5)]
+        pos = rng.randrange(6)
+        texts.insert(pos, " ".join([*rng.sample(others, 2), word, "gold"]))
+        qid = f"{name}{q}"
+        lists.append(_list(texts, qid, query=word))
+        qrels[qid] = {f"d{pos}": 1}
+    return RankingSplit(dataset="toy", split=name, lists=lists, qrels=qrels)
+
+
+def test_fit_learns_and_keeps_the_best_dev_epoch(tiny_bert: Path) -> None:
+    ranker = _ranker(tiny_bert, lr=2e-3, epochs=4, train_batch_queries=4, dropout=0.0)
+    summary = ranker.fit(_toy_split("train", 0), _toy_split("dev", 1))
+    dev = summary["dev_AP@10"]
+    assert len(dev) == 4 and summary["loss_name"] == "listnet"
+    assert summary["best_epoch"] == 1 + int(np.argmax(dev))
+    assert max(dev) > summary["dev_AP@10_before"] + 0.2
+    assert summary["weights_hash"] == summary["epoch_weights_hash"][summary["best_epoch"] - 1]
+    assert ranker.describe()["weights_hash"] == summary["weights_hash"]
+
+
+def test_rpl_on_binary_qrels_is_an_error(tiny_bert: Path) -> None:
+    ranker = _ranker(tiny_bert, loss="rpl", epochs=1)
+    with pytest.raises(RankerError, match="RPL needs graded or teacher scores"):
+        ranker.fit(_toy_split("train", 0))
+
+
+def test_rpl_trains_on_a_saved_teacher(
+    tiny_bert: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import rankers
+
+    # the teacher is found through the registry by the name in its ranker.json
+    monkeypatch.setitem(rankers._REGISTRY, "monobert", "rankers.monobert:MonoBERTRanker")
+    from rankers.monobert import MonoBERTRanker
+
+    teacher = MonoBERTRanker(MonoBERTRanker.Config.from_options({"model": str(tiny_bert)}))
+    teacher.fit(_toy_split("train", 0))
+    teacher.save(tmp_path / "teacher")
+    student = _ranker(tiny_bert, loss="rpl", epochs=1, teacher=str(tmp_path / "teacher"))
+    summary = student.fit(_toy_split("train", 0))
+    assert summary["targets"] == f"teacher {teacher.describe()['weights_hash']}"
+    assert summary["skipped_queries"] == 0 and np.isfinite(summary["loss"][0])
