@@ -215,6 +215,8 @@ def run(
         str | None,
         typer.Option(help="Model alias, Hugging Face id or local path (neural rankers)."),
     ] = None,
+    loss: Annotated[str | None, typer.Option(help="Training loss (encoder rankers).")] = None,
+    teacher: Annotated[str | None, typer.Option(help="Teacher ranker name or folder.")] = None,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Ranker option key=value (repeatable).")
     ] = None,
@@ -237,15 +239,18 @@ def run(
 ) -> None:
     """Rank a dataset split with one ranker; write run file, per-query metrics and a record.
 
-    Results go to results/runs/DATASET/RANKER/SPLIT-HASH/. A rerun with the same configuration
-    reuses the record unless --force.
+    Settings: rankers/configs/RANKER.yaml, then --model/--loss/--teacher/--set. Rankers with an
+    untrained head (crossjem, monobert) are trained first unless --set checkpoint=DIR. Results go
+    to results/runs/DATASET/RANKER/SPLIT-HASH/; a rerun with the same configuration reuses the
+    record unless --force.
     """
     from bench.runner import RunOptions
     from bench.runner import run as run_one
 
     options = _parse_sets(set_)
-    if model:
-        options["model"] = model
+    for key, value in (("model", model), ("loss", loss), ("teacher", teacher)):
+        if value:
+            options[key] = value
     record = run_one(
         RunOptions(
             ranker=ranker,
@@ -295,29 +300,39 @@ def train(
     ranker: Annotated[str, typer.Option("--ranker", "-r", help="Trainable ranker name.")],
     dataset: Annotated[str, typer.Option("--dataset", "-d", help="Dataset with a train split.")],
     model: Annotated[str | None, typer.Option(help="Base model alias, hub id or path.")] = None,
+    loss: Annotated[
+        str | None, typer.Option(help="bce, ce, listnet or rpl (encoder rankers).")
+    ] = None,
+    teacher: Annotated[
+        str | None, typer.Option(help="Teacher: a ranker name (trained first) or a saved folder.")
+    ] = None,
     set_: Annotated[
-        list[str] | None, typer.Option("--set", help="Ranker option key=value.")
+        list[str] | None, typer.Option("--set", help="Ranker option key=value (repeatable).")
     ] = None,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
-    seed: Annotated[int, typer.Option()] = 0,
-    threads: Annotated[int | None, typer.Option()] = None,
+    seed: Annotated[int, typer.Option(help="Seed for python, numpy and torch.")] = 0,
+    threads: Annotated[int | None, typer.Option(help="torch intra-op threads.")] = None,
     train_subset: Annotated[int | None, typer.Option(help="Train on the first N queries.")] = None,
     force: Annotated[bool, typer.Option(help="Retrain even if a model exists.")] = False,
     data_dir: DataDir = None,
     results_dir: ResultsDir = None,
 ) -> None:
-    """Fine-tune a ranker on the train split (dev selects the checkpoint) and cache the model.
+    """Train a ranker on the train split (dev selects the epoch) and cache the model.
 
-    `bench run --fit` with the same options then reuses the cached model.
+    Settings: rankers/configs/RANKER.yaml (default, then the dataset's section), then the flags.
+    A teacher given by name (CROSS-JEM's default: monobert) is trained first on the same data.
+    An interrupted training resumes. `bench run` with the same options reuses the model.
     """
     from bench.device import resolve_device, seed_everything, set_threads
-    from bench.runner import RunOptions, fit_or_load
+    from bench.runner import RunOptions, fit_or_load, ranker_options
     from bench.settings import results_root
-    from rankers import create_ranker
+    from rankers import canonical_name, create_ranker
 
     options = _parse_sets(set_)
-    if model:
-        options["model"] = model
+    for key, value in (("model", model), ("loss", loss), ("teacher", teacher)):
+        if value:
+            options[key] = value
+    options = ranker_options(canonical_name(ranker), dataset, options)
     opts = RunOptions(
         ranker=ranker,
         dataset=dataset,

@@ -9,14 +9,16 @@ tables is :mod:`bench.tables`' job; nothing here prints.
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import logging
 import shutil
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 from tqdm.auto import tqdm
 
 from bench import provenance
@@ -25,7 +27,14 @@ from bench.data.model import CandidateList, RankingSplit
 from bench.device import device_info, resolve_device, seed_everything, set_threads
 from bench.latency import LatencyTracker
 from bench.metrics import DEFAULT_MEASURES, build_run, evaluate
-from bench.results import ResultRecord, config_hash, read_record, run_dir, write_result
+from bench.results import (
+    ResultRecord,
+    atomic_write_json,
+    config_hash,
+    read_record,
+    run_dir,
+    write_result,
+)
 from bench.settings import results_root
 from rankers import Ranker, RankerError, canonical_name, create_ranker
 
@@ -118,6 +127,30 @@ def label_for(ranker: Ranker, fitted: bool, subset: int | None = None) -> str:
     return f"{ranker.name} ({', '.join(parts)})" if parts else ranker.name
 
 
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "rankers" / "configs"
+
+
+def ranker_options(
+    name: str, dataset: str, overrides: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """Settings for ``name`` on ``dataset``: config file ``default``, then its ``datasets.<name>``
+    section, then ``overrides`` (the command line). Rankers without a file use their defaults."""
+    path = CONFIG_DIR / f"{name}.yaml"
+    options: dict[str, Any] = {}
+    if path.exists():
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as exc:
+            raise RankerError(f"{path}: not valid YAML ({exc})") from exc
+        unknown = set(data) - {"default", "datasets"}
+        if unknown or not isinstance(data.get("default", {}), dict):
+            raise RankerError(f"{path}: expected keys 'default' and 'datasets' (mappings)")
+        options.update(data.get("default") or {})
+        options.update((data.get("datasets") or {}).get(dataset) or {})
+    options.update(overrides or {})
+    return options
+
+
 def _load_splits_for_fit(opts: RunOptions) -> tuple[RankingSplit, RankingSplit | None]:
     from bench.data import dataset_splits
 
@@ -131,15 +164,40 @@ def _load_splits_for_fit(opts: RunOptions) -> tuple[RankingSplit, RankingSplit |
     return train, dev
 
 
+def _resolve_teacher(ranker: Ranker, opts: RunOptions, root: Path) -> str | None:
+    """A teacher named by ranker name is trained (or loaded) on the same data first; the student
+    then distils from its saved folder. Returns the teacher's model key (None: no named teacher)."""
+    teacher = getattr(ranker.config, "teacher", None)
+    if not teacher or Path(str(teacher)).exists():
+        return None
+    teacher_name = canonical_name(str(teacher))
+    if teacher_name == ranker.name:
+        raise RankerError(f"{ranker.name}: a ranker cannot be its own teacher")
+    options = ranker_options(teacher_name, opts.dataset)
+    teacher_ranker = create_ranker(teacher_name, options, device=ranker.device)
+    log.info("teacher for %s: %s trained on %s", ranker.name, teacher_name, opts.dataset)
+    summary = fit_or_load(teacher_ranker, replace(opts, ranker=teacher_name, options=options), root)
+    ranker.config.teacher = summary["model_dir"]  # type: ignore[attr-defined]
+    return summary["key"]
+
+
 def fit_or_load(ranker: Ranker, opts: RunOptions, root: Path) -> dict[str, Any]:
-    """Train on the train split (dev selects), or load the model cached for this config."""
+    """Train on the train split (dev selects), or load the model cached for this config.
+
+    The cache key covers the ranker config, the train and dev data, the seed, the subset and the
+    teacher's own key, so changing any of them trains anew. Training writes into ``<key>.tmp``
+    (where a resumable trainer keeps its checkpoints) and renames it when done.
+    """
     if not ranker.trainable:
         raise RankerError(f"ranker {ranker.name!r} is not trainable; drop --fit")
     train, dev = _load_splits_for_fit(opts)
+    config = ranker.config.to_dict()
+    teacher_key = _resolve_teacher(ranker, opts, root)
     key = config_hash(
         {
             "ranker": ranker.name,
-            "config": ranker.config.to_dict(),
+            "config": config,
+            "teacher": teacher_key,
             "train": train.checksum,
             "dev": dev.checksum if dev else None,
             "train_subset": opts.train_subset,
@@ -151,8 +209,6 @@ def fit_or_load(ranker: Ranker, opts: RunOptions, root: Path) -> dict[str, Any]:
     if summary_file.exists() and not opts.force:
         log.info("loading trained %s from %s", ranker.name, model_dir)
         ranker.load(model_dir)
-        import json
-
         return json.loads(summary_file.read_text())
     log.info(
         "training %s on %s/train (%d queries)%s",
@@ -161,17 +217,24 @@ def fit_or_load(ranker: Ranker, opts: RunOptions, root: Path) -> dict[str, Any]:
         len(train),
         f", selecting on dev ({len(dev)} queries)" if dev else "",
     )
+    work = model_dir.with_name(model_dir.name + ".tmp")
+    if opts.force:
+        shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True, exist_ok=True)
+    ranker.work_dir = work
     summary = dict(ranker.fit(train, dev))
-    summary.update(model_dir=str(model_dir), train=train.info(), dev=dev.info() if dev else None)
-    # save into a temporary folder, then move into place: a half-written model is never loaded
-    tmp = model_dir.with_name(model_dir.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    ranker.save(tmp)
-    from bench.results import atomic_write_json
-
-    atomic_write_json(tmp / "training.json", summary)
+    summary.update(
+        key=key,
+        model_dir=str(model_dir),
+        config=config,
+        teacher_key=teacher_key,
+        train=train.info(),
+        dev=dev.info() if dev else None,
+    )
+    ranker.save(work)
+    atomic_write_json(work / "training.json", summary)
     shutil.rmtree(model_dir, ignore_errors=True)
-    tmp.rename(model_dir)
+    work.rename(model_dir)
     return summary
 
 
@@ -188,7 +251,15 @@ def run(opts: RunOptions) -> ResultRecord:
         split = split.subset(opts.subset)
     if not split.lists:
         raise RankerError(f"{split.dataset}/{split.split} has no candidate lists to rank")
-    ranker = create_ranker(name, opts.options, device=device)
+    ranker = create_ranker(name, ranker_options(name, split.dataset, opts.options), device=device)
+    fit = opts.fit or (ranker.needs_fit and not getattr(ranker.config, "checkpoint", None))
+    if fit and not opts.fit:
+        log.info(
+            "%s has no checkpoint: training it first (pass --set checkpoint=DIR to skip)", name
+        )
+    label = label_for(ranker, fit, opts.subset)
+    config = ranker.config.to_dict()
+    training = fit_or_load(ranker, replace(opts, fit=True), root) if fit else None
 
     run_config = {
         "seed": opts.seed,
@@ -197,14 +268,15 @@ def run(opts: RunOptions) -> ResultRecord:
         "batch_queries": opts.batch_queries,
         "warmup": opts.warmup,
         "subset": opts.subset,
-        "fit": opts.fit,
-        "train_subset": opts.train_subset if opts.fit else None,
+        "fit": fit,
+        "train_subset": opts.train_subset if fit else None,
         "measures": list(opts.measures),
     }
     chash = config_hash(
         {
             "ranker": name,
-            "config": ranker.config.to_dict(),
+            "config": config,
+            "model": training["key"] if training else None,
             "run": run_config,
             "data": split.checksum,
             "split": split.split,
@@ -214,8 +286,6 @@ def run(opts: RunOptions) -> ResultRecord:
     if (out_dir / "record.json").exists() and not opts.force:
         log.info("reusing %s (same config; --force to recompute)", out_dir)
         return read_record(out_dir)
-
-    training = fit_or_load(ranker, opts, root) if opts.fit else None
 
     log.info("indexing %s/%s for %s", split.dataset, split.split, name)
     ranker.index(split)
@@ -240,10 +310,10 @@ def run(opts: RunOptions) -> ResultRecord:
         dataset=split.dataset,
         split=split.split,
         family=ranker.family,
-        label=label_for(ranker, opts.fit, opts.subset),
+        label=label,
         metrics=ev.aggregate,
         latency=latency,
-        config=ranker.config.to_dict(),
+        config=config,
         run_config=run_config,
         config_hash=chash,
         data=split.info(),

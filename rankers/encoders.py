@@ -70,8 +70,10 @@ class EncoderConfig(RankerConfig):
     weight_decay: float = 0.01
     warmup_ratio: float = 0.1
     max_grad_norm: float = 1.0
-    #: candidate lists per optimisation step
+    #: candidate lists per optimisation step (split across processes under `accelerate launch`)
     train_batch_queries: int = 8
+    #: also save a resumable checkpoint every N steps (0: at epoch ends only; needs a work_dir)
+    checkpoint_steps: int = 0
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
@@ -88,10 +90,14 @@ class EncoderConfig(RankerConfig):
         for name in ("epochs", "train_batch_queries"):
             if getattr(self, name) < 1:
                 raise RankerError(f"option {name}={getattr(self, name)}: must be >= 1")
+        if self.checkpoint_steps < 0:
+            raise RankerError(f"option checkpoint_steps={self.checkpoint_steps}: must be >= 0")
 
 
 #: config fields a checkpoint does not override: they change speed or placement, not the model
-RUNTIME_FIELDS = frozenset({"checkpoint", "dtype", "batch_size", "batch_queries"})
+RUNTIME_FIELDS = frozenset(
+    {"checkpoint", "dtype", "batch_size", "batch_queries", "checkpoint_steps"}
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,6 +197,7 @@ class EncoderRanker(Ranker):
 
     Config: ClassVar[type[RankerConfig]] = EncoderConfig
     trainable: ClassVar[bool] = True
+    needs_fit: ClassVar[bool] = True
 
     def __init__(self, config: RankerConfig | None = None, device: str = "cpu") -> None:
         super().__init__(config, device)
@@ -269,10 +276,11 @@ class EncoderRanker(Ranker):
 
     # -- training ------------------------------------------------------------------------------
     def fit(self, train: RankingSplit, dev: RankingSplit | None = None) -> dict[str, Any]:
-        """Fine-tune on whole lists with ``config.loss`` (see :mod:`rankers.training`)."""
+        """Fine-tune on whole lists with ``config.loss`` (see :mod:`rankers.training`); with
+        :attr:`work_dir` set, checkpoints go there and an interrupted fit resumes from them."""
         from rankers.training import fit_lists
 
-        return fit_lists(self, train, dev)
+        return fit_lists(self, train, dev, work_dir=self.work_dir)
 
     # -- inference helpers ---------------------------------------------------------------------
     @contextlib.contextmanager

@@ -139,12 +139,15 @@ class MonoBERTRanker(EncoderRanker):
             n_items=[len(items) for _, items in lists],
         )
 
-    def forward(self, batch: PairBatch) -> tuple[Tensor, Tensor]:
-        """Logits (B, N_max) and item mask, like CROSS-JEM's, so one trainer fits both."""
+    def forward(self, batch: PairBatch, module: nn.Module | None = None) -> tuple[Tensor, Tensor]:
+        """Logits (B, N_max) and item mask, like CROSS-JEM's, so one trainer fits both.
+
+        ``module``: a wrapper of :attr:`module` to call instead (the trainer's DDP model)."""
         if batch.input_ids.shape[0] == 0:  # only empty lists
             logits = torch.zeros(0, device=batch.input_ids.device)
         else:
-            logits = self.module(batch.input_ids, batch.attention_mask, batch.token_type_ids)
+            net = module if module is not None else self.module
+            logits = net(batch.input_ids, batch.attention_mask, batch.token_type_ids)
         return scatter_to_lists(logits.float(), batch.list_index, batch.item_index, batch.n_items)
 
     # -- scoring -------------------------------------------------------------------------------

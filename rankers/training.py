@@ -1,24 +1,51 @@
-"""List-level fine-tuning shared by the encoder rankers (monoBERT, CROSS-JEM).
+"""List-level fine-tuning shared by the list-trainable rankers (monoBERT, CROSS-JEM, RankT5).
 
-Both rankers expose ``prepare(lists) -> batch`` and ``forward(batch) -> (logits (B, N), mask)``,
-so one loop trains either with any loss of :mod:`rankers.losses`: AdamW, linear schedule with
-warmup, gradient clipping, and the epoch with the best dev AP@10 kept (as the dense rankers do).
+A ranker exposes ``prepare(lists) -> batch`` and ``forward(batch) -> (logits (B, N), mask)``, so one
+loop trains any of them with any loss of :mod:`rankers.losses`. The paper's settings are the
+defaults of :class:`rankers.encoders.EncoderConfig`: AdamW, lr 1e-4, linear schedule (with
+``warmup_ratio`` warm-up), gradient clipping; the epoch with the best dev AP@10 is kept.
 
-Targets per candidate: with ``teacher`` (a ``save()`` folder of any registered ranker), the
-teacher's logits through a sigmoid - probabilities in 0-1 as the paper's teacher scores; without
-it, the qrels grade divided by the split's highest grade (binary qrels stay 0/1; graded ones keep
-their order, which RPL needs). Candidates without a judgement count as grade 0.
+**Accelerate.** The same loop runs on CPU, one GPU or many GPUs/nodes (``accelerate launch``):
+the model, optimizer, data loader and scheduler go through ``Accelerator.prepare``; bf16/fp16
+autocast follows the config's ``dtype`` on CUDA only. Batches are *split*: ``train_batch_queries``
+lists per optimisation step whatever the process count, each process taking an equal slice. Each
+process's loss is weighted by its share of the lists that carry signal, so the averaged gradient is
+the gradient of the global batch mean - N processes train like one, up to float rounding. The
+last, short batch is padded with zero-weight lists so every process gets a slice. Logging, dev
+evaluation and teacher scoring run on the main process and are broadcast.
+
+**Resume.** With a work directory (``ranker.work_dir``, set by the runner, or ``work_dir=``) the
+full training state - model, optimizer, scheduler, every process's RNG, epoch/step, history, the
+best weights so far and their dev score - is saved to ``work_dir/checkpoint/`` at the end of every
+epoch and every ``checkpoint_steps`` steps. A state is written to a temporary folder, renamed,
+then published by atomically replacing ``latest.json``; a crash at any point leaves the previous
+state usable. A later fit with the same settings, data and targets continues from it and ends
+with the same weights as an uninterrupted run.
+
+**Targets.** With a teacher (``teacher=`` or the config's ``teacher``, a ``save()`` folder of any
+ranker): sigmoid(teacher logits), the 0-1 teacher probabilities the paper trains on ("target
+scores obtained from a teacher"). Teacher logits of the training lists are computed once and cached
+(``cache_dir``, default ``work_dir/../teacher-scores``) under the teacher's weights hash, the
+split checksum and the lists' ids. Without a teacher: the qrels grade divided by the split's
+highest grade (binary qrels stay 0/1; graded ones keep their order, which RPL needs); candidates
+without a judgement count as grade 0. A loss that finds no signal in any list (RPL on binary
+labels) is an error before training starts.
 """
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
+import functools
+import hashlib
+import inspect
 import json
 import logging
 import math
+import os
 import random
+import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,16 +53,42 @@ import numpy as np
 
 from bench.data.model import CandidateList, Qrels, RankingSplit
 from bench.metrics import build_run, evaluate
+from bench.results import atomic_write_json
 from rankers.base import Ranker, RankerError
-from rankers.losses import get_loss
+from rankers.losses import RankingLoss, get_loss
 
 if TYPE_CHECKING:
-    from rankers.encoders import EncoderRanker
+    import torch
+    from accelerate import Accelerator
+    from torch import nn
 
 log = logging.getLogger(__name__)
 
 #: dev measure used to select the epoch (same as the dense rankers)
 SELECTION_MEASURE = "AP@10"
+#: resumable training state, inside the work directory
+CHECKPOINT_DIR = "checkpoint"
+#: the published state of CHECKPOINT_DIR (replaced atomically)
+LATEST_FILE = "latest.json"
+#: default teacher-score cache, beside the work directory
+TEACHER_CACHE_DIR = "teacher-scores"
+#: config fields that change neither the training path nor the weights (scoring speed, saving)
+NON_TRAINING_FIELDS = frozenset({"batch_size", "batch_queries", "checkpoint_steps"})
+#: config dtype -> Accelerate mixed precision on CUDA (CPU always trains in float32)
+MIXED_PRECISION = {"auto": "bf16", "bfloat16": "bf16", "float16": "fp16", "float32": "no"}
+_NO_SIGNAL = "no query in the batch has signal"
+
+
+# -- targets -------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Targets:
+    """Per-list target arrays and where they came from (recorded in the training summary)."""
+
+    values: list[np.ndarray]
+    #: "qrels grades" or "teacher <weights hash>"
+    source: str
+    #: teacher name, weights hash, path, score cache file; None for qrels
+    teacher: dict[str, Any] | None = None
 
 
 def grade_targets(lists: Sequence[CandidateList], qrels: Qrels) -> list[np.ndarray]:
@@ -65,9 +118,96 @@ def load_teacher(path: str | Path, device: str) -> Ranker:
     return teacher
 
 
+def sigmoid(logits: np.ndarray) -> np.ndarray:
+    """Teacher logits -> the 0-1 probabilities the non-BCE losses expect (float64)."""
+    return 1.0 / (1.0 + np.exp(-np.asarray(logits, dtype=np.float64)))
+
+
 def teacher_targets(teacher: Ranker, lists: Sequence[CandidateList]) -> list[np.ndarray]:
-    """sigmoid(teacher logits): the 0-1 teacher probabilities the non-BCE losses expect."""
-    return [1.0 / (1.0 + np.exp(-s.astype(np.float64))) for s in teacher.score(lists)]
+    """sigmoid(teacher logits), uncached: see :func:`teacher_logits` for the cached scores."""
+    return [sigmoid(s) for s in teacher.score(lists)]
+
+
+def teacher_id(teacher: Ranker) -> str:
+    """The teacher's weights hash, or a hash of its description when it has no weights (BM25)."""
+    info = teacher.describe()
+    if info.get("weights_hash"):
+        return str(info["weights_hash"])
+    return _digest(info)
+
+
+def teacher_logits(
+    teacher: Ranker, lists: Sequence[CandidateList], split_checksum: str, cache_dir: Path | None
+) -> tuple[list[np.ndarray], Path | None]:
+    """The teacher's logits for every list, read from / written to ``cache_dir`` when given.
+
+    The cache file is named by teacher name, weights hash and a key over the split checksum and
+    the lists' query and candidate ids, so another teacher, split or candidate set never reads it.
+    """
+    if cache_dir is None:
+        return [np.asarray(s, dtype=np.float64) for s in teacher.score(lists)], None
+    ident = teacher_id(teacher)
+    ids = [[cl.query.qid, cl.docids] for cl in lists]
+    key = _digest([teacher.name, ident, split_checksum, ids])
+    path = Path(cache_dir) / f"{teacher.name}-{ident}-{key}.npz"
+    lengths = [len(cl) for cl in lists]
+    if path.is_file():
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                if data["qids"].tolist() != [i[0] for i in ids] or data["lengths"].tolist() != (
+                    lengths
+                ):
+                    raise ValueError("lists differ from the cached ones")
+                flat = data["logits"].astype(np.float64)
+            log.info("teacher scores: reusing %s", path)
+            bounds = np.cumsum([0, *lengths])
+            return [flat[bounds[k] : bounds[k + 1]] for k in range(len(lists))], path
+        except (OSError, ValueError, KeyError) as exc:
+            log.warning("teacher scores: ignoring unreadable cache %s (%s)", path, exc)
+    scores = [np.asarray(s, dtype=np.float64) for s in teacher.score(lists)]
+    for cl, s in zip(lists, scores, strict=True):
+        if s.shape != (len(cl),):
+            raise RankerError(
+                f"teacher {teacher.name} returned {s.shape} scores for {len(cl)} candidates "
+                f"of query {cl.query.qid}"
+            )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as fh:  # a file object: np.savez would append ".npz" to a name
+        np.savez(
+            fh,
+            qids=np.array([i[0] for i in ids]),
+            lengths=np.array(lengths, dtype=np.int64),
+            logits=np.concatenate(scores) if scores else np.zeros(0),
+            teacher=np.array(json.dumps(teacher.describe(), sort_keys=True, default=str)),
+        )
+    os.replace(tmp, path)
+    log.info("teacher scores: wrote %s", path)
+    return scores, path
+
+
+def training_targets(
+    ranker: Ranker,
+    train: RankingSplit,
+    lists: Sequence[CandidateList],
+    teacher: Ranker | None = None,
+    cache_dir: Path | None = None,
+) -> Targets:
+    """Teacher probabilities (``teacher`` or the config's ``teacher`` folder), else qrels grades."""
+    path = getattr(ranker.config, "teacher", None)
+    if teacher is None and path:
+        teacher = load_teacher(path, ranker.device)
+    if teacher is None:
+        return Targets(grade_targets(lists, train.qrels), "qrels grades")
+    logits, cache = teacher_logits(teacher, lists, train.checksum, cache_dir)
+    ident = teacher_id(teacher)
+    info = {
+        "name": teacher.name,
+        "weights_hash": ident,
+        "path": str(path) if path else None,
+        "cache": str(cache) if cache else None,
+    }
+    return Targets([sigmoid(s) for s in logits], f"teacher {ident}", info)
 
 
 def dev_score(ranker: Ranker, dev: RankingSplit | None) -> float | None:
@@ -79,132 +219,538 @@ def dev_score(ranker: Ranker, dev: RankingSplit | None) -> float | None:
     return ev.aggregate[SELECTION_MEASURE]
 
 
-def fit_lists(
-    ranker: EncoderRanker,
-    train: RankingSplit,
-    dev: RankingSplit | None = None,
-    teacher: Ranker | None = None,
-) -> dict[str, Any]:
-    """Fine-tune ``ranker`` in place on whole candidate lists; returns the training summary."""
+# -- optimisation --------------------------------------------------------------------------------
+def adamw_linear(
+    module: nn.Module, lr: float, weight_decay: float, warmup_ratio: float, total_steps: int
+) -> tuple[torch.optim.Optimizer, Any]:
+    """AdamW (no decay on biases and LayerNorm weights) + linear warm-up then linear decay to 0."""
     import torch
-    from tqdm.auto import tqdm
     from transformers import get_linear_schedule_with_warmup
 
-    from bench.device import seed_everything
-    from rankers.encoders import DTYPES, state_hash
-
-    cfg = ranker.cfg
-    loss_fn = get_loss(cfg.loss)
-    lists = [cl for cl in train.lists if len(cl)]
-    if not lists:
-        raise RankerError(f"train split {train.dataset}/{train.split} has no candidate lists")
-    if teacher is None and cfg.teacher:
-        teacher = load_teacher(cfg.teacher, ranker.device)
-    targets = teacher_targets(teacher, lists) if teacher else grade_targets(lists, train.qrels)
-    source = f"teacher {teacher.describe().get('weights_hash')}" if teacher else "qrels grades"
-
-    seed_everything(cfg.seed)
-    module = ranker.module
-    steps_per_epoch = math.ceil(len(lists) / cfg.train_batch_queries)
-    total = steps_per_epoch * cfg.epochs
     no_decay = ("bias", "LayerNorm.weight", "LayerNorm.bias")
     named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(
         [
             {
                 "params": [p for n, p in named if not n.endswith(no_decay)],
-                "weight_decay": cfg.weight_decay,
+                "weight_decay": weight_decay,
             },
             {"params": [p for n, p in named if n.endswith(no_decay)], "weight_decay": 0.0},
         ],
-        lr=cfg.lr,
+        lr=lr,
     )
-    scheduler = get_linear_schedule_with_warmup(optimizer, int(cfg.warmup_ratio * total), total)
-    autocast = DTYPES[cfg.dtype] if ranker.device.startswith("cuda") else None
+    warmup = int(warmup_ratio * total_steps)
+    return optimizer, get_linear_schedule_with_warmup(optimizer, warmup, total_steps)
 
-    dev_before = dev_score(ranker, dev)
-    history: list[dict[str, Any]] = []
-    best: tuple[float, int, dict[str, Any]] | None = None
-    skipped = 0
-    start = time.perf_counter()
-    log.info(
-        "%s fine-tuning: %d lists, %d epochs x %d steps, loss %s on %s",
-        ranker.name,
-        len(lists),
-        cfg.epochs,
-        steps_per_epoch,
-        cfg.loss,
-        source,
+
+def make_accelerator(device: str, dtype: str) -> Accelerator:
+    """An Accelerator for ``device`` (cpu or cuda) with split batches and the dtype's autocast."""
+    from datetime import timedelta
+
+    from accelerate import Accelerator, DataLoaderConfiguration
+    from accelerate.state import AcceleratorState, PartialState
+    from accelerate.utils import DistributedDataParallelKwargs, InitProcessGroupKwargs
+
+    cuda = device.startswith("cuda")
+    options: dict[str, Any] = {
+        "cpu": not cuda,
+        "mixed_precision": MIXED_PRECISION.get(dtype, "no") if cuda else "no",
+        "dataloader_config": DataLoaderConfiguration(split_batches=True),
+        "kwargs_handlers": [
+            # the encoders' pooler (and any head a variant skips) gets no gradient
+            DistributedDataParallelKwargs(find_unused_parameters=True),
+            # the main process scores the teacher and dev alone while the others wait
+            InitProcessGroupKwargs(timeout=timedelta(hours=3)),
+        ],
+    }
+    try:
+        return Accelerator(**options)
+    except ValueError as exc:
+        # Accelerate's state is per process; a single process may switch device or precision
+        if "already been initialized" not in str(exc) or PartialState().num_processes > 1:
+            raise RankerError(f"cannot set up Accelerate for {device}/{dtype}: {exc}") from exc
+        AcceleratorState._reset_state(reset_partial_state=True)
+        return Accelerator(**options)
+
+
+# -- data ----------------------------------------------------------------------------------------
+class ListBatches:
+    """Global batches of list indices, a fresh permutation per epoch (``seed + epoch``).
+
+    A batch sampler for the DataLoader, so Accelerate can split each batch across processes.
+    With ``pad`` the last short batch is filled up to ``batch_size`` with ``-1 - i`` (list ``i``
+    again, zero weight): every process then gets a non-empty slice. The epoch is set through
+    :attr:`epoch` (not ``set_epoch``, which Accelerate would overwrite with its own counter).
+    """
+
+    drop_last = False
+
+    def __init__(self, n_lists: int, batch_size: int, seed: int, pad: bool) -> None:
+        self.n_lists = n_lists
+        self.batch_size = batch_size
+        self.seed = seed
+        self.pad = pad
+        self.epoch = 1
+
+    def __len__(self) -> int:
+        return math.ceil(self.n_lists / self.batch_size)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        order = list(range(self.n_lists))
+        random.Random(self.seed + self.epoch).shuffle(order)
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start : start + self.batch_size]
+            missing = self.batch_size - len(batch) if self.pad else 0
+            batch += [-1 - order[k % len(order)] for k in range(missing)]
+            yield batch
+
+
+class _Indices:
+    """Map-style dataset whose items are their own index (the batch sampler picks the lists)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index: int) -> int:
+        return int(index)
+
+
+@dataclasses.dataclass
+class ListBatch:
+    """One process's slice of a batch: the ranker's inputs and the padded targets.
+
+    No ``to()`` and not a mapping, so Accelerate leaves it alone: ``ranker.prepare`` already put
+    everything on the ranker's device.
+    """
+
+    inputs: Any
+    targets: torch.Tensor
+    #: True for the real items of real (not padding) lists
+    mask: torch.Tensor
+    lists: list[int]
+
+
+class ListCollate:
+    """DataLoader collate: list indices -> ``ranker.prepare`` inputs + targets with their mask."""
+
+    def __init__(self, ranker: Any, lists: Sequence[CandidateList], targets: Sequence[np.ndarray]):
+        self.ranker = ranker
+        self.lists = lists
+        self.targets = targets
+
+    def __call__(self, ids: Sequence[int]) -> ListBatch:
+        import torch
+
+        rows = [i if i >= 0 else -1 - i for i in ids]
+        inputs = self.ranker.prepare([(self.lists[r].query.text, self.lists[r].texts) for r in rows])
+        targets, mask = pad_targets([self.targets[r] for r in rows], [i >= 0 for i in ids])
+        device = self.ranker.device
+        return ListBatch(inputs, targets.to(device), mask.to(device), list(ids))
+
+
+def pad_targets(
+    targets: Sequence[np.ndarray], real: Sequence[bool] | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad per-list targets into (B, N_max) float32 plus the mask (False for padding lists)."""
+    import torch
+
+    width = max((len(t) for t in targets), default=0)
+    values = torch.zeros(len(targets), width)
+    mask = torch.zeros(len(targets), width, dtype=torch.bool)
+    for row, t in enumerate(targets):
+        values[row, : len(t)] = torch.as_tensor(np.asarray(t), dtype=torch.float32)
+        mask[row, : len(t)] = True if real is None else bool(real[row])
+    return values, mask
+
+
+def check_signal(loss: RankingLoss, targets: Sequence[np.ndarray], chunk: int = 64) -> bool:
+    """True when ``loss`` finds signal in some list (its validity depends on targets only)."""
+    import torch
+
+    for start in range(0, len(targets), chunk):
+        values, mask = pad_targets(targets[start : start + chunk])
+        try:
+            loss.compute(torch.zeros_like(values), values, mask)
+        except ValueError as exc:
+            if _NO_SIGNAL not in str(exc):
+                raise
+            continue
+        return True
+    return False
+
+
+# -- resumable state -----------------------------------------------------------------------------
+@dataclasses.dataclass
+class Progress:
+    """Everything besides model/optimizer/scheduler/RNG a resumed run needs (checkpointed)."""
+
+    epochs_done: int = 0
+    #: batches of the current epoch already trained
+    batches_done: int = 0
+    #: batches trained in all epochs
+    step: int = 0
+    epoch_losses: list[float] = dataclasses.field(default_factory=list)
+    epoch_skipped: int = 0
+    history: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    best_epoch: int = 0
+    best_score: float = -math.inf
+    best_state: dict[str, Any] | None = None
+    dev_before: float | None = None
+    #: training seconds up to the last checkpoint, over all runs
+    seconds: float = 0.0
+
+    def state_dict(self) -> dict[str, Any]:
+        state = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        if self.best_epoch == self.epochs_done and self.batches_done == 0:
+            state["best_state"] = None  # the checkpoint's model weights are the best ones
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for key, value in state.items():
+            setattr(self, key, value)
+
+
+def checkpoint_key(
+    ranker: Ranker,
+    train_lists: Sequence[CandidateList],
+    dev: RankingSplit | None,
+    targets: Targets,
+    processes: int,
+    mixed_precision: str,
+) -> str:
+    """What a checkpoint must have been trained with to be resumed: config, data, targets, setup."""
+    config = {k: v for k, v in ranker.config.to_dict().items() if k not in NON_TRAINING_FIELDS}
+    target_hash = hashlib.sha256()
+    for t in targets.values:
+        target_hash.update(np.asarray(t, dtype=np.float64).tobytes())
+    return _digest(
+        {
+            "ranker": ranker.name,
+            "config": config,
+            "train": [[cl.query.qid, cl.docids] for cl in train_lists],
+            "targets": [targets.source, target_hash.hexdigest()],
+            "dev": None if dev is None else [dev.checksum, sorted(dev.qrels.items())],
+            "processes": processes,
+            "mixed_precision": mixed_precision,
+        }
     )
-    with tqdm(total=total, desc=f"{ranker.name} fit", unit="step", disable=None) as bar:
-        for epoch in range(1, cfg.epochs + 1):
-            order = list(range(len(lists)))
-            random.Random(cfg.seed + epoch).shuffle(order)
-            module.train()
-            losses: list[float] = []
-            for b in range(0, len(order), cfg.train_batch_queries):
-                idx = order[b : b + cfg.train_batch_queries]
-                batch = ranker.prepare([(lists[i].query.text, lists[i].texts) for i in idx])
-                amp = (
-                    torch.autocast("cuda", dtype=autocast) if autocast else contextlib.nullcontext()
-                )
-                with amp:
-                    logits, mask = ranker.forward(batch)
-                y = torch.zeros_like(logits)
-                for row, i in enumerate(idx):
-                    y[row, : len(targets[i])] = torch.as_tensor(targets[i], dtype=y.dtype)
-                try:
-                    value = loss_fn.compute(logits.float(), y, mask)
-                except ValueError as exc:
-                    if "no query in the batch has signal" not in str(exc):
-                        raise
-                    # e.g. a batch of lists without positives under ce: nothing to learn here;
-                    # a whole epoch of these (binary labels under rpl) is an error below
-                    skipped += len(idx)
-                    bar.update(1)
-                    continue
-                skipped += value.skipped
+
+
+def find_checkpoint(folder: Path, key: str) -> tuple[Path, dict[str, Any]] | None:
+    """The published state in ``folder`` if it was made with ``key``; None (logged) otherwise."""
+    latest = folder / LATEST_FILE
+    if not latest.is_file():
+        return None
+    try:
+        meta = json.loads(latest.read_text())
+        state = folder / str(meta["state"])
+    except (OSError, ValueError, KeyError) as exc:
+        log.warning("%s is unreadable (%s): training from scratch", latest, exc)
+        return None
+    if meta.get("key") != key:
+        log.warning(
+            "%s was saved with other settings, data or targets: training from scratch", latest
+        )
+        return None
+    if not state.is_dir():
+        log.warning("%s names %s, which is missing: training from scratch", latest, state)
+        return None
+    return state, meta
+
+
+def save_checkpoint(accelerator: Accelerator, folder: Path, key: str, progress: Progress) -> Path:
+    """Save the full state (all processes), publish it atomically, drop older states."""
+    name = f"epoch{progress.epochs_done:03d}-step{progress.step:07d}"
+    tmp, final = folder / f"{name}.tmp", folder / name
+    if accelerator.is_main_process:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+    accelerator.wait_for_everyone()
+    accelerator.save_state(str(tmp))
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.rename(final)
+        meta = {"key": key, "state": name, "epoch": progress.epochs_done, "step": progress.step}
+        atomic_write_json(folder / LATEST_FILE, meta)
+        for old in folder.iterdir():
+            if old.is_dir() and old.name != name:
+                shutil.rmtree(old, ignore_errors=True)
+        log.info("checkpoint: %s", final)
+    accelerator.wait_for_everyone()
+    return final
+
+
+# -- the loop ------------------------------------------------------------------------------------
+def fit_lists(
+    ranker: Any,
+    train: RankingSplit,
+    dev: RankingSplit | None = None,
+    teacher: Ranker | None = None,
+    *,
+    work_dir: str | Path | None = None,
+    cache_dir: str | Path | None = None,
+    on_checkpoint: Callable[[dict[str, int]], None] | None = None,
+) -> dict[str, Any]:
+    """Fine-tune ``ranker`` in place on whole candidate lists; returns the training summary.
+
+    ``work_dir`` (default ``ranker.work_dir``) holds the resumable checkpoint; ``cache_dir``
+    (default ``work_dir/../teacher-scores``) the teacher scores. ``on_checkpoint`` is called on
+    every process after each published checkpoint with ``{"epoch", "step"}``.
+    """
+    import torch
+    from accelerate.utils import broadcast_object_list, gather_object
+    from torch.utils.data import DataLoader
+    from tqdm.auto import tqdm
+
+    from bench.device import seed_everything
+    from rankers.encoders import state_hash
+
+    cfg = ranker.cfg
+    loss_fn = get_loss(cfg.loss)
+    lists = [cl for cl in train.lists if len(cl)]
+    if not lists:
+        raise RankerError(f"train split {train.dataset}/{train.split} has no candidate lists")
+    if work_dir is None:
+        work_dir = getattr(ranker, "work_dir", None)
+    work = Path(work_dir) if work_dir is not None else None
+    if cache_dir is None and work is not None:
+        cache_dir = work.parent / TEACHER_CACHE_DIR
+
+    accelerator = make_accelerator(ranker.device, cfg.dtype)
+    main, world = accelerator.is_main_process, accelerator.num_processes
+    if cfg.train_batch_queries % world:
+        raise RankerError(
+            f"{ranker.name}: train_batch_queries={cfg.train_batch_queries} must be a multiple of "
+            f"the {world} training processes (each takes an equal slice of a batch)"
+        )
+    ranker.device = str(accelerator.device)
+
+    def on_main(compute: Callable[[], Any]) -> Any:
+        """Run on the main process only; every process gets the result."""
+        return broadcast_object_list([compute() if main else None])[0]
+
+    path = Path(cache_dir) if cache_dir is not None else None
+    targets: Targets = on_main(lambda: training_targets(ranker, train, lists, teacher, path))
+    if not check_signal(loss_fn, targets.values):
+        raise RankerError(
+            f"{ranker.name}: loss {cfg.loss} finds no signal in any list of "
+            f"{train.dataset}/{train.split} ({targets.source}): {loss_fn.no_signal}"
+        )
+
+    seed_everything(cfg.seed + accelerator.process_index)
+    module = ranker.module
+    steps_per_epoch = math.ceil(len(lists) / cfg.train_batch_queries)
+    total = steps_per_epoch * cfg.epochs
+    optimizer, scheduler = adamw_linear(
+        module, cfg.lr, cfg.weight_decay, cfg.warmup_ratio, total
+    )
+    batches = ListBatches(len(lists), cfg.train_batch_queries, cfg.seed, pad=world > 1)
+    loader = DataLoader(
+        _Indices(len(lists)),  # type: ignore[arg-type]
+        batch_sampler=batches,
+        collate_fn=ListCollate(ranker, lists, targets.values),
+        generator=torch.Generator(),  # keeps the global RNG (dropout) out of data loading
+    )
+    model, optimizer, loader, scheduler = accelerator.prepare(module, optimizer, loader, scheduler)
+    forward = _forward(ranker, model, module)
+    progress = Progress()
+    accelerator.register_for_checkpointing(progress)
+
+    folder = work / CHECKPOINT_DIR if work is not None else None
+    key = checkpoint_key(ranker, lists, dev, targets, world, accelerator.mixed_precision)
+    found = find_checkpoint(folder, key) if folder is not None else None
+    resumed_from: dict[str, int] | None = None
+    if found is not None:
+        accelerator.load_state(str(found[0]))
+        if progress.best_epoch and progress.best_state is None:
+            progress.best_state = _snapshot(module)
+        resumed_from = {"epoch": progress.epochs_done, "step": progress.step}
+        if main:
+            log.info("%s: resuming from %s (%s)", ranker.name, found[0], resumed_from)
+    else:
+        progress.dev_before = on_main(lambda: dev_score(ranker, dev))
+
+    def checkpoint() -> None:
+        progress.seconds = seconds_before + time.perf_counter() - start
+        if folder is not None:
+            save_checkpoint(accelerator, folder, key, progress)
+            if on_checkpoint is not None:
+                on_checkpoint({"epoch": progress.epochs_done, "step": progress.step})
+
+    every = int(getattr(cfg, "checkpoint_steps", 0) or 0)
+    start, seconds_before = time.perf_counter(), progress.seconds
+    if main:
+        log.info(
+            "%s fine-tuning: %d lists, %d epochs x %d steps of %d lists, loss %s on %s, "
+            "%d process(es), mixed precision %s",
+            ranker.name,
+            len(lists),
+            cfg.epochs,
+            steps_per_epoch,
+            cfg.train_batch_queries,
+            cfg.loss,
+            targets.source,
+            world,
+            accelerator.mixed_precision,
+        )
+    bar = tqdm(
+        total=total,
+        initial=progress.step,
+        desc=f"{ranker.name} fit",
+        unit="step",
+        disable=None if main else True,
+    )
+    with bar:
+        for epoch in range(progress.epochs_done + 1, cfg.epochs + 1):
+            batches.epoch = epoch
+            skip = progress.batches_done
+            epoch_loader = accelerator.skip_first_batches(loader, skip) if skip else loader
+            model.train()
+            for batch in epoch_loader:
+                loss, used, real = _step(accelerator, forward, loss_fn, batch, world)
+                if used:
+                    accelerator.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+                    optimizer.step()
+                    scheduler.step()
+                    progress.epoch_losses.append(loss)
                 optimizer.zero_grad(set_to_none=True)
-                value.loss.backward()
-                torch.nn.utils.clip_grad_norm_(module.parameters(), cfg.max_grad_norm)
-                optimizer.step()
-                scheduler.step()
-                losses.append(float(value.loss.detach()))
+                progress.epoch_skipped += real - used
+                progress.batches_done += 1
+                progress.step += 1
                 bar.update(1)
-                bar.set_postfix(epoch=epoch, loss=f"{losses[-1]:.4f}")
-            if not losses:
-                raise RankerError(
-                    f"{ranker.name}: loss {cfg.loss} found no signal in any batch of "
-                    f"{train.dataset}/{train.split} ({source}): {loss_fn.no_signal}"
-                )
-            dev_ap = dev_score(ranker, dev)
-            record = {
-                "epoch": epoch,
-                "loss": float(np.mean(losses)),
-                f"dev_{SELECTION_MEASURE}": dev_ap,
-                "weights_hash": state_hash(module),
-            }
-            history.append(record)
-            log.info("%s epoch %d: %s", ranker.name, epoch, record)
+                if used:
+                    bar.set_postfix(epoch=epoch, loss=f"{loss:.4f}")
+                if every and progress.step % every == 0 and progress.batches_done < steps_per_epoch:
+                    checkpoint()
+            module.eval()
+
+            def record(epoch: int = epoch) -> dict[str, Any]:
+                return {
+                    "epoch": epoch,
+                    "loss": float(np.mean(progress.epoch_losses)),
+                    f"dev_{SELECTION_MEASURE}": dev_score(ranker, dev),
+                    "skipped_queries": progress.epoch_skipped,
+                    "weights_hash": state_hash(module),
+                }
+
+            entry = on_main(record)
+            progress.history.append(entry)
+            if main:
+                log.info("%s epoch %d: %s", ranker.name, epoch, entry)
+            dev_ap = entry[f"dev_{SELECTION_MEASURE}"]
             # no dev: the last epoch wins; ties keep the earlier epoch
-            if best is None or dev_ap is None or dev_ap > best[0]:
-                state = {k: v.detach().cpu().clone() for k, v in module.state_dict().items()}
-                best = (dev_ap if dev_ap is not None else -math.inf, epoch, state)
-    assert best is not None
-    module.load_state_dict(best[2])
+            if progress.best_epoch == 0 or dev_ap is None or dev_ap > progress.best_score:
+                progress.best_epoch = epoch
+                progress.best_score = dev_ap if dev_ap is not None else -math.inf
+                progress.best_state = _snapshot(module)
+            progress.epochs_done, progress.batches_done = epoch, 0
+            progress.epoch_losses, progress.epoch_skipped = [], 0
+            checkpoint()
+    progress.seconds = seconds_before + time.perf_counter() - start
+
+    assert progress.best_state is not None
+    unwrapped = accelerator.unwrap_model(model, keep_fp32_wrapper=False)
+    if unwrapped is not module:
+        raise RankerError(f"{ranker.name}: Accelerate returned another module than it was given")
+    module.load_state_dict(progress.best_state)
     module.eval()
+    accelerator.free_memory()
+    final_hash = state_hash(module)
+    replicas = set(gather_object([final_hash]))
+    if len(replicas) > 1:
+        raise RankerError(f"{ranker.name}: training processes ended with different weights")
+    history = progress.history
     return {
         "epochs": cfg.epochs,
-        "best_epoch": best[1],
+        "best_epoch": progress.best_epoch,
         f"dev_{SELECTION_MEASURE}": [h[f"dev_{SELECTION_MEASURE}"] for h in history],
-        f"dev_{SELECTION_MEASURE}_before": dev_before,
+        f"dev_{SELECTION_MEASURE}_before": progress.dev_before,
         "loss": [h["loss"] for h in history],
         "loss_name": cfg.loss,
-        "targets": source,
+        "targets": targets.source,
+        "teacher": targets.teacher,
+        "optimizer": {
+            "name": "AdamW",
+            "lr": cfg.lr,
+            "weight_decay": cfg.weight_decay,
+            "schedule": "linear",
+            "warmup_steps": int(cfg.warmup_ratio * total),
+            "max_grad_norm": cfg.max_grad_norm,
+        },
         "train_queries": len(lists),
-        "skipped_queries": skipped,  # summed over epochs
+        "train_batch_queries": cfg.train_batch_queries,
+        "skipped_queries": sum(h["skipped_queries"] for h in history),  # summed over epochs
         "steps": total,
-        "seconds": round(time.perf_counter() - start, 2),
+        "processes": world,
+        "mixed_precision": accelerator.mixed_precision,
+        "resumed_from": resumed_from,
+        "checkpoint": str(folder) if folder is not None else None,
+        "seconds": round(progress.seconds, 2),
         "epoch_weights_hash": [h["weights_hash"] for h in history],
-        "weights_hash": state_hash(module),
+        "weights_hash": final_hash,
     }
+
+
+def _forward(ranker: Any, model: nn.Module, module: nn.Module) -> Callable[[Any], Any]:
+    """``ranker.forward`` through the prepared model: DDP only syncs gradients of calls to it."""
+    if model is module:  # one process: prepare() returned the module itself
+        return ranker.forward
+    if "module" not in inspect.signature(ranker.forward).parameters:
+        raise RankerError(
+            f"{ranker.name}: forward(batch) takes no module= argument, so it cannot run through "
+            "the distributed wrapper; train it in one process"
+        )
+    return functools.partial(ranker.forward, module=model)
+
+
+def _step(
+    accelerator: Accelerator,
+    forward: Callable[[Any], Any],
+    loss_fn: RankingLoss,
+    batch: ListBatch,
+    world: int,
+) -> tuple[float, int, int]:
+    """Forward + backward of one slice; returns the global batch loss, lists used and real lists.
+
+    Each process's loss is scaled by ``used * world / used_all``: DDP averages gradients over the
+    processes, so the result is the gradient of the mean over all lists with signal.
+    """
+    import torch
+
+    logits, mask = forward(batch.inputs)
+    if logits.shape != batch.targets.shape:
+        raise RankerError(
+            f"forward returned logits of shape {tuple(logits.shape)} for targets of shape "
+            f"{tuple(batch.targets.shape)}"
+        )
+    try:
+        value = loss_fn.compute(logits.float(), batch.targets, mask & batch.mask)
+        local, used = value.loss, value.used
+    except ValueError as exc:
+        if _NO_SIGNAL not in str(exc):
+            raise
+        # e.g. only lists without positives under ce: this slice adds nothing, but still takes
+        # part in the backward pass (DDP reduces gradients of every process together)
+        local, used = logits.sum() * 0.0, 0
+    real = sum(1 for i in batch.lists if i >= 0)
+    stats = torch.tensor(
+        [[used, float(local.detach()) * used, real]], dtype=torch.float64, device=logits.device
+    )
+    used_all, loss_sum, real_all = accelerator.gather(stats).sum(dim=0).tolist()
+    weight = used * world / used_all if used_all else 0.0
+    accelerator.backward(local * weight)
+    return (loss_sum / used_all if used_all else 0.0), int(used_all), int(real_all)
+
+
+def _snapshot(module: nn.Module) -> dict[str, Any]:
+    return {k: v.detach().cpu().clone() for k, v in module.state_dict().items()}
+
+
+def _digest(data: Any) -> str:
+    """First 16 hex of the SHA-256 of ``data`` as canonical JSON."""
+    text = json.dumps(data, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

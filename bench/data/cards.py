@@ -43,9 +43,6 @@ class DatasetCard:
     irds_id: str | None = None
     #: TREC layout: which run.*.trec to use when a folder holds several
     run_file: str | None = None
-    #: CROSS-JEM defaults: items scored jointly (N) and maximum item-union length (L_u)
-    n_items: int | None = None
-    union_len: int | None = None
     licence: str = ""
     source: str = ""
     #: True when no card file exists and these are defaults
@@ -53,7 +50,7 @@ class DatasetCard:
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(DatasetCard) if f.name != "default"}
-_INTS = ("relevance_level", "n_items", "union_len")
+_INTS = ("relevance_level",)
 
 
 def read_card(path: Path) -> DatasetCard:

@@ -88,9 +88,13 @@ class CrossJEMRanker(EncoderRanker):
         batch = collate(rows, self.special.pad, self.cfg.max_item_len)
         return batch.to(self.device)
 
-    def forward(self, batch: CrossJEMBatch) -> tuple[Tensor, Tensor]:
-        """Logits (B, N_max) and item mask; train/eval mode and autograd are the caller's."""
-        return self.module(batch)
+    def forward(
+        self, batch: CrossJEMBatch, module: nn.Module | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """Logits (B, N_max) and item mask; train/eval mode and autograd are the caller's.
+
+        ``module``: a wrapper of :attr:`module` to call instead (the trainer's DDP model)."""
+        return (module if module is not None else self.module)(batch)
 
     # -- scoring -------------------------------------------------------------------------------
     def score(self, lists: Sequence[CandidateList]) -> list[np.ndarray]:

@@ -1,0 +1,604 @@
+"""ColBERT (Khattab & Zaharia, 2020) through the colbert-ai package: late interaction re-ranking.
+
+Everything that defines ColBERT comes from colbert-ai 0.2.x, not from a copy:
+
+* the model is colbert-ai's ``ColBERT`` (``BaseColBERT`` loading: ``HF_ColBERT`` = the BERT plus a
+  bias-free linear projection to ``dim``), built from a ColBERT checkpoint folder (with its
+  ``artifact.metadata``) or from any BERT base, whose projection is then freshly initialised;
+* queries and documents are tokenised by its ``QueryTokenizer``/``DocTokenizer``: ``[CLS] [Q] q
+  [SEP]`` padded to ``query_maxlen`` with ``[MASK]`` (query augmentation; the masks are not
+  attended to unless ``attend_to_mask_tokens``, but their output vectors are kept), ``[CLS] [D] d
+  [SEP]`` cut at ``doc_maxlen``; ``[Q]``/``[D]`` are the vocabulary's ``[unused0]``/``[unused1]``;
+* embeddings come from ``ColBERT.query``/``ColBERT.doc`` (projection, punctuation masking of
+  documents, L2 normalisation) and scores from ``ColBERT.score`` = ``colbert_score`` (MaxSim:
+  for each query vector the best document vector, summed);
+* training calls ``ColBERT.forward`` - the ``nway``-way softmax cross-entropy over (positive,
+  negatives) of each query, plus colbert-ai's in-batch loss when ``use_ib_negatives`` - in a small
+  loop of our own (colbert-ai's ``Trainer`` wants its own file formats and launcher).
+
+No index: candidates are encoded at query time and scored against the query directly. colbert-ai
+compiles a C++ extension (``segmented_maxsim``) whenever a model is built on a machine without
+GPU; it only serves ``colbert_score_packed`` (PLAID index search), which re-ranking never calls, so
+model construction skips it (:func:`_no_cpp_extension`). The ranker also runs colbert-ai in float32
+on whatever device it is given (colbert-ai itself would cast documents to fp16 and move scoring to
+CUDA whenever a GPU is visible, whatever the requested device).
+
+Checkpoint layout (``save(path)``): ``path/colbert/`` is a colbert-ai checkpoint (HF weights,
+tokenizer, ``artifact.metadata``) loadable by colbert-ai's own ``Checkpoint``; ``path/ranker.json``
+holds :meth:`ColBERTRanker.describe` and the training summary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import json
+import logging
+import math
+import random
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from bench.data.model import CandidateList, RankingSplit, relevant
+from bench.device import resolve_device
+from rankers.base import Ranker, RankerConfig, RankerError
+from rankers.models import resolve_model, weights_hash
+
+if TYPE_CHECKING:
+    import torch
+    from colbert.modeling.colbert import ColBERT
+
+log = logging.getLogger(__name__)
+
+MODEL_DIR = "colbert"
+RANKER_FILE = "ranker.json"
+#: colbert-ai's checkpoint settings file
+ARTIFACT = "artifact.metadata"
+#: options that change what a score means: a checkpoint's values win over the caller's
+SCORE_DEFINING = (
+    "dim",
+    "query_maxlen",
+    "doc_maxlen",
+    "similarity",
+    "mask_punctuation",
+    "attend_to_mask_tokens",
+)
+
+
+@dataclass
+class ColBERTRankerConfig(RankerConfig):
+    """Scoring options, then training options. Defaults are colbert-ai's ``ColBERTConfig``'s
+    (dim 128, query_maxlen 32, cosine, punctuation masking, lr 3e-6, bsize 32, nway 2, no in-batch
+    negatives, clip 2.0), except ``doc_maxlen`` 180 (the paper's MS MARCO passage setting; short
+    texts are padded only to the longest in a batch, so the cap costs nothing for them)."""
+
+    #: alias, local folder (BERT base or colbert-ai checkpoint) or Hugging Face id
+    model: str = "minilm-l6"
+    #: projection size; None keeps a checkpoint's own (128 for a new projection)
+    dim: int | None = None
+    query_maxlen: int = 32
+    doc_maxlen: int = 180
+    #: only "cosine" (colbert-ai's "l2" path ignores the document mask)
+    similarity: str = "cosine"
+    mask_punctuation: bool = True
+    #: colbert-ai default False: [MASK] query tokens attend to the query but are not attended to
+    attend_to_mask_tokens: bool = False
+    #: documents (and queries) per forward pass when scoring
+    batch_size: int = 64
+    lr: float = 3e-6
+    #: queries per training step (colbert-ai ``bsize``)
+    train_batch_size: int = 32
+    #: documents per query in the softmax: 1 positive + (nway - 1) negatives from its list
+    nway: int = 2
+    #: add colbert-ai's in-batch loss: every other document of the batch counts as a negative
+    #: (including another positive of the same query, which colbert-ai does not mask)
+    use_ib_negatives: bool = False
+    epochs: int = 1
+    #: stop after this many steps in all (None: run every epoch to the end)
+    max_steps: int | None = None
+    #: linear warm-up then linear decay; 0 = constant lr (colbert-ai's default, warmup=None)
+    warmup_steps: int = 0
+    weight_decay: float = 0.01
+    max_grad_norm: float = 2.0
+    #: projection init (new projections), negative sampling, shuffling and dropout
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.similarity != "cosine":
+            raise RankerError(f"option similarity={self.similarity!r}: only 'cosine' is supported")
+        for name in ("query_maxlen", "doc_maxlen", "batch_size", "train_batch_size", "epochs"):
+            if getattr(self, name) < 1:
+                raise RankerError(f"option {name}={getattr(self, name)!r}: must be >= 1")
+        if self.query_maxlen < 4 or self.doc_maxlen < 4:
+            raise RankerError(
+                "options query_maxlen and doc_maxlen must be >= 4 ([CLS] [Q/D] x [SEP])"
+            )
+        if self.dim is not None and self.dim < 1:
+            raise RankerError(f"option dim={self.dim!r}: must be >= 1")
+        if self.nway < 2:
+            raise RankerError(
+                f"option nway={self.nway!r}: must be >= 2 (a positive and a negative)"
+            )
+        if self.max_steps is not None and self.max_steps < 1:
+            raise RankerError(f"option max_steps={self.max_steps!r}: must be >= 1")
+        if self.warmup_steps < 0:
+            raise RankerError(f"option warmup_steps={self.warmup_steps!r}: must be >= 0")
+
+
+@dataclass(frozen=True)
+class Triple:
+    """One training example: a query, a positive and ``nway - 1`` negatives (texts)."""
+
+    qid: str
+    query: str
+    positive: str
+    negatives: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _Group:
+    """A train query with its relevant and non-relevant candidate texts."""
+
+    qid: str
+    query: str
+    positives: tuple[str, ...]
+    negatives: tuple[str, ...]
+
+
+# -- colbert-ai glue -------------------------------------------------------------------------------
+def _import_colbert() -> Any:
+    """colbert-ai's modules; its import-time prints (faiss warning) go to the log, not stdout."""
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        import colbert.modeling.colbert as modeling
+    if buf.getvalue().strip():
+        log.debug("colbert-ai: %s", buf.getvalue().strip())
+    return modeling
+
+
+@contextlib.contextmanager
+def _no_cpp_extension() -> Iterator[None]:
+    """Build a colbert-ai model without compiling ``segmented_maxsim_cpp``.
+
+    ``ColBERT.__init__`` compiles it on every CPU-only machine unless the class already says it
+    did; the extension only backs ``colbert_score_packed`` (index search), never used here. The
+    flag is set for the duration of the construction only, so code that does want the extension
+    still gets it built on its first model.
+    """
+    cls = _import_colbert().ColBERT
+    had = "loaded_extensions" in cls.__dict__
+    if not had:
+        cls.loaded_extensions = True
+    try:
+        yield
+    finally:
+        if not had:
+            del cls.loaded_extensions
+
+
+def _has_projection(path: str) -> bool | None:
+    """Whether the folder's weights contain ColBERT's ``linear.weight`` (None: cannot tell)."""
+    files = sorted(Path(path).glob("*.safetensors")) if Path(path).is_dir() else []
+    if not files:
+        return None
+    from safetensors import safe_open
+
+    for f in files:
+        with safe_open(str(f), framework="pt") as fh:
+            names = list(fh.keys())
+        if any(k == "linear.weight" or k.endswith(".linear.weight") for k in names):
+            return True
+    return False
+
+
+class ColBERTRanker(Ranker):
+    """MaxSim re-ranking with a colbert-ai model; candidates are encoded at query time."""
+
+    name: ClassVar[str] = "colbert"
+    family: ClassVar[str] = "late"
+    Config: ClassVar[type[RankerConfig]] = ColBERTRankerConfig
+    pointwise: ClassVar[bool] = True
+    trainable: ClassVar[bool] = True
+
+    def __init__(self, config: RankerConfig | None = None, device: str = "cpu") -> None:
+        super().__init__(config, device)
+        self.device = resolve_device(device)
+        self._model: ColBERT | None = None
+        self._qtok: Any = None
+        self._dtok: Any = None
+        self._provenance: dict[str, Any] = {}
+        self.training_summary: dict[str, Any] | None = None
+
+    @property
+    def cfg(self) -> ColBERTRankerConfig:
+        assert isinstance(self.config, ColBERTRankerConfig)
+        return self.config
+
+    # -- model ---------------------------------------------------------------------------------
+    @property
+    def colbert(self) -> ColBERT:
+        """colbert-ai's ``ColBERT`` module, loaded on first use (eval mode, on ``device``)."""
+        if self._model is None:
+            ref = resolve_model(self.cfg.model)
+            self._provenance = {
+                "model_id": ref.model_id,
+                "base_weights_hash": weights_hash(ref.path) if ref.local else None,
+            }
+            self._build(ref.path)
+        assert self._model is not None
+        return self._model
+
+    @property
+    def query_tokenizer(self) -> Any:
+        """colbert-ai ``QueryTokenizer`` ([Q] marker, [MASK] augmentation to query_maxlen)."""
+        _ = self.colbert
+        return self._qtok
+
+    @property
+    def doc_tokenizer(self) -> Any:
+        """colbert-ai ``DocTokenizer`` ([D] marker, truncation at doc_maxlen)."""
+        _ = self.colbert
+        return self._dtok
+
+    def _colbert_settings(self) -> dict[str, Any]:
+        cfg = self.cfg
+        settings = {
+            "query_maxlen": cfg.query_maxlen,
+            "doc_maxlen": cfg.doc_maxlen,
+            "similarity": cfg.similarity,
+            "mask_punctuation": cfg.mask_punctuation,
+            "attend_to_mask_tokens": cfg.attend_to_mask_tokens,
+            "nway": cfg.nway,
+            "use_ib_negatives": cfg.use_ib_negatives,
+            "bsize": cfg.train_batch_size,
+            "lr": cfg.lr,
+        }
+        if cfg.dim is not None:  # unassigned keys keep the checkpoint's values
+            settings["dim"] = cfg.dim
+        return settings
+
+    def _build(self, path: str) -> None:
+        """Load ``path`` through colbert-ai; a missing projection is initialised from the seed."""
+        import torch
+
+        modeling = _import_colbert()
+        from colbert.infra import ColBERTConfig
+        from colbert.modeling.tokenization import DocTokenizer, QueryTokenizer
+
+        if Path(path).exists():
+            # absolute: colbert-ai first tries a path as a hub repo id, which a '/...' never is
+            path = str(Path(path).resolve())
+        colbert_config = ColBERTConfig(checkpoint=path, **self._colbert_settings())
+        try:
+            with _no_cpp_extension(), torch.random.fork_rng(devices=[]):
+                torch.manual_seed(self.cfg.seed)
+                model = modeling.ColBERT(path, colbert_config=colbert_config)
+            qtok = QueryTokenizer(model.colbert_config, verbose=0)
+            dtok = DocTokenizer(model.colbert_config)
+        except (OSError, ValueError, RuntimeError) as exc:
+            raise RankerError(
+                f"colbert: cannot load {self.cfg.model!r} from {path}: {exc}"
+            ) from exc
+        # float32 on the requested device: colbert-ai keys fp16 and CUDA off "a GPU is visible"
+        model.use_gpu = False
+        model.colbert_config.total_visible_gpus = 0
+        if not hasattr(model, "skiplist"):  # colbert-ai sets it only with mask_punctuation
+            model.skiplist = {}
+        self._model = model.to(self.device).eval()
+        self._qtok, self._dtok = qtok, dtok
+        has = _has_projection(path)
+        if has is None:
+            self._provenance["projection"] = "unknown (no local safetensors)"
+        else:
+            self._provenance["projection"] = (
+                "from checkpoint" if has else f"new (seed {self.cfg.seed})"
+            )
+        log.info("colbert: loaded %s on %s (projection %s)", path, self.device, self._provenance)
+
+    @contextlib.contextmanager
+    def _inference(self) -> Iterator[None]:
+        """eval mode and no autograd, restoring the previous mode afterwards."""
+        import torch
+
+        model = self.colbert
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.inference_mode():
+                yield
+        finally:
+            model.train(was_training)
+
+    # -- encoding and scoring ------------------------------------------------------------------
+    def encode_queries(self, queries: Sequence[str]) -> torch.Tensor:
+        """(n, query_maxlen, dim) normalised query vectors, [MASK] augmentation included."""
+        import torch
+
+        model = self.colbert
+        if not queries:
+            return torch.zeros(0, self.cfg.query_maxlen, model.colbert_config.dim)
+        ids, mask = self.query_tokenizer.tensorize(list(queries))
+        step = self.cfg.batch_size
+        with self._inference():
+            parts = [
+                model.query(ids[i : i + step], mask[i : i + step])
+                for i in range(0, len(queries), step)
+            ]
+        return torch.cat(parts)
+
+    def encode_documents(self, docs: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """(n, longest, dim) document vectors and (n, longest) mask (False: padding/punctuation)."""
+        ids, mask = self.doc_tokenizer.tensorize(list(docs))
+        with self._inference():
+            D, D_mask = self.colbert.doc(ids, mask, keep_dims="return_mask")
+        return D, D_mask.squeeze(-1)
+
+    def score(self, lists: Sequence[CandidateList]) -> list[np.ndarray]:
+        """MaxSim of each candidate with its query (colbert-ai ``ColBERT.score``).
+
+        All candidates of the call are sorted by token length and encoded ``batch_size`` at a
+        time, each batch cut to its own longest document, so padding stays small.
+        """
+        import torch
+
+        if not lists:
+            return []
+        model = self.colbert
+        Q = self.encode_queries([cl.query.text for cl in lists])
+        texts = [t for cl in lists for t in cl.texts]
+        flat = np.zeros(len(texts), dtype=np.float32)
+        if texts:
+            owner = torch.tensor(
+                [i for i, cl in enumerate(lists) for _ in cl.candidates], device=Q.device
+            )
+            ids, mask = self.doc_tokenizer.tensorize(texts)
+            ids, mask = ids.cpu(), mask.cpu()
+            lengths = mask.sum(dim=1)
+            order = torch.sort(lengths, stable=True).indices
+            with self._inference():
+                for start in range(0, len(order), self.cfg.batch_size):
+                    idx = order[start : start + self.cfg.batch_size]
+                    width = int(lengths[idx].max())
+                    D, D_mask = model.doc(
+                        ids[idx, :width], mask[idx, :width], keep_dims="return_mask"
+                    )
+                    scores = model.score(Q[owner[idx.to(Q.device)]], D, D_mask)
+                    flat[idx.numpy()] = scores.float().cpu().numpy()
+        bounds = np.cumsum([0] + [len(cl) for cl in lists])
+        return [flat[bounds[k] : bounds[k + 1]].copy() for k in range(len(lists))]
+
+    # -- training ------------------------------------------------------------------------------
+    def triples(self, split: RankingSplit, rng: random.Random | None = None) -> list[Triple]:
+        """One triple per (query, relevant candidate): ``nway - 1`` negatives from the query's
+        non-relevant candidates - sampled with ``rng`` (without replacement while there are
+        enough), else the first ones in list order, cycled when the list has too few."""
+        k = self.cfg.nway - 1
+        out: list[Triple] = []
+        for g in _groups(split):
+            for pos in g.positives:
+                if rng is None:
+                    negs = [g.negatives[i % len(g.negatives)] for i in range(k)]
+                elif len(g.negatives) >= k:
+                    negs = rng.sample(g.negatives, k)
+                else:
+                    negs = [rng.choice(g.negatives) for _ in range(k)]
+                out.append(Triple(g.qid, g.query, pos, tuple(negs)))
+        return out
+
+    def batch_loss(self, batch: Sequence[Triple]) -> torch.Tensor:
+        """colbert-ai's objective on ``batch``: ``ColBERT.forward`` scores each query against its
+        [positive, negatives], cross-entropy with the positive as target (+ in-batch loss)."""
+        import torch
+        import torch.nn.functional as F
+
+        model = self.colbert
+        Q = self.query_tokenizer.tensorize([t.query for t in batch])
+        D = self.doc_tokenizer.tensorize([d for t in batch for d in (t.positive, *t.negatives)])
+        out = model(Q, D)
+        scores, ib_loss = out if self.cfg.use_ib_negatives else (out, None)
+        scores = scores.view(-1, self.cfg.nway).float()
+        labels = torch.zeros(scores.size(0), dtype=torch.long, device=scores.device)
+        loss = F.cross_entropy(scores, labels)
+        return loss + ib_loss if ib_loss is not None else loss
+
+    def training_loss(self, split: RankingSplit) -> float:
+        """Mean objective over ``split``'s deterministic triples (eval mode, no sampling)."""
+        triples = self.triples(split)
+        if not triples:
+            raise RankerError(f"{split.dataset}/{split.split}: no (positive, negative) triple")
+        total, step = 0.0, self.cfg.train_batch_size
+        with self._inference():
+            for i in range(0, len(triples), step):
+                batch = triples[i : i + step]
+                total += float(self.batch_loss(batch)) * len(batch)
+        return total / len(triples)
+
+    def fit(self, train: RankingSplit, dev: RankingSplit | None = None) -> dict[str, Any]:
+        """Fine-tune with colbert-ai's objective; the epoch with the best dev AP@10 is kept."""
+        import torch
+        from tqdm.auto import tqdm
+        from transformers import get_linear_schedule_with_warmup
+
+        from rankers.encoders import state_hash
+        from rankers.training import SELECTION_MEASURE, dev_score
+
+        cfg = self.cfg
+        model = self.colbert
+        rng = random.Random(cfg.seed)
+        groups = _groups(train)
+        if not groups:
+            raise RankerError(
+                f"{train.dataset}/{train.split}: no query has both a relevant (grade >= "
+                f"{train.relevance_level}) and a non-relevant candidate: nothing to train on"
+            )
+        n_triples = sum(len(g.positives) for g in groups)
+        steps_per_epoch = math.ceil(n_triples / cfg.train_batch_size)
+        total = steps_per_epoch * cfg.epochs
+        if cfg.max_steps is not None:
+            total = min(total, cfg.max_steps)
+        optimizer = torch.optim.AdamW(
+            [p for p in model.parameters() if p.requires_grad],
+            lr=cfg.lr,
+            eps=1e-8,
+            weight_decay=cfg.weight_decay,
+        )
+        scheduler = (
+            get_linear_schedule_with_warmup(optimizer, cfg.warmup_steps, total)
+            if cfg.warmup_steps
+            else None
+        )
+        dev_before = dev_score(self, dev)
+        history: list[dict[str, Any]] = []
+        best: tuple[float, int, dict[str, torch.Tensor]] | None = None
+        step, start = 0, time.perf_counter()
+        log.info(
+            "colbert fine-tuning: %d queries, %d triples/epoch, nway %d, %d steps",
+            len(groups),
+            n_triples,
+            cfg.nway,
+            total,
+        )
+        with (
+            torch.random.fork_rng(devices=[]),
+            tqdm(total=total, desc="colbert fit", unit="step", disable=None) as bar,
+        ):
+            torch.manual_seed(cfg.seed)
+            for epoch in range(1, cfg.epochs + 1):
+                if step >= total:
+                    break
+                triples = self.triples(train, rng)
+                rng.shuffle(triples)
+                model.train()
+                losses: list[float] = []
+                for b in range(0, len(triples), cfg.train_batch_size):
+                    if step >= total:
+                        break
+                    loss = self.batch_loss(triples[b : b + cfg.train_batch_size])
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+                    optimizer.step()
+                    if scheduler is not None:
+                        scheduler.step()
+                    losses.append(float(loss.detach()))
+                    step += 1
+                    bar.update(1)
+                    bar.set_postfix(epoch=epoch, loss=f"{losses[-1]:.4f}")
+                model.eval()
+                dev_ap = dev_score(self, dev)
+                history.append(
+                    {"epoch": epoch, "loss": float(np.mean(losses)), "dev": dev_ap, "steps": step}
+                )
+                log.info("colbert epoch %d: %s", epoch, history[-1])
+                # no dev: the last epoch wins; ties keep the earlier epoch
+                if best is None or dev_ap is None or dev_ap > best[0]:
+                    state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+                    best = (dev_ap if dev_ap is not None else -math.inf, epoch, state)
+        assert best is not None
+        model.load_state_dict(best[2])
+        model.eval()
+        self.training_summary = {
+            "objective": (
+                f"colbert-ai ColBERT.forward: {cfg.nway}-way softmax CE (positive + "
+                f"{cfg.nway - 1} list negatives)"
+                + (" + in-batch negatives CE" if cfg.use_ib_negatives else "")
+            ),
+            "epochs": len(history),
+            "steps": step,
+            "best_epoch": best[1],
+            f"dev_{SELECTION_MEASURE}": [h["dev"] for h in history],
+            f"dev_{SELECTION_MEASURE}_before": dev_before,
+            "loss": [h["loss"] for h in history],
+            "train_queries": len(groups),
+            "skipped_queries": len(train.lists) - len(groups),
+            "triples_per_epoch": n_triples,
+            "seconds": round(time.perf_counter() - start, 2),
+            "weights_hash": state_hash(model),
+        }
+        return self.training_summary
+
+    # -- persistence ---------------------------------------------------------------------------
+    def save(self, path: Path) -> None:
+        """``path/colbert`` (a colbert-ai checkpoint) and ``path/ranker.json``.
+
+        Written with Hugging Face ``save_pretrained`` plus colbert-ai's config export rather than
+        ``BaseColBERT.save``, whose metadata step asks GitPython for the current branch and
+        raises on a detached HEAD (CI checkouts).
+        """
+        path = Path(path)
+        folder = path / MODEL_DIR
+        folder.mkdir(parents=True, exist_ok=True)
+        model = self.colbert
+        model.model.save_pretrained(str(folder))
+        model.raw_tokenizer.save_pretrained(str(folder))
+        from colbert.infra.config.settings import RunSettings
+
+        # model settings only: run settings (cwd, timestamps, GPUs) and the location are not
+        run_keys = {f.name for f in dataclasses.fields(RunSettings)} | {"checkpoint"}
+        settings = {k: v for k, v in model.colbert_config.export().items() if k not in run_keys}
+        (folder / ARTIFACT).write_text(json.dumps(settings, indent=2, default=str))
+        meta = {**self.describe(), "training": self.training_summary}
+        (path / RANKER_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True))
+
+    def load(self, path: Path) -> None:
+        """Restore a :meth:`save` folder; its score-defining options replace this ranker's."""
+        path = Path(path)
+        meta_file = path / RANKER_FILE
+        if not meta_file.is_file() or not (path / MODEL_DIR).is_dir():
+            raise RankerError(f"{path}: not a colbert checkpoint (no {RANKER_FILE}/{MODEL_DIR}/)")
+        meta = json.loads(meta_file.read_text())
+        if meta.get("name") != self.name:
+            raise RankerError(f"{meta_file}: saved by ranker {meta.get('name')!r}, not colbert")
+        saved = meta.get("config", {})
+        restored = {k: saved[k] for k in SCORE_DEFINING if k in saved}
+        restored["dim"] = meta.get("dim", restored.get("dim"))
+        if "model" in saved:  # the base it was built from: what labels and model_id refer to
+            restored["model"] = saved["model"]
+        self.config = dataclasses.replace(self.cfg, **restored)
+        self._provenance = {
+            "model_id": meta.get("model_id"),
+            "base_weights_hash": meta.get("base_weights_hash"),
+            "checkpoint": str(path),
+        }
+        self.training_summary = meta.get("training")
+        self._build(str(path / MODEL_DIR))
+
+    # -- provenance ----------------------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        from importlib.metadata import version
+
+        from rankers.encoders import state_hash
+
+        model = self.colbert
+        return {
+            **super().describe(),
+            **self._provenance,
+            "weights_hash": state_hash(model),
+            "hidden_size": int(model.bert.config.hidden_size),
+            "dim": int(model.colbert_config.dim),
+            "backbone": type(model.bert).__name__,
+            "colbert_ai": version("colbert-ai"),
+            "scoring": "MaxSim (colbert-ai ColBERT.score) at query time, no index",
+            "fine_tuned": self.training_summary is not None,
+        }
+
+
+def _groups(split: RankingSplit) -> list[_Group]:
+    """Queries with at least one relevant and one non-relevant candidate (texts, list order)."""
+    out: list[_Group] = []
+    for cl in split.lists:
+        rel = relevant(split.qrels, cl.query.qid, split.relevance_level)
+        pos = tuple(dict.fromkeys(c.text for c in cl.candidates if c.docid in rel))
+        neg = tuple(dict.fromkeys(c.text for c in cl.candidates if c.docid not in rel))
+        if pos and neg:
+            out.append(_Group(cl.query.qid, cl.query.text, pos, neg))
+    return out
+
+
+__all__ = ["ColBERTRanker", "ColBERTRankerConfig", "Triple"]

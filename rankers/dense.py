@@ -1,0 +1,607 @@
+"""Dual encoders (DPR, ANCE): query and item embedded separately, scored by their similarity.
+
+Both rankers are one SentenceTransformer scored the same way; they differ only in where training
+hard negatives come from (:meth:`DenseRanker._score_pool`):
+
+* **DPR** - BM25 (:class:`rankers.bm25.BM25Index` over the train split's collection), mined once.
+* **ANCE** - the encoder being trained, re-mined at the start of every epoch with the current
+  weights (the original refreshes an ANN index asynchronously; per-epoch refresh is the
+  synchronous equivalent at this data size).
+
+Negatives for a query are its *own* non-relevant candidates ranked by that scorer - these are the
+distractors a re-ranker has to push down. A query whose list holds no non-relevant candidate falls
+back to the whole train collection minus its positives, ranked by the same scorer (for BM25 that is
+``BM25Index.top_k`` with the positives excluded).
+
+The loss is MultipleNegativesRankingLoss-style cross-entropy over [all positives of the batch + all
+hard negatives of the batch], logits = ``scale * similarity`` (scale 20 on cosine = temperature
+0.05). Unlike sentence-transformers' own loss, in-batch columns that are *also relevant* to a row's
+query (two pairs of one query in a batch, a shared positive) are masked out rather than treated as
+negatives.
+
+Scoring modes: ``precompute=false`` encodes query and items at query time (what a re-ranker facing
+unseen items pays); ``precompute=true`` embeds every distinct candidate of the split once in
+:meth:`DenseRanker.index` and :meth:`DenseRanker.score` only encodes queries ("item embeddings
+precomputed", the production setting of the paper's ANCE latency).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import math
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from bench.data.model import CandidateList, RankingSplit, relevant
+from bench.metrics import build_run, evaluate, rank_order
+from rankers.base import Ranker, RankerConfig, RankerError
+from rankers.models import ModelRef, resolve_model, weights_hash
+
+if TYPE_CHECKING:
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+log = logging.getLogger(__name__)
+
+SIMILARITIES: tuple[str, ...] = ("cosine", "dot")
+#: dev measure used to select the epoch
+SELECTION_MEASURE = "AP@10"
+#: default logit scale per similarity (MultipleNegativesRankingLoss uses 20 on cosine)
+DEFAULT_SCALE: dict[str, float] = {"cosine": 20.0, "dot": 1.0}
+
+
+@dataclass
+class DenseConfig(RankerConfig):
+    """Scoring options first, then fine-tuning options (used by :meth:`DenseRanker.fit` only)."""
+
+    #: alias, Hugging Face id or local SentenceTransformer folder
+    model: str = "minilm-l6"
+    #: "cosine" | "dot"; None = what the model's own config says, else cosine
+    similarity: str | None = None
+    #: encoding batch size (scoring, indexing, ANCE mining)
+    batch_size: int = 64
+    #: token limit; None keeps the model's own max_seq_length
+    max_length: int | None = None
+    query_prefix: str = ""
+    document_prefix: str = ""
+    #: embed the split's items once in index(); score() then only encodes queries
+    precompute: bool = False
+    lr: float = 2e-5
+    weight_decay: float = 0.01
+    epochs: int = 1
+    #: (query, positive) pairs per step
+    train_batch_size: int = 32
+    warmup_ratio: float = 0.1
+    #: logit multiplier (1 / temperature); None = 20 for cosine, 1 for dot
+    scale: float | None = None
+    #: hard negatives per (query, positive) pair
+    hard_negatives: int = 1
+    max_grad_norm: float = 1.0
+    seed: int = 42
+
+    def __post_init__(self) -> None:
+        if self.similarity is not None and self.similarity not in SIMILARITIES:
+            raise RankerError(
+                f"option similarity={self.similarity!r}: expected one of {', '.join(SIMILARITIES)}"
+            )
+        positive = ("batch_size", "epochs", "train_batch_size")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise RankerError(f"option {name}={getattr(self, name)!r}: must be >= 1")
+        if self.max_length is not None and self.max_length < 1:
+            raise RankerError(f"option max_length={self.max_length!r}: must be >= 1")
+        if self.hard_negatives < 0:
+            raise RankerError(f"option hard_negatives={self.hard_negatives!r}: must be >= 0")
+        if not 0.0 <= self.warmup_ratio < 1.0:
+            raise RankerError(f"option warmup_ratio={self.warmup_ratio!r}: must be in [0, 1)")
+
+
+@dataclass
+class MiningRound:
+    """One hard-negative mining pass: which weights mined it and what it chose (qid -> docids)."""
+
+    epoch: int
+    weights: str
+    negatives: dict[str, list[str]]
+    collection_fallback: int
+
+
+@dataclass(frozen=True)
+class _Pair:
+    qid: str
+    query: str
+    docid: str
+    text: str
+
+
+def state_hash(model: torch.nn.Module) -> str:
+    """SHA-256 (first 16 hex) over a module's state dict: names, dtypes, shapes and values."""
+    import torch
+
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        t = tensor.detach().cpu().contiguous()
+        digest.update(f"{name}:{t.dtype}:{tuple(t.shape)}".encode())
+        digest.update(t.view(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+class DenseRanker(Ranker):
+    """A SentenceTransformer bi-encoder; subclasses only choose how hard negatives are scored."""
+
+    family = "dual"
+    Config = DenseConfig
+    pointwise = True
+    trainable = True
+    #: what ranks hard-negative candidates (recorded in the training summary)
+    miner: ClassVar[str] = ""
+    #: re-mine with the current weights at every epoch start (ANCE)
+    refresh_negatives: ClassVar[bool] = False
+
+    def __init__(self, config: DenseConfig | None = None, device: str = "cpu") -> None:
+        super().__init__(config, device)
+        self.config: DenseConfig
+        self._ref: ModelRef = resolve_model(self.config.model)
+        self._model: SentenceTransformer | None = None
+        self._similarity = ""
+        self._similarity_source = ""
+        self._weights_hash: str | None = None
+        self._weights_of = ""
+        self._base_model_id: str | None = None
+        self._items: tuple[dict[str, int], torch.Tensor] | None = None
+        self._indexed: RankingSplit | None = None
+        self.training_summary: dict[str, Any] | None = None
+        self.mining_rounds: list[MiningRound] = []
+
+    # -- model ---------------------------------------------------------------------------------
+    @property
+    def model(self) -> SentenceTransformer:
+        """The encoder, loaded on first use on ``self.device`` in eval mode."""
+        if self._model is None:
+            self._load_model()
+        assert self._model is not None
+        return self._model
+
+    @property
+    def similarity(self) -> str:
+        """The similarity in use ("cosine" or "dot"); loads the model to read its config."""
+        _ = self.model
+        return self._similarity
+
+    def _load_model(self) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        ref = self._ref
+        log.info("loading %s from %s on %s", ref.model_id, ref.path, self.device)
+        try:
+            model = SentenceTransformer(ref.path, device=self.device)
+        except (OSError, ValueError) as exc:
+            raise RankerError(
+                f"cannot load SentenceTransformer {self.config.model!r} from {ref.path}: {exc}"
+            ) from exc
+        if self.config.max_length is not None:
+            model.max_seq_length = self.config.max_length
+        # the private attribute is None when the model's config names no similarity; the public
+        # property would silently turn that into "cosine"
+        own = getattr(model, "_similarity_fn_name", None)
+        if self.config.similarity is not None:
+            self._similarity, self._similarity_source = self.config.similarity, "option"
+        elif own is not None:
+            if own not in SIMILARITIES:
+                raise RankerError(
+                    f"model {ref.model_id!r} asks for similarity {own!r}; "
+                    f"set option similarity to one of {', '.join(SIMILARITIES)}"
+                )
+            self._similarity, self._similarity_source = own, "model config"
+        else:
+            self._similarity, self._similarity_source = "cosine", "default (model config has none)"
+        model.similarity_fn_name = self._similarity
+        model.eval()
+        self._model = model
+        if ref.local and (h := weights_hash(ref.path)) is not None:
+            self._weights_hash, self._weights_of = h, f"files in {ref.path}"
+        else:
+            self._weights_hash, self._weights_of = state_hash(model), "state dict"
+
+    def _encode(self, texts: Sequence[str], prefix: str) -> torch.Tensor:
+        """Embeddings (on the model's device) without gradients, in eval mode."""
+        return self.model.encode(
+            [prefix + t for t in texts],
+            batch_size=self.config.batch_size,
+            convert_to_tensor=True,
+            convert_to_numpy=False,
+            show_progress_bar=False,
+            device=self.device,
+        )
+
+    def _similarities(self, queries: torch.Tensor, items: torch.Tensor) -> torch.Tensor:
+        """[n_queries, n_items] similarity matrix (differentiable: training uses it too)."""
+        import torch.nn.functional as F
+
+        if self._similarity == "cosine":
+            queries, items = F.normalize(queries, dim=-1), F.normalize(items, dim=-1)
+        return queries @ items.T
+
+    # -- scoring -------------------------------------------------------------------------------
+    def index(self, split: RankingSplit) -> None:
+        """With ``precompute``, embed every distinct candidate of ``split`` once."""
+        self._indexed = split
+        if not self.config.precompute:
+            return
+        collection = split.collection()
+        docids = list(collection)
+        start = time.perf_counter()
+        emb = self._encode([collection[d] for d in docids], self.config.document_prefix)
+        self._items = ({d: i for i, d in enumerate(docids)}, emb)
+        log.info(
+            "precomputed %d item embeddings in %.1fs", len(docids), time.perf_counter() - start
+        )
+
+    def score(self, lists: Sequence[CandidateList]) -> list[np.ndarray]:
+        if self.config.precompute and self._items is None:
+            raise RankerError(
+                f"{type(self).__name__} with precompute=true: call index(split) before score()"
+            )
+        return self._score(lists, use_cache=self.config.precompute)
+
+    def _score(self, lists: Sequence[CandidateList], use_cache: bool) -> list[np.ndarray]:
+        if not lists:
+            return []
+        q_emb = self._encode([cl.query.text for cl in lists], self.config.query_prefix)
+        if use_cache:
+            assert self._items is not None
+            rows, emb = self._items
+            missing = [d for cl in lists for d in cl.docids if d not in rows]
+            if missing:
+                raise RankerError(
+                    f"docid {missing[0]!r} has no precomputed embedding: index() saw another split"
+                )
+            item_emb = emb[[rows[d] for cl in lists for d in cl.docids]]
+        else:
+            texts = [t for cl in lists for t in cl.texts]
+            item_emb = self._encode(texts, self.config.document_prefix)
+        out: list[np.ndarray] = []
+        start = 0
+        for i, cl in enumerate(lists):
+            block = item_emb[start : start + len(cl)]
+            start += len(cl)
+            sims = self._similarities(q_emb[i : i + 1], block)[0]
+            out.append(sims.detach().double().cpu().numpy())
+        return out
+
+    # -- hard negatives ------------------------------------------------------------------------
+    def _score_pool(
+        self, queries: Sequence[str], pools: Sequence[Sequence[str]], collection: dict[str, str]
+    ) -> list[np.ndarray]:
+        """Scores of each query's negative pool (docids into ``collection``); higher = harder."""
+        raise NotImplementedError
+
+    def mine_negatives(self, train: RankingSplit, epoch: int = 0) -> MiningRound:
+        """Top ``hard_negatives`` non-relevant docids per query with positives, by the miner.
+
+        Pool: the query's own non-relevant candidates; if it has none, the train collection
+        minus the query's positives. Ties are broken by docid (the harness's rule).
+        """
+        collection = train.collection()
+        qids: list[str] = []
+        queries: list[str] = []
+        pools: list[list[str]] = []
+        fallback = 0
+        for cl in train.lists:
+            pos = relevant(train.qrels, cl.query.qid, train.relevance_level)
+            if not pos.intersection(cl.docids):
+                continue
+            pool = list(dict.fromkeys(d for d in cl.docids if d not in pos))
+            if not pool:
+                pool = [d for d in collection if d not in pos]
+                fallback += 1
+            qids.append(cl.query.qid)
+            queries.append(cl.query.text)
+            pools.append(pool)
+        k = self.config.hard_negatives
+        negatives: dict[str, list[str]] = {}
+        if k > 0 and qids:
+            for qid, pool, scores in zip(
+                qids, pools, self._score_pool(queries, pools, collection), strict=True
+            ):
+                negatives[qid] = [pool[i] for i in rank_order(pool, scores)[:k]]
+        else:
+            negatives = {q: [] for q in qids}
+        return MiningRound(epoch, state_hash(self.model), negatives, fallback)
+
+    # -- training ------------------------------------------------------------------------------
+    def fit(self, train: RankingSplit, dev: RankingSplit | None = None) -> dict[str, Any]:
+        """Contrastive fine-tuning with in-batch + hard negatives; best dev AP@10 epoch kept."""
+        import torch
+        from tqdm.auto import tqdm
+        from transformers import get_linear_schedule_with_warmup
+
+        from bench.device import seed_everything
+
+        cfg = self.config
+        seed_everything(cfg.seed)
+        model = self.model
+        self._items = None  # stale once the weights change; re-indexed at the end
+        pairs = _pairs(train)
+        if not pairs:
+            raise RankerError(
+                f"train split {train.dataset}/{train.split} has no relevant candidate "
+                f"(grade >= {train.relevance_level}): nothing to train on"
+            )
+        positives = {
+            cl.query.qid: relevant(train.qrels, cl.query.qid, train.relevance_level)
+            for cl in train.lists
+        }
+        collection = train.collection()
+        scale = cfg.scale if cfg.scale is not None else DEFAULT_SCALE[self._similarity]
+        steps_per_epoch = math.ceil(len(pairs) / cfg.train_batch_size)
+        total = steps_per_epoch * cfg.epochs
+        no_decay = ("bias", "LayerNorm.weight", "LayerNorm.bias")
+        named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(
+            [
+                {
+                    "params": [p for n, p in named if not n.endswith(no_decay)],
+                    "weight_decay": cfg.weight_decay,
+                },
+                {"params": [p for n, p in named if n.endswith(no_decay)], "weight_decay": 0.0},
+            ],
+            lr=cfg.lr,
+        )
+        scheduler = get_linear_schedule_with_warmup(optimizer, int(cfg.warmup_ratio * total), total)
+        dev_before = self._dev_score(dev)
+        self.mining_rounds = []
+        history: list[dict[str, Any]] = []
+        best: tuple[float, int, dict[str, torch.Tensor]] | None = None
+        start = time.perf_counter()
+        log.info(
+            "%s fine-tuning: %d pairs, %d epochs x %d steps, %s negatives x %d, scale %g",
+            self.name,
+            len(pairs),
+            cfg.epochs,
+            steps_per_epoch,
+            self.miner,
+            cfg.hard_negatives,
+            scale,
+        )
+        with tqdm(total=total, desc=f"{self.name} fit", unit="step", disable=None) as bar:
+            for epoch in range(1, cfg.epochs + 1):
+                if epoch == 1 or self.refresh_negatives:
+                    self.mining_rounds.append(self.mine_negatives(train, epoch))
+                negatives = self.mining_rounds[-1].negatives
+                order = list(pairs)
+                random.Random(cfg.seed + epoch).shuffle(order)
+                model.train()
+                losses: list[float] = []
+                for b in range(0, len(order), cfg.train_batch_size):
+                    batch = order[b : b + cfg.train_batch_size]
+                    loss = self._loss(batch, negatives, positives, collection, scale)
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+                    optimizer.step()
+                    scheduler.step()
+                    losses.append(float(loss.detach()))
+                    bar.update(1)
+                    bar.set_postfix(epoch=epoch, loss=f"{losses[-1]:.4f}")
+                model.eval()
+                dev_ap = self._dev_score(dev)
+                record = {
+                    "epoch": epoch,
+                    "loss": float(np.mean(losses)),
+                    f"dev_{SELECTION_MEASURE}": dev_ap,
+                    "weights_hash": state_hash(model),
+                }
+                history.append(record)
+                log.info("%s epoch %d: %s", self.name, epoch, record)
+                # no dev: the last epoch wins; ties keep the earlier epoch
+                if best is None or dev_ap is None or dev_ap > best[0]:
+                    state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+                    best = (dev_ap if dev_ap is not None else -math.inf, epoch, state)
+        assert best is not None
+        model.load_state_dict(best[2])
+        model.eval()
+        self._weights_hash, self._weights_of = state_hash(model), "state dict (fine-tuned)"
+        self._base_model_id = self._base_model_id or self._ref.model_id
+        self._reindex()
+        self.training_summary = {
+            "epochs": cfg.epochs,
+            "best_epoch": best[1],
+            f"dev_{SELECTION_MEASURE}": [h[f"dev_{SELECTION_MEASURE}"] for h in history],
+            f"dev_{SELECTION_MEASURE}_before": dev_before,
+            "loss": [h["loss"] for h in history],
+            "train_queries": len({p.qid for p in pairs}),
+            "train_pairs": len(pairs),
+            "hard_negatives_per_query": cfg.hard_negatives,
+            "negatives": self.miner,
+            "negatives_refreshed_per_epoch": self.refresh_negatives,
+            "collection_fallback_queries": self.mining_rounds[0].collection_fallback,
+            "steps": total,
+            "scale": scale,
+            "similarity": self._similarity,
+            "seconds": round(time.perf_counter() - start, 2),
+            "epoch_weights_hash": [h["weights_hash"] for h in history],
+            "weights_hash": self._weights_hash,
+        }
+        return self.training_summary
+
+    def _loss(
+        self,
+        batch: Sequence[_Pair],
+        negatives: dict[str, list[str]],
+        positives: dict[str, set[str]],
+        collection: dict[str, str],
+        scale: float,
+    ) -> torch.Tensor:
+        """Cross-entropy of each query over [batch positives + batch hard negatives]."""
+        import torch
+        import torch.nn.functional as F
+
+        docids = [p.docid for p in batch] + [d for p in batch for d in negatives.get(p.qid, [])]
+        texts = [p.text for p in batch] + [collection[d] for d in docids[len(batch) :]]
+        q = self._forward([p.query for p in batch], self.config.query_prefix)
+        d = self._forward(texts, self.config.document_prefix)
+        logits = scale * self._similarities(q, d)
+        # a column relevant to the row's query is no negative for it (except its own target)
+        mask = torch.tensor(
+            [
+                [j != i and dj in positives[p.qid] for j, dj in enumerate(docids)]
+                for i, p in enumerate(batch)
+            ],
+            device=logits.device,
+        )
+        logits = logits.masked_fill(mask, torch.finfo(logits.dtype).min)
+        return F.cross_entropy(logits, torch.arange(len(batch), device=logits.device))
+
+    def _forward(self, texts: Sequence[str], prefix: str) -> torch.Tensor:
+        """Embeddings with gradients: tokenize, move to the model's device, forward."""
+        import torch
+
+        model = self.model
+        inputs = [prefix + t for t in texts]
+        prep = getattr(model, "preprocess", None) or model.tokenize
+        features = {
+            k: v.to(model.device) if isinstance(v, torch.Tensor) else v
+            for k, v in prep(inputs).items()
+        }
+        return model(features)["sentence_embedding"]
+
+    def _dev_score(self, dev: RankingSplit | None) -> float | None:
+        """Dev AP@10 with the current weights (query-time encoding)."""
+        if dev is None or not dev.lists:
+            return None
+        run = build_run(dev.lists, self._score(dev.lists, use_cache=False))
+        ev = evaluate(dev.qrels, run, dev.relevance_level, measures=(SELECTION_MEASURE,))
+        return ev.aggregate[SELECTION_MEASURE]
+
+    # -- persistence ---------------------------------------------------------------------------
+    def save(self, path: Path) -> None:
+        """``path/model`` (a SentenceTransformer folder) and ``path/ranker.json``."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        folder = path / "model"
+        self.model.save(str(folder), create_model_card=False)
+        # the weights now exist as files: record their file hash, as for any local model
+        self._base_model_id = self._base_model_id or self._ref.model_id
+        self._weights_hash, self._weights_of = weights_hash(folder), f"files in {folder}"
+        meta = {**self.describe(), "training": self.training_summary}
+        (path / "ranker.json").write_text(json.dumps(meta, indent=2, sort_keys=True))
+
+    def load(self, path: Path) -> None:
+        """Restore a :meth:`save` folder; score-defining options come from its ranker.json."""
+        path = Path(path)
+        meta_file = path / "ranker.json"
+        if not meta_file.is_file():
+            raise RankerError(f"{meta_file} not found: not a {self.name} checkpoint folder")
+        meta = json.loads(meta_file.read_text())
+        if meta.get("name") != self.name:
+            raise RankerError(
+                f"{meta_file} was saved by ranker {meta.get('name')!r}, not {self.name!r}"
+            )
+        saved = meta.get("config", {})
+        # similarity: an explicit saved option; otherwise the saved folder's own config names it
+        defining = ("similarity", "query_prefix", "document_prefix", "max_length")
+        restored = {k: saved[k] for k in defining if k in saved}
+        for key, value in restored.items():
+            if getattr(self.config, key) not in (value, None, ""):
+                log.warning(
+                    "%s: %s=%r overrides option %r",
+                    meta_file,
+                    key,
+                    value,
+                    getattr(self.config, key),
+                )
+        restored["model"] = str((path / "model").resolve())
+        self.config = dataclasses.replace(self.config, **restored)
+        self._ref = resolve_model(self.config.model)
+        self._model, self._items = None, None
+        self._base_model_id = meta.get("base_model_id") or meta.get("model_id")
+        self.training_summary = meta.get("training")
+        self._load_model()
+        self._reindex()
+
+    def _reindex(self) -> None:
+        """New weights: re-embed the split indexed before, so score() stays query-only."""
+        if self._indexed is not None:
+            self.index(self._indexed)
+
+    # -- provenance ----------------------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        _ = self.model
+        return {
+            **super().describe(),
+            "model_id": self._ref.model_id,
+            "base_model_id": self._base_model_id,
+            "weights_hash": self._weights_hash,
+            "weights_hash_of": self._weights_of,
+            "similarity": self._similarity,
+            "similarity_source": self._similarity_source,
+            "fine_tuned": self.training_summary is not None,
+            "scoring": "item embeddings precomputed" if self.config.precompute else "query time",
+        }
+
+
+def _pairs(train: RankingSplit) -> list[_Pair]:
+    """(query, positive) pairs: every candidate with grade >= the split's relevance level."""
+    out: list[_Pair] = []
+    for cl in train.lists:
+        pos = relevant(train.qrels, cl.query.qid, train.relevance_level)
+        seen: set[str] = set()
+        for c in cl.candidates:
+            if c.docid in pos and c.docid not in seen:
+                seen.add(c.docid)
+                out.append(_Pair(cl.query.qid, cl.query.text, c.docid, c.text))
+    return out
+
+
+class DPRRanker(DenseRanker):
+    """DPR: in-batch negatives plus BM25 hard negatives, mined once before training."""
+
+    name = "dpr"
+    miner = "bm25"
+    refresh_negatives = False
+
+    def _score_pool(
+        self, queries: Sequence[str], pools: Sequence[Sequence[str]], collection: dict[str, str]
+    ) -> list[np.ndarray]:
+        from rankers.bm25 import BM25Index
+
+        bm25 = BM25Index(collection)
+        return [bm25.score(q, pool) for q, pool in zip(queries, pools, strict=True)]
+
+
+class ANCERanker(DenseRanker):
+    """ANCE: hard negatives ranked by the encoder itself, re-mined every epoch (current weights)."""
+
+    name = "ance"
+    miner = "self (current encoder)"
+    refresh_negatives = True
+
+    def _score_pool(
+        self, queries: Sequence[str], pools: Sequence[Sequence[str]], collection: dict[str, str]
+    ) -> list[np.ndarray]:
+        docids = list(dict.fromkeys(d for pool in pools for d in pool))
+        rows = {d: i for i, d in enumerate(docids)}
+        items = self._encode([collection[d] for d in docids], self.config.document_prefix)
+        q = self._encode(queries, self.config.query_prefix)
+        sims = self._similarities(q, items).double().cpu().numpy()
+        return [sims[i, [rows[d] for d in pool]] for i, pool in enumerate(pools)]
+
+
+__all__ = [
+    "ANCERanker",
+    "DPRRanker",
+    "DenseConfig",
+    "DenseRanker",
+    "MiningRound",
+    "state_hash",
+]

@@ -1,0 +1,432 @@
+"""RankT5 (Zhuang et al., 2023): an encoder-decoder scoring a pair by one output logit.
+
+Input ``"Query: {query} Document: {document}"``; the decoder gets only its start token, and the
+score is the logit of a designated vocabulary token at that first decoding step (the
+``Soyoung97/RankT5-base`` port uses ``<extra_id_10>``). Trained with a listwise loss over each
+query's candidates - by default the paper's softmax cross-entropy, all positives of a list sharing
+the target mass - through the shared list trainer :func:`rankers.training.fit_lists`.
+
+Backbones: any Hugging Face seq2seq LM (T5, or a saved folder) by id or path. Offline there are no
+T5 weights, so the default ``minilm-l6-encdec`` is an ``EncoderDecoderModel`` built from
+all-MiniLM-L6-v2 on both sides: the decoder's cross-attention and LM-head transform are new
+(seeded) weights, and the score token defaults to ``[unused0]``. Any ``encdec:<model>`` builds the
+same from another BERT. :meth:`RankT5Ranker.describe` records the backbone class and ``is_t5``, so
+such a row is never reported as T5.
+
+Checkpoint layout (``save(path)``): ``path/model/`` (``save_pretrained`` weights + tokenizer) and
+``path/ranker.json`` (describe() and the training summary).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import random
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from bench.data.model import Candidate, CandidateList, RankingSplit, relevant
+from bench.device import resolve_device
+from rankers.base import Ranker, RankerConfig, RankerError
+from rankers.models import resolve_model, weights_hash
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+log = logging.getLogger(__name__)
+
+#: build an EncoderDecoderModel from this BERT (alias, path or id) on both sides
+ENCDEC_PREFIX = "encdec:"
+MODEL_ALIASES: dict[str, str] = {"minilm-l6-encdec": "encdec:minilm-l6"}
+#: score_token=None picks the first of these the vocabulary has (T5 port, then BERT)
+DEFAULT_SCORE_TOKENS: tuple[str, ...] = ("<extra_id_10>", "[unused0]")
+TEMPLATE = "Query: {query} Document: {document}"
+DTYPE_NAMES = ("auto", "float32", "bfloat16", "float16")
+MODEL_DIR = "model"
+RANKER_FILE = "ranker.json"
+#: options that define what a score means: a checkpoint's values win over the caller's
+SCORE_DEFINING = ("model", "score_token", "template", "max_length")
+T5_TYPES = ("t5", "mt5", "umt5")
+
+
+@dataclasses.dataclass
+class RankT5Config(RankerConfig):
+    """Scoring options, then training options (field names shared with the encoder rankers, as
+    :func:`rankers.training.fit_lists` reads them)."""
+
+    #: minilm-l6-encdec | encdec:<BERT alias/path/id> | seq2seq LM alias, folder or hub id
+    model: str = "minilm-l6-encdec"
+    #: vocabulary token whose first-step logit is the score; None: <extra_id_10> or [unused0]
+    score_token: str | None = None
+    template: str = TEMPLATE
+    #: tokens per encoder input (the document end is cut)
+    max_length: int = 256
+    #: pairs per forward pass when scoring
+    batch_size: int = 32
+    #: auto: bf16 autocast on CUDA; CPU always runs float32
+    dtype: str = "auto"
+    seed: int = 0
+    #: a rankers.losses name; ce = the paper's listwise softmax cross-entropy
+    loss: str = "ce"
+    #: a save() folder of any ranker whose sigmoid(scores) become the targets (else qrels)
+    teacher: str | None = None
+    #: training lists longer than this are cut once, before training: as many positives as fit
+    #: beside the negatives (at least one), the rest sampled negatives; None keeps whole lists
+    list_size: int | None = 32
+    epochs: int = 1
+    lr: float = 1e-4
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.1
+    max_grad_norm: float = 1.0
+    #: candidate lists per optimisation step
+    train_batch_queries: int = 4
+
+    def __post_init__(self) -> None:
+        from rankers.losses import LOSSES
+
+        if self.loss not in LOSSES:
+            raise RankerError(f"option loss={self.loss!r}: expected one of {', '.join(LOSSES)}")
+        if self.dtype not in DTYPE_NAMES:
+            raise RankerError(f"option dtype={self.dtype!r}: expected one of {DTYPE_NAMES}")
+        for name in ("max_length", "batch_size", "epochs", "train_batch_queries"):
+            if getattr(self, name) < 1:
+                raise RankerError(f"option {name}={getattr(self, name)!r}: must be >= 1")
+        if self.list_size is not None and self.list_size < 2:
+            raise RankerError(f"option list_size={self.list_size!r}: must be >= 2 or none")
+        if "{query}" not in self.template or "{document}" not in self.template:
+            raise RankerError(
+                f"option template={self.template!r}: must contain {{query}} and {{document}}"
+            )
+
+
+class RankT5Ranker(Ranker):
+    """Pointwise seq2seq scorer (one pair per encoder pass), trained listwise."""
+
+    name: ClassVar[str] = "rankt5"
+    family: ClassVar[str] = "seq2seq"
+    Config: ClassVar[type[RankerConfig]] = RankT5Config
+    pointwise: ClassVar[bool] = True
+    trainable: ClassVar[bool] = True
+
+    def __init__(self, config: RankerConfig | None = None, device: str = "cpu") -> None:
+        super().__init__(config, device)
+        self.device = resolve_device(device)
+        self._module: nn.Module | None = None
+        self._tokenizer: Any = None
+        self._score_id = -1
+        self._start_id = -1
+        self._info: dict[str, Any] = {}
+        self.training_summary: dict[str, Any] | None = None
+
+    @property
+    def cfg(self) -> RankT5Config:
+        assert isinstance(self.config, RankT5Config)
+        return self.config
+
+    # -- model ---------------------------------------------------------------------------------
+    @property
+    def module(self) -> nn.Module:
+        """The seq2seq LM, loaded on first use (eval mode, on ``device``)."""
+        if self._module is None:
+            self._build(self.cfg.model)
+        assert self._module is not None
+        return self._module
+
+    @property
+    def tokenizer(self) -> Any:
+        _ = self.module
+        return self._tokenizer
+
+    @property
+    def score_token_id(self) -> int:
+        _ = self.module
+        return self._score_id
+
+    @property
+    def decoder_start_token_id(self) -> int:
+        _ = self.module
+        return self._start_id
+
+    def _build(self, spec: str) -> None:
+        """Load a seq2seq LM (or build the BERT encoder-decoder) and resolve the score token."""
+        import torch
+        from transformers import (
+            AutoConfig,
+            AutoModelForSeq2SeqLM,
+            AutoTokenizer,
+            EncoderDecoderModel,
+        )
+
+        spec = MODEL_ALIASES.get(spec.strip().lower(), spec.strip())
+        try:
+            if spec.startswith(ENCDEC_PREFIX):
+                ref = resolve_model(spec[len(ENCDEC_PREFIX) :])
+                tokenizer = AutoTokenizer.from_pretrained(ref.path)
+                # new cross-attention and LM-head transform: seeded, independent of prior RNG use
+                with torch.random.fork_rng(devices=[]):
+                    torch.manual_seed(self.cfg.seed)
+                    model = EncoderDecoderModel.from_encoder_decoder_pretrained(ref.path, ref.path)
+                # the BERT2BERT convention: the decoder starts from [CLS]
+                model.config.decoder_start_token_id = tokenizer.cls_token_id
+                model.config.pad_token_id = tokenizer.pad_token_id
+                model_id, new_weights = ENCDEC_PREFIX + ref.model_id, "cross-attention, LM head"
+            else:
+                ref = resolve_model(spec)
+                if not AutoConfig.from_pretrained(ref.path).is_encoder_decoder:
+                    raise RankerError(
+                        f"rankt5: {spec!r} is not an encoder-decoder model; use a T5 or "
+                        f"'{ENCDEC_PREFIX}<bert>'"
+                    )
+                tokenizer = AutoTokenizer.from_pretrained(ref.path)
+                model = AutoModelForSeq2SeqLM.from_pretrained(ref.path)
+                model_id, new_weights = ref.model_id, None
+        except (OSError, ValueError) as exc:  # missing folder, offline hub id, bad config
+            raise RankerError(f"rankt5: cannot load model {spec!r}: {exc}") from exc
+        start = model.config.decoder_start_token_id
+        if start is None:
+            raise RankerError(f"rankt5: model {spec!r} has no decoder_start_token_id")
+        self._score_id = _score_token_id(tokenizer, self.cfg.score_token, spec)
+        vocab = int(model.get_output_embeddings().weight.shape[0])
+        if self._score_id >= vocab:
+            raise RankerError(
+                f"rankt5: score token id {self._score_id} outside the model's {vocab} logits"
+            )
+        self._start_id = int(start)
+        self._module = model.to(self.device).eval()
+        self._tokenizer = tokenizer
+        if not self._info:  # a loaded checkpoint keeps the provenance of its base
+            self._info = {
+                "model_id": model_id,
+                "base_weights_hash": weights_hash(ref.path) if ref.local else None,
+                "new_weights": new_weights,
+            }
+        log.info("rankt5: loaded %s (%s) on %s", spec, type(model).__name__, self.device)
+
+    @contextlib.contextmanager
+    def inference(self) -> Iterator[None]:
+        """eval mode, no autograd, bf16/fp16 autocast on CUDA when ``dtype`` asks for it."""
+        import torch
+
+        from rankers.encoders import DTYPES
+
+        module = self.module
+        was_training = module.training
+        module.eval()
+        autocast = DTYPES[self.cfg.dtype] if self.device.startswith("cuda") else None
+        try:
+            with torch.inference_mode():
+                if autocast is not None:
+                    with torch.autocast("cuda", dtype=autocast):
+                        yield
+                else:
+                    yield
+        finally:
+            module.train(was_training)
+
+    # -- inputs and forward --------------------------------------------------------------------
+    def pair_ids(self, query: str, documents: Sequence[str]) -> list[list[int]]:
+        """Token ids of the template for each document, cut at ``max_length``."""
+        if not documents:
+            return []
+        texts = [self.cfg.template.format(query=query, document=d) for d in documents]
+        enc = self.tokenizer(texts, truncation=True, max_length=self.cfg.max_length)
+        return [list(ids) for ids in enc["input_ids"]]
+
+    def logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """(P,) score-token logits at the first decoding step, decoder input = start token."""
+        import torch
+
+        start = torch.full(
+            (input_ids.shape[0], 1), self._start_id, dtype=torch.long, device=input_ids.device
+        )
+        out = self.module(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=start,
+            use_cache=False,
+        )
+        return out.logits[:, 0, self._score_id]
+
+    def _pad(self, rows: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        from rankers.encoders import pad_rows
+
+        ids = pad_rows(rows, int(self.tokenizer.pad_token_id)).to(self.device)
+        mask = pad_rows([[1] * len(r) for r in rows], 0).to(self.device)
+        return ids, mask
+
+    def prepare(self, lists: Sequence[tuple[str, Sequence[str]]]) -> dict[str, Any]:
+        """All pairs of several (query, documents) lists as one padded batch (training)."""
+        import torch
+
+        rows, list_index, item_index = [], [], []
+        for b, (query, docs) in enumerate(lists):
+            for j, ids in enumerate(self.pair_ids(query, docs)):
+                rows.append(ids)
+                list_index.append(b)
+                item_index.append(j)
+        ids, mask = self._pad(rows)
+        return {
+            "input_ids": ids,
+            "attention_mask": mask,
+            "list_index": torch.tensor(list_index, dtype=torch.long, device=self.device),
+            "item_index": torch.tensor(item_index, dtype=torch.long, device=self.device),
+            "n_items": [len(docs) for _, docs in lists],
+        }
+
+    def forward(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Logits (B, N_max) and item mask: the interface of :func:`rankers.training.fit_lists`."""
+        from rankers.encoders import scatter_to_lists
+
+        values = self.logits(batch["input_ids"], batch["attention_mask"]).float()
+        return scatter_to_lists(values, batch["list_index"], batch["item_index"], batch["n_items"])
+
+    # -- scoring -------------------------------------------------------------------------------
+    def score(self, lists: Sequence[CandidateList]) -> list[np.ndarray]:
+        """Score-token logits; all pairs of the call length-sorted into ``batch_size`` batches."""
+        rows = [ids for cl in lists for ids in self.pair_ids(cl.query.text, cl.texts)]
+        order = sorted(range(len(rows)), key=lambda i: len(rows[i]))  # stable: deterministic
+        flat = np.zeros(len(rows), dtype=np.float32)
+        step = self.cfg.batch_size
+        with self.inference():
+            for start in range(0, len(order), step):
+                idx = order[start : start + step]
+                values = self.logits(*self._pad([rows[i] for i in idx]))
+                flat[idx] = values.float().cpu().numpy()
+        bounds = np.cumsum([0] + [len(cl) for cl in lists])
+        return [flat[bounds[k] : bounds[k + 1]].copy() for k in range(len(lists))]
+
+    # -- training ------------------------------------------------------------------------------
+    def training_lists(self, split: RankingSplit, rng: random.Random | None = None) -> RankingSplit:
+        """``split`` with each list cut to ``list_size`` (see the option); ``rng`` samples the
+        negatives, None keeps the first ones in list order."""
+        size = self.cfg.list_size
+        if size is None:
+            return split
+        lists = []
+        for cl in split.lists:
+            rel = relevant(split.qrels, cl.query.qid, split.relevance_level)
+            pos = [c for c in cl.candidates if c.docid in rel]
+            neg = [c for c in cl.candidates if c.docid not in rel]
+            lists.append(CandidateList(cl.query, _cut(pos, neg, size, rng)))
+        return dataclasses.replace(
+            split, lists=lists, notes=[*split.notes, f"rankt5: lists cut to {size} candidates"]
+        )
+
+    def fit(self, train: RankingSplit, dev: RankingSplit | None = None) -> dict[str, Any]:
+        """Listwise fine-tuning with ``loss`` (softmax CE) by the shared list trainer."""
+        from rankers.training import fit_lists
+
+        cut = self.training_lists(train, random.Random(self.cfg.seed))
+        summary = fit_lists(self, cut, dev)
+        summary["list_size"] = self.cfg.list_size
+        summary["train_candidates"] = cut.n_candidates
+        self.training_summary = summary
+        return summary
+
+    def training_loss(self, split: RankingSplit) -> float:
+        """Mean ``loss`` over ``split``'s lists (cut without sampling), eval mode, no autograd."""
+        import torch
+
+        from rankers.losses import get_loss
+        from rankers.training import grade_targets
+
+        cut = self.training_lists(split)
+        lists = [cl for cl in cut.lists if len(cl)]
+        targets = grade_targets(lists, cut.qrels)
+        with self.inference():
+            logits, mask = self.forward(self.prepare([(cl.query.text, cl.texts) for cl in lists]))
+            y = torch.zeros_like(logits)
+            for row, t in enumerate(targets):
+                y[row, : len(t)] = torch.as_tensor(t)
+            return float(get_loss(self.cfg.loss)(logits, y, mask))
+
+    # -- persistence ---------------------------------------------------------------------------
+    def save(self, path: Path) -> None:
+        """``path/model`` (save_pretrained weights + tokenizer) and ``path/ranker.json``."""
+        path = Path(path)
+        folder = path / MODEL_DIR
+        folder.mkdir(parents=True, exist_ok=True)
+        self.module.save_pretrained(str(folder))
+        self.tokenizer.save_pretrained(str(folder))
+        meta = {**self.describe(), "training": self.training_summary}
+        (path / RANKER_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True))
+
+    def load(self, path: Path) -> None:
+        """Restore a :meth:`save` folder; its score-defining options replace this ranker's."""
+        path = Path(path)
+        meta_file = path / RANKER_FILE
+        if not meta_file.is_file() or not (path / MODEL_DIR).is_dir():
+            raise RankerError(f"{path}: not a rankt5 checkpoint (no {RANKER_FILE}/{MODEL_DIR}/)")
+        meta = json.loads(meta_file.read_text())
+        if meta.get("name") != self.name:
+            raise RankerError(f"{meta_file}: saved by ranker {meta.get('name')!r}, not rankt5")
+        saved = meta.get("config", {})
+        restored = {k: saved[k] for k in SCORE_DEFINING if k in saved}
+        restored["score_token"] = meta.get("score_token", restored.get("score_token"))
+        self.config = dataclasses.replace(self.cfg, **restored)
+        self._info = {
+            "model_id": meta.get("model_id"),
+            "base_weights_hash": meta.get("base_weights_hash"),
+            "new_weights": meta.get("new_weights"),
+            "checkpoint": str(path),
+        }
+        self.training_summary = meta.get("training")
+        self._build(str(path / MODEL_DIR))
+
+    # -- provenance ----------------------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        from rankers.encoders import state_hash
+
+        model = self.module
+        config = model.config
+        parts = [config.encoder, config.decoder] if config.model_type == "encoder-decoder" else []
+        return {
+            **super().describe(),
+            **self._info,
+            "weights_hash": state_hash(model),
+            "backbone": type(model).__name__,
+            "backbone_parts": [p.model_type for p in parts] or [config.model_type],
+            "is_t5": config.model_type in T5_TYPES,
+            "score_token": self.tokenizer.convert_ids_to_tokens(self._score_id),
+            "score_token_id": self._score_id,
+            "decoder_start_token_id": self._start_id,
+            "fine_tuned": self.training_summary is not None,
+        }
+
+
+def _score_token_id(tokenizer: Any, token: str | None, spec: str) -> int:
+    """Vocabulary id of ``token`` (or of the first default the vocabulary has); never [UNK]."""
+    vocab = tokenizer.get_vocab()
+    if token is None:
+        found = next((t for t in DEFAULT_SCORE_TOKENS if t in vocab), None)
+        if found is None:
+            raise RankerError(
+                f"rankt5: the tokenizer of {spec!r} has none of {DEFAULT_SCORE_TOKENS}; "
+                "set option score_token"
+            )
+        return int(vocab[found])
+    if token not in vocab:
+        raise RankerError(f"rankt5: score_token {token!r} is not in the vocabulary of {spec!r}")
+    return int(vocab[token])
+
+
+def _cut(
+    pos: Sequence[Candidate], neg: Sequence[Candidate], size: int, rng: random.Random | None
+) -> tuple[Candidate, ...]:
+    """At most ``size`` candidates: up to ``size - 1`` negatives, positives filling the rest."""
+    if len(pos) + len(neg) <= size:
+        return (*pos, *neg)
+    n_neg = min(len(neg), size - 1) if pos else min(len(neg), size)
+    n_pos = min(len(pos), size - n_neg)
+    if rng is None:
+        return (*pos[:n_pos], *neg[:n_neg])
+    return (*rng.sample(list(pos), n_pos), *rng.sample(list(neg), n_neg))
+
+
+__all__ = ["RankT5Config", "RankT5Ranker"]
