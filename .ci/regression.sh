@@ -3,7 +3,7 @@
 # committed expected values (results/expected/ci.yaml). Results go to $BENCH_RESULTS_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bench=.venv/bin/bench
+bench="${BENCH_CMD:-.venv/bin/bench}"
 : "${BENCH_DATA_DIR:?set BENCH_DATA_DIR to the shared data folder}"
 
 for ds in wikiqa semeval16b; do

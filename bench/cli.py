@@ -404,10 +404,8 @@ def compare(
         out = render(table, fmt)
         if fmt == "json":
             json_out.extend(json.loads(out))
-        elif isinstance(out, str):
-            typer.echo(out)
         else:
-            console.print(out)
+            _emit(out)
     if fmt == "json":
         typer.echo(json.dumps(json_out, indent=2))
 
@@ -482,8 +480,57 @@ def demo(
     records = run_suite(name, base)
     wanted = {r.path for r in records}
     recs = [r for r in load_records(results_root(results_dir), dataset=name) if r.path in wanted]
-    out = render(build_comparison(recs), fmt)
-    console.print(out) if not isinstance(out, str) else typer.echo(out)
+    _emit(render(build_comparison(recs), fmt))
+
+
+@app.command()
+@_friendly_errors
+def ablate(
+    dataset: Annotated[str, typer.Option("--dataset", "-d", help="Dataset with train/dev/test.")],
+    what: Annotated[str, typer.Option(help="loss (BCE, CE, ListNet, RPL) or positions.")] = "loss",
+    ranker: Annotated[str, typer.Option("--ranker", "-r", help="Ranker to ablate.")] = "crossjem",
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Shared option key=value (repeatable).")
+    ] = None,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
+    seed: Annotated[int, typer.Option(help="Seed shared by every variant.")] = 0,
+    threads: Annotated[int | None, typer.Option(help="torch intra-op threads.")] = None,
+    subset: Annotated[int | None, typer.Option(help="Rank only the first N queries.")] = None,
+    train_subset: Annotated[int | None, typer.Option(help="Train on the first N queries.")] = None,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="Table format.")] = "table",
+    data_dir: DataDir = None,
+    results_dir: ResultsDir = None,
+) -> None:
+    """Reproduce the paper's ablation table: one training setting varied, all else equal."""
+    from bench.ablate import run_ablation
+    from bench.runner import RunOptions
+    from bench.tables import build_comparison, render
+
+    base = RunOptions(
+        ranker=ranker,
+        dataset=dataset,
+        options=_parse_sets(set_),
+        device=device,
+        seed=seed,
+        threads=threads,
+        subset=subset,
+        train_subset=train_subset,
+        fit=True,
+        data_dir=data_dir,
+        results_dir=results_dir,
+        progress=sys.stderr.isatty(),
+    )
+    records = run_ablation(what, base)
+    table = build_comparison(records, baseline=records[0].label, reference=False)
+    _emit(render(table, fmt))
+
+
+def _emit(out: Any) -> None:
+    """Print a rendered table: rich objects through the console, text as is."""
+    if isinstance(out, str):
+        typer.echo(out)
+    else:
+        console.print(out)
 
 
 def main() -> None:  # pragma: no cover

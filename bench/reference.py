@@ -1,8 +1,8 @@
 """The CROSS-JEM paper's published numbers, as data, so tables and checks can sit them beside ours.
 
 Source: the CROSS-JEM paper (shared/paper/crossjem-paper.tex). The paper prints percentages
-(32.80); here every value is a **fraction** (0.3280 = 32.80 / 100), the scale our metrics use, and the paper's metric
-names are mapped to ours (ir-measures names):
+(32.80); here every value is a **fraction** (0.3280 = 32.80 / 100), the scale our metrics use,
+and the paper's metric names are mapped to ours (ir-measures names):
 
     SODQ            MAP@5 -> AP@5, MAP@10 -> AP@10
     MS MARCO-Titles MRR@5 -> RR@5, MRR@10 -> RR@10

@@ -37,6 +37,8 @@ MAIN_SUITE: tuple[SuiteEntry, ...] = (
     SuiteEntry("dpr", {"model": "minilm-l6"}),
     SuiteEntry("dpr", {"model": "minilm-l6"}, fit=True),
     SuiteEntry("ance", {"model": "minilm-l6"}, fit=True),
+    SuiteEntry("monobert"),
+    SuiteEntry("crossjem"),
 )
 
 
