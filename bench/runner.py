@@ -12,7 +12,7 @@ import datetime as _dt
 import json
 import logging
 import shutil
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -128,6 +128,8 @@ def label_for(ranker: Ranker, fitted: bool, subset: int | None = None) -> str:
 
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "rankers" / "configs"
+#: ranker options that change speed or placement, never the trained weights
+NON_TRAINING_FIELDS = frozenset({"batch_size", "batch_queries", "checkpoint_steps", "precompute"})
 
 
 def ranker_options(
@@ -196,7 +198,8 @@ def fit_or_load(ranker: Ranker, opts: RunOptions, root: Path) -> dict[str, Any]:
     key = config_hash(
         {
             "ranker": ranker.name,
-            "config": config,
+            # settings that change speed, not weights, do not make a new model
+            "config": {k: v for k, v in config.items() if k not in NON_TRAINING_FIELDS},
             "teacher": teacher_key,
             "train": train.checksum,
             "dev": dev.checksum if dev else None,
@@ -221,7 +224,7 @@ def fit_or_load(ranker: Ranker, opts: RunOptions, root: Path) -> dict[str, Any]:
     if opts.force:
         shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True, exist_ok=True)
-    ranker.work_dir = work
+    ranker.work_dir = work  # a resumable trainer keeps its checkpoints here
     summary = dict(ranker.fit(train, dev))
     summary.update(
         key=key,
@@ -231,11 +234,26 @@ def fit_or_load(ranker: Ranker, opts: RunOptions, root: Path) -> dict[str, Any]:
         train=train.info(),
         dev=dev.info() if dev else None,
     )
-    ranker.save(work)
-    atomic_write_json(work / "training.json", summary)
-    shutil.rmtree(model_dir, ignore_errors=True)
-    work.rename(model_dir)
+    main, wait = _process_role()
+    if main:
+        ranker.save(work)
+        atomic_write_json(work / "training.json", summary)
+        # the resumable state (optimizer, RNG) is no longer needed once the model is saved
+        shutil.rmtree(work / "checkpoint", ignore_errors=True)
+        shutil.rmtree(model_dir, ignore_errors=True)
+        work.rename(model_dir)
+    wait()
     return summary
+
+
+def _process_role() -> tuple[bool, Callable[[], None]]:
+    """(is this the main process, barrier): under `accelerate launch` only the main one writes."""
+    try:
+        from accelerate import PartialState
+    except ImportError:
+        return True, lambda: None
+    state = PartialState()
+    return state.is_main_process, state.wait_for_everyone
 
 
 def run(opts: RunOptions) -> ResultRecord:

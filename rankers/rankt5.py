@@ -331,20 +331,15 @@ class RankT5Ranker(Ranker):
 
     def training_loss(self, split: RankingSplit) -> float:
         """Mean ``loss`` over ``split``'s lists (cut without sampling), eval mode, no autograd."""
-        import torch
-
         from rankers.losses import get_loss
-        from rankers.training import grade_targets
+        from rankers.training import grade_targets, pad_targets
 
         cut = self.training_lists(split)
         lists = [cl for cl in cut.lists if len(cl)]
-        targets = grade_targets(lists, cut.qrels)
+        targets, _ = pad_targets(grade_targets(lists, cut.qrels))
         with self.inference():
             logits, mask = self.forward(self.prepare([(cl.query.text, cl.texts) for cl in lists]))
-            y = torch.zeros_like(logits)
-            for row, t in enumerate(targets):
-                y[row, : len(t)] = torch.as_tensor(t)
-            return float(get_loss(self.cfg.loss)(logits, y, mask))
+            return float(get_loss(self.cfg.loss)(logits, targets.to(logits.device), mask))
 
     # -- persistence ---------------------------------------------------------------------------
     def save(self, path: Path) -> None:

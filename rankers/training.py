@@ -10,9 +10,9 @@ the model, optimizer, data loader and scheduler go through ``Accelerator.prepare
 autocast follows the config's ``dtype`` on CUDA only. Batches are *split*: ``train_batch_queries``
 lists per optimisation step whatever the process count, each process taking an equal slice. Each
 process's loss is weighted by its share of the lists that carry signal, so the averaged gradient is
-the gradient of the global batch mean - N processes train like one, up to float rounding. The
-last, short batch is padded with zero-weight lists so every process gets a slice. Logging, dev
-evaluation and teacher scoring run on the main process and are broadcast.
+the gradient of the global batch mean - N processes train like one, up to float rounding. With
+several processes the last, short batch is padded with zero-weight lists so every process gets a
+slice. Logging, dev evaluation and teacher scoring run on the main process and are broadcast.
 
 **Resume.** With a work directory (``ranker.work_dir``, set by the runner, or ``work_dir=``) the
 full training state - model, optimizer, scheduler, every process's RNG, epoch/step, history, the
@@ -342,10 +342,10 @@ class ListCollate:
         self.targets = targets
 
     def __call__(self, ids: Sequence[int]) -> ListBatch:
-        import torch
-
         rows = [i if i >= 0 else -1 - i for i in ids]
-        inputs = self.ranker.prepare([(self.lists[r].query.text, self.lists[r].texts) for r in rows])
+        inputs = self.ranker.prepare(
+            [(self.lists[r].query.text, self.lists[r].texts) for r in rows]
+        )
         targets, mask = pad_targets([self.targets[r] for r in rows], [i >= 0 for i in ids])
         device = self.ranker.device
         return ListBatch(inputs, targets.to(device), mask.to(device), list(ids))
@@ -354,7 +354,7 @@ class ListCollate:
 def pad_targets(
     targets: Sequence[np.ndarray], real: Sequence[bool] | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pad per-list targets into (B, N_max) float32 plus the mask (False for padding lists)."""
+    """Right-pad per-list targets into (B, N_max) float32 and a mask (False on padding lists)."""
     import torch
 
     width = max((len(t) for t in targets), default=0)
@@ -527,7 +527,8 @@ def fit_lists(
             f"{ranker.name}: train_batch_queries={cfg.train_batch_queries} must be a multiple of "
             f"the {world} training processes (each takes an equal slice of a batch)"
         )
-    ranker.device = str(accelerator.device)
+    # under torchrun on CPU Accelerate says "cpu:0"; keep the plain name the rest of the code uses
+    ranker.device = "cpu" if accelerator.device.type == "cpu" else str(accelerator.device)
 
     def on_main(compute: Callable[[], Any]) -> Any:
         """Run on the main process only; every process gets the result."""
@@ -545,9 +546,7 @@ def fit_lists(
     module = ranker.module
     steps_per_epoch = math.ceil(len(lists) / cfg.train_batch_queries)
     total = steps_per_epoch * cfg.epochs
-    optimizer, scheduler = adamw_linear(
-        module, cfg.lr, cfg.weight_decay, cfg.warmup_ratio, total
-    )
+    optimizer, scheduler = adamw_linear(module, cfg.lr, cfg.weight_decay, cfg.warmup_ratio, total)
     batches = ListBatches(len(lists), cfg.train_batch_queries, cfg.seed, pad=world > 1)
     loader = DataLoader(
         _Indices(len(lists)),  # type: ignore[arg-type]

@@ -26,7 +26,7 @@ def shared_data() -> Path:
     """The real shared datasets (wikiqa, semeval16b, trec-dl19-passage); required, never skipped."""
     path = _shared_data()
     if not (path / "wikiqa").is_dir():
-        pytest.fail(f"shared data not found at {path}: set BENCH_DATA_DIR to the shared data folder")
+        pytest.fail(f"shared data not found at {path}: set BENCH_DATA_DIR to the shared data")
     return path
 
 
