@@ -12,5 +12,8 @@ for ds in wikiqa semeval16b; do
 done
 $bench -q run --ranker firststage --dataset trec-dl19-passage
 $bench -q run --ranker bm25 --dataset trec-dl19-passage
+# a tiny CROSS-JEM: one epoch on 64 wikiqa train lists (labels, no teacher), ranked on 60 queries
+$bench -q run --ranker crossjem --dataset wikiqa --train-subset 64 --subset 60 \
+  --set epochs=1 --set teacher=none --threads 2
 
 $bench check --expected results/expected/ci.yaml
