@@ -28,7 +28,6 @@ precomputed", the production setting of the paper's ANCE latency).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import logging
 import math
@@ -44,7 +43,7 @@ import numpy as np
 from bench.data.model import CandidateList, RankingSplit, relevant
 from bench.metrics import build_run, evaluate, rank_order
 from rankers.base import Ranker, RankerConfig, RankerError
-from rankers.models import ModelRef, resolve_model, weights_hash
+from rankers.models import ModelRef, resolve_model, state_hash, weights_hash
 
 if TYPE_CHECKING:
     import torch
@@ -121,18 +120,6 @@ class _Pair:
     query: str
     docid: str
     text: str
-
-
-def state_hash(model: torch.nn.Module) -> str:
-    """SHA-256 (first 16 hex) over a module's state dict: names, dtypes, shapes and values."""
-    import torch
-
-    digest = hashlib.sha256()
-    for name, tensor in sorted(model.state_dict().items()):
-        t = tensor.detach().cpu().contiguous()
-        digest.update(f"{name}:{t.dtype}:{tuple(t.shape)}".encode())
-        digest.update(t.view(-1).view(torch.uint8).numpy().tobytes())
-    return digest.hexdigest()[:16]
 
 
 class DenseRanker(Ranker):

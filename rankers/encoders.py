@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import json
 import logging
 from abc import abstractmethod
@@ -31,7 +30,7 @@ from torch import Tensor, nn
 from bench.data.model import RankingSplit
 from bench.device import resolve_device
 from rankers.base import Ranker, RankerConfig, RankerError
-from rankers.models import resolve_model, weights_hash
+from rankers.models import resolve_model, state_hash, weights_hash
 
 log = logging.getLogger(__name__)
 
@@ -146,15 +145,6 @@ def scatter_to_lists(
         < torch.tensor(list(n_items), device=values.device)[:, None]
     )
     return out, mask
-
-
-def state_hash(module: nn.Module) -> str:
-    """SHA-256 (first 16 hex) of a module's parameters and buffers, by name: what scored."""
-    digest = hashlib.sha256()
-    for name, tensor in sorted(module.state_dict().items()):
-        digest.update(name.encode())
-        digest.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
-    return digest.hexdigest()[:16]
 
 
 def write_tiny_bert(

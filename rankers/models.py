@@ -11,6 +11,7 @@ import hashlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -68,4 +69,19 @@ def weights_hash(path: str | Path) -> str | None:
         with f.open("rb") as fh:
             for chunk in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(chunk)
+    return digest.hexdigest()[:16]
+
+
+def state_hash(module: Any) -> str:
+    """SHA-256 (first 16 hex) of a torch module's state dict: names, dtypes, shapes and bytes.
+
+    The hash of the weights that actually score, whether loaded, fine-tuned or restored.
+    """
+    import torch
+
+    digest = hashlib.sha256()
+    for name, tensor in sorted(module.state_dict().items()):
+        t = tensor.detach().cpu().contiguous()
+        digest.update(f"{name}:{t.dtype}:{tuple(t.shape)}".encode())
+        digest.update(t.view(-1).view(torch.uint8).numpy().tobytes())
     return digest.hexdigest()[:16]
