@@ -423,12 +423,12 @@ def render_csv(table: ComparisonTable) -> str:
     """Plain values at full precision; ``significant`` lists the metrics marked with a dagger."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["family", "label", "ranker", "source",
+    writer.writerow(["dataset", "split", "family", "label", "ranker", "source",
                      *(col.key for col in table.columns), "significant"])
     for row in table.rows:
         cells = [row.cells[col.key] for col in table.columns]
         writer.writerow([
-            row.family, row.label, row.ranker, row.source,
+            table.dataset, table.split, row.family, row.label, row.ranker, row.source,
             *("" if c.value is None else repr(c.value) for c in cells),
             ";".join(col.key for col, c in zip(table.columns, cells, strict=True) if c.significant),
         ])

@@ -155,8 +155,10 @@ def test_json_shape_exactly(records: list[ResultRecord]) -> None:
 
 def test_csv_header_and_rows(records: list[ResultRecord]) -> None:
     lines = render(build_comparison(records), "csv").splitlines()
-    assert lines[0] == "family,label,ranker,source,AP@10,RR@10,p50_ms,candidates_per_s,significant"
-    assert lines[2].startswith("dual,DPR,dpr,harness,0.5625")
+    assert lines[0] == (
+        "dataset,split,family,label,ranker,source,AP@10,RR@10,p50_ms,candidates_per_s,significant"
+    )
+    assert lines[2].startswith("wikiqa,test,dual,DPR,dpr,harness,0.5625")
     assert lines[2].endswith(",12.5,800.0,AP@10")
     assert lines[3].endswith(",3.2,3100.0,RR@10")
     assert len(lines) == 4
