@@ -37,7 +37,9 @@ MAIN_SUITE: tuple[SuiteEntry, ...] = (
     SuiteEntry("dpr", {"model": "minilm-l6"}),
     SuiteEntry("dpr", {"model": "minilm-l6"}, fit=True),
     SuiteEntry("ance", {"model": "minilm-l6"}, fit=True),
+    SuiteEntry("colbert", {"model": "minilm-l6"}, fit=True),
     SuiteEntry("monobert"),
+    SuiteEntry("rankt5", {"model": "minilm-l6-encdec"}, fit=True),
     SuiteEntry("crossjem"),
 )
 

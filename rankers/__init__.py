@@ -19,6 +19,8 @@ _REGISTRY: dict[str, str] = {
     "ance": "rankers.dense:ANCERanker",
     "monobert": "rankers.monobert:MonoBERTRanker",
     "crossjem": "rankers.crossjem:CrossJEMRanker",
+    "colbert": "rankers.colbert:ColBERTRanker",
+    "rankt5": "rankers.rankt5:RankT5Ranker",
 }
 
 ALIASES: dict[str, str] = {

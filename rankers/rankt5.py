@@ -238,14 +238,18 @@ class RankT5Ranker(Ranker):
         enc = self.tokenizer(texts, truncation=True, max_length=self.cfg.max_length)
         return [list(ids) for ids in enc["input_ids"]]
 
-    def logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """(P,) score-token logits at the first decoding step, decoder input = start token."""
+    def logits(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, module: Any = None
+    ) -> torch.Tensor:
+        """(P,) score-token logits at the first decoding step, decoder input = start token.
+
+        ``module``: a wrapper of :attr:`module` to call instead (the trainer's DDP model)."""
         import torch
 
         start = torch.full(
             (input_ids.shape[0], 1), self._start_id, dtype=torch.long, device=input_ids.device
         )
-        out = self.module(
+        out = (module if module is not None else self.module)(
             input_ids=input_ids,
             attention_mask=attention_mask,
             decoder_input_ids=start,
@@ -279,11 +283,13 @@ class RankT5Ranker(Ranker):
             "n_items": [len(docs) for _, docs in lists],
         }
 
-    def forward(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, batch: dict[str, Any], module: Any = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Logits (B, N_max) and item mask: the interface of :func:`rankers.training.fit_lists`."""
         from rankers.encoders import scatter_to_lists
 
-        values = self.logits(batch["input_ids"], batch["attention_mask"]).float()
+        values = self.logits(batch["input_ids"], batch["attention_mask"], module).float()
         return scatter_to_lists(values, batch["list_index"], batch["item_index"], batch["n_items"])
 
     # -- scoring -------------------------------------------------------------------------------

@@ -252,10 +252,10 @@ def test_saved_folder_is_a_colbert_ai_checkpoint(tiny_bert: Path, tmp_path: Path
     with _no_cpp_extension(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # colbert-ai's CUDA amp manager on a CPU machine
         ckpt = Checkpoint(str(tmp_path / "ckpt" / "colbert"), ColBERTConfig(), verbose=0)
+        Q = ckpt.queryFromText([HAND.query.text])
+        ids, mask = ckpt.doc_tokenizer.tensorize(HAND.texts)
+        D, D_mask = ckpt.doc(ids, mask, keep_dims="return_mask")
     assert ckpt.colbert_config.doc_maxlen == 20 and ckpt.colbert_config.dim == 128
-    Q = ckpt.queryFromText([HAND.query.text])
-    ids, mask = ckpt.doc_tokenizer.tensorize(HAND.texts)
-    D, D_mask = ckpt.doc(ids, mask, keep_dims="return_mask")
     expected = colbert_score(Q, D, D_mask, config=ckpt.colbert_config)
     np.testing.assert_allclose(ranker.score([HAND])[0], expected.numpy(), rtol=1e-5, atol=1e-5)
 
