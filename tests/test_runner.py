@@ -1,0 +1,146 @@
+"""The run pipeline: per-ranker config files, training before ranking, teachers, caching."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.runner import RunOptions, label_for, ranker_options, run
+from rankers import RankerError, create_ranker
+from rankers.encoders import write_tiny_bert
+
+WORDS = [
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+    "kilo",
+    "lima",
+    "mike",
+]
+
+
+def _write_toy_mteb(folder: Path) -> None:
+    """A tiny MTEB-layout dataset: each query's positive shares its two words."""
+    folder.mkdir(parents=True)
+    for split, n in (("train", 8), ("dev", 4), ("test", 4)):
+        lines = []
+        for i in range(n):
+            a, b = WORDS[i % len(WORDS)], WORDS[(i + 3) % len(WORDS)]
+            others = [w for w in WORDS if w not in (a, b)]
+            lines.append(
+                json.dumps(
+                    {
+                        "query": f"{split} {a} {b}",
+                        "positive": [f"{a} {b} {split}"],
+                        "negative": [f"{others[i]} {others[i + 1]}", f"{others[i + 2]} {a}"],
+                    }
+                )
+            )
+        (folder / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_tiny_bert(tmp_path_factory.mktemp("tiny") / "bert")
+
+
+@pytest.fixture()
+def configs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_bert: Path) -> Path:
+    """Config files pointing every encoder ranker at the tiny BERT, one epoch."""
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    for name, extra in (
+        ("monobert", "loss: bce"),
+        ("crossjem", "loss: listnet\n  teacher: monobert"),
+    ):
+        (folder / f"{name}.yaml").write_text(
+            f"default:\n  model: {tiny_bert}\n  epochs: 1\n  {extra}\n"
+            "datasets:\n  toy: {max_item_len: 8}\n"
+        )
+    monkeypatch.setattr("bench.runner.CONFIG_DIR", folder)
+    return folder
+
+
+def test_ranker_options_merge_default_dataset_and_overrides(configs: Path) -> None:
+    opts = ranker_options("crossjem", "toy", {"epochs": "2"})
+    assert opts["epochs"] == "2" and opts["max_item_len"] == 8 and opts["teacher"] == "monobert"
+    assert "max_item_len" not in ranker_options("crossjem", "other")
+    assert ranker_options("bm25", "toy", {"k1": 1.2}) == {"k1": 1.2}  # no file: overrides only
+
+
+def test_malformed_config_file_is_named(configs: Path) -> None:
+    (configs / "monobert.yaml").write_text("defaults: {}\n")
+    with pytest.raises(RankerError, match="monobert.yaml"):
+        ranker_options("monobert", "toy")
+
+
+def test_crossjem_trains_its_teacher_then_itself_then_reuses_both(
+    configs: Path, tmp_path: Path, results_dir: Path
+) -> None:
+    _write_toy_mteb(tmp_path / "data" / "toy")
+    opts = RunOptions(
+        ranker="crossjem",
+        dataset="toy",
+        data_dir=tmp_path / "data",
+        device="cpu",
+        warmup=1,
+        progress=False,
+    )
+    record = run(opts)
+    # no checkpoint -> trained first; the named teacher was trained before it
+    assert record.run_config["fit"] is True
+    assert record.training is not None and record.training["teacher_key"]
+    assert record.training["targets"].startswith("teacher ")
+    models = sorted(
+        p.parent.parent.name for p in (results_dir / "models" / "toy").glob("*/*/training.json")
+    )
+    assert models == ["crossjem", "monobert"]
+    assert not list((results_dir / "models").rglob("checkpoint"))  # resumable state removed
+    assert record.data["queries"] == 4 and set(record.metrics) >= {"AP@10", "RR@10"}
+    assert record.label.startswith("crossjem (") and "fine-tuned" in record.label
+    assert str(tmp_path) not in record.label  # paths (checkpoint, teacher folder) stay out
+
+    again = run(opts)
+    assert again.path == record.path and again.created == record.created
+
+    # a changed teacher setting makes a new teacher and a new student
+    (configs / "monobert.yaml").write_text(
+        (configs / "monobert.yaml").read_text().replace("epochs: 1", "epochs: 2")
+    )
+    changed = run(opts)
+    assert changed.path != record.path
+    assert changed.training["teacher_key"] != record.training["teacher_key"]
+
+
+def test_trained_checkpoint_skips_training(
+    configs: Path, tmp_path: Path, results_dir: Path
+) -> None:
+    _write_toy_mteb(tmp_path / "data" / "toy")
+    base = RunOptions(
+        ranker="monobert",
+        dataset="toy",
+        data_dir=tmp_path / "data",
+        device="cpu",
+        warmup=0,
+        progress=False,
+    )
+    trained = run(base)
+    model_dir = trained.training["model_dir"]
+    reuse = run(RunOptions(**{**base.__dict__, "options": {"checkpoint": model_dir}}))
+    assert reuse.run_config["fit"] is False and reuse.training is None
+    assert reuse.metrics == trained.metrics
+
+
+def test_label_names_what_differs_from_defaults() -> None:
+    ranker = create_ranker("bm25", {"k1": "1.2"})
+    assert label_for(ranker, fitted=False) == "bm25 (k1=1.2)"
+    assert label_for(create_ranker("bm25"), fitted=False, subset=50) == "bm25 (first 50 queries)"
