@@ -120,6 +120,7 @@ def datasets(
         "pos/query",
         "query len",
         "cand len",
+        "union/list",
         "dropped",
     ):
         table.add_column(col, justify="left" if col in ("dataset", "layout", "split") else "right")
@@ -133,7 +134,7 @@ def datasets(
         else:
             reason = "no local copy"
         if not loaded:
-            table.add_row(name, get_card(name, data_dir).layout, "-", *["-"] * 6)
+            table.add_row(name, get_card(name, data_dir).layout, "-", *["-"] * 7)
             log.info("%s: not available: %s", name, reason)
             continue
         for split in loaded:
@@ -149,10 +150,12 @@ def datasets(
                 f"{s['positives_per_query']['mean']:.2f}",
                 f"{s['query_length'][key]['mean']:.1f}",
                 f"{cand['mean']:.1f} (p95 {cand['p95']:.0f})",
+                f"{s['union_length'][key]['mean']:.0f} (max {s['union_length'][key]['max']:.0f})",
                 ", ".join(f"{k}: {v}" for k, v in split.dropped.items() if v) or "0",
             )
     table.caption = (
-        f"lengths: mean {unit} tokens; unavailable datasets are listed with '-' (-v says why)"
+        f"lengths: mean {unit} tokens; union/list: distinct tokens of a query's candidates "
+        "(CROSS-JEM's input); unavailable datasets are listed with '-' (-v says why)"
     )
     console.print(table)
 
