@@ -56,7 +56,14 @@ def _main(
         handlers=[RichHandler(console=err_console, show_path=False, rich_tracebacks=False)],
         force=True,
     )
-    for noisy in ("httpx", "urllib3", "filelock", "huggingface_hub", "sentence_transformers"):
+    for noisy in (
+        "httpx",
+        "urllib3",
+        "filelock",
+        "huggingface_hub",
+        "sentence_transformers",
+        "accelerate",
+    ):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
 
 
