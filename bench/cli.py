@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -49,6 +50,9 @@ def _main(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Warnings and errors only.")] = False,
 ) -> None:
+    # OpenMP spin-waiting makes multi-threaded CPU passes many times slower whenever another
+    # process shares the cores; passive waiting keeps timings honest (recorded in provenance).
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
     logging.basicConfig(
         level=level,
@@ -77,7 +81,7 @@ def _friendly_errors(func: F) -> F:
 
         try:
             return func(*args, **kwargs)
-        except (DatasetError, RankerError, ValueError, FileNotFoundError) as exc:
+        except (DatasetError, RankerError, ValueError, FileNotFoundError, ImportError) as exc:
             if log.isEnabledFor(logging.DEBUG):
                 raise
             err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
@@ -439,7 +443,10 @@ def check(
     files = expected or sorted(expected_dir().glob("*.yaml"))
     if not files:
         raise FileNotFoundError(f"no expected-value files in {expected_dir()}")
-    results = run_checks(files, load_records(results_root(results_dir)))
+    from bench.latency_bench import check_records, load_latency_records
+
+    root = results_root(results_dir)
+    results = run_checks(files, load_records(root) + check_records(load_latency_records(root)))
     for res in results:
         line = format_check_line(res)
         style = "green" if res.status == "OK" else "bold red"
@@ -449,6 +456,125 @@ def check(
     console.print("checks: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
     if failed:
         raise typer.Exit(1)
+
+
+# -- latency / plot ------------------------------------------------------------------------------
+def _csv(value: str | None, convert: Callable[[str], Any] = str) -> tuple[Any, ...]:
+    return tuple(convert(v.strip()) for v in value.split(",") if v.strip()) if value else ()
+
+
+def _batch_size(value: str) -> int | str:
+    return value if value == "all" else int(value)
+
+
+@app.command()
+@_friendly_errors
+def latency(
+    dataset: Annotated[
+        str, typer.Option("--dataset", "-d", help="Dataset whose collection feeds BM25.")
+    ],
+    split: Annotated[str | None, typer.Option(help="Split (default: the dataset's).")] = None,
+    rankers_: Annotated[
+        str,
+        typer.Option(
+            "--rankers",
+            help="Comma-separated rankers; st-crossencoder is sentence-transformers' CrossEncoder.",
+        ),
+    ] = "bm25,dpr,monobert,st-crossencoder,crossjem",
+    n_items: Annotated[str, typer.Option(help="Comma-separated list sizes N.")] = "30,100",
+    batch_queries: Annotated[str, typer.Option(help="Queries per call, comma-separated.")] = "1",
+    queries: Annotated[int, typer.Option(help="Queries timed per N (first of the split).")] = 20,
+    repeats: Annotated[int, typer.Option(help="Timed passes over the queries.")] = 3,
+    warmup: Annotated[int, typer.Option(help="Untimed calls before timing.")] = 3,
+    monobert_batch_sizes: Annotated[
+        str, typer.Option(help="monoBERT batch sizes to try; the best is reported.")
+    ] = "32,64,128,all",
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "cpu",
+    threads: Annotated[int | None, typer.Option(help="torch intra-op threads.")] = 2,
+    stat: Annotated[
+        str, typer.Option(help="Statistic in the table: p50_ms, mean_ms, p95_ms...")
+    ] = "p50_ms",
+    fmt: Annotated[str, typer.Option("--format", "-f", help="table, markdown or json.")] = "table",
+    data_dir: DataDir = None,
+    results_dir: ResultsDir = None,
+) -> None:
+    """Time every ranker on BM25 top-N lists, like the paper's latency table.
+
+    Lists of exactly N items come from BM25 over the split's whole candidate collection.
+    Warm-up calls are not timed; CUDA is synchronised and timed with events; rankers are
+    interleaved call by call so machine load hits them alike. Reports per-query p50/p95/p99,
+    throughput, tokenisation time, the cost model's predicted CROSS-JEM speed-up over monoBERT
+    and the measured one. Records go to results/latency/DATASET/.
+    """
+    from bench.device import resolve_device
+    from bench.latency_bench import (
+        BenchOptions,
+        build_latency_table,
+        render_latency,
+        run_benchmark,
+    )
+
+    for bq in _csv(batch_queries, int):
+        record = run_benchmark(
+            BenchOptions(
+                dataset=dataset,
+                split=split,
+                n_values=_csv(n_items, int),
+                rankers=_csv(rankers_),
+                batch_queries=bq,
+                queries=queries,
+                repeats=repeats,
+                warmup=warmup,
+                device=resolve_device(device),
+                threads=threads,
+                monobert_batch_sizes=_csv(monobert_batch_sizes, _batch_size),
+                data_dir=data_dir,
+                results_dir=results_dir,
+            )
+        )
+        _emit(render_latency(build_latency_table(record, stat), fmt))
+        if fmt == "table":
+            for block in record.blocks:
+                sp = block.speedup
+                if sp:
+                    console.print(
+                        f"N={block.n}: CROSS-JEM speed-up over monoBERT measured "
+                        f"{sp['measured_mean']:.2f}x (mean), {sp['measured_p50']:.2f}x (p50); "
+                        f"cost model {sp['predicted_flops']:.2f}x; "
+                        f"{100 * sp['fraction_of_prediction']:.0f}% of prediction"
+                    )
+            console.print(f"record: {record.path}")
+
+
+@app.command()
+@_friendly_errors
+def plot(
+    dataset: Annotated[str, typer.Option("--dataset", "-d", help="Dataset with results.")],
+    split: Annotated[str | None, typer.Option(help="Split (default: test).")] = None,
+    metric: Annotated[str | None, typer.Option(help="AP@10 or RR@10 (default: AP@10).")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="PNG path (default under results/plots/).")
+    ] = None,
+    use_benchmark: Annotated[
+        bool, typer.Option(help="Latency from `bench latency` records instead of `bench run`.")
+    ] = False,
+    n: Annotated[int | None, typer.Option(help="With --use-benchmark: the N to take.")] = None,
+    results_dir: ResultsDir = None,
+) -> None:
+    """Accuracy against p50 latency for every ranker with results; Pareto front marked."""
+    from bench.plot import pareto_front, plot_dataset
+
+    path, points = plot_dataset(
+        dataset,
+        split,
+        metric=metric,
+        out=out,
+        results_dir=results_dir,
+        benchmark_n=n,
+        use_benchmark=use_benchmark,
+    )
+    console.print(f"wrote {path} ({len(points)} rankers)")
+    console.print("Pareto front: " + ", ".join(p.label for p in pareto_front(points)))
 
 
 # -- main job ------------------------------------------------------------------------------------

@@ -7,8 +7,10 @@ keeps the token overlap between candidates realistic (CROSS-JEM's speed depends 
 Protocol per N and ranker (:func:`run_benchmark`): create the ranker with its configured options
 (trained weights optional: an untrained head costs the same), ``index()`` the lists, make
 ``warmup`` untimed calls, then time ``repeats`` passes over every list with
-:class:`~bench.latency.LatencyTracker`, ``batch_queries`` lists per ``score()`` call. The tokeniser
-is then timed alone on the same calls (:func:`tokeniser_for` says what it covers per ranker).
+:class:`~bench.latency.LatencyTracker`, ``batch_queries`` lists per ``score()`` call, the rankers
+taking turns call by call (:func:`time_interleaved`) so that load from other processes is shared
+fairly. Each tokeniser is then timed alone on the same calls (:func:`tokeniser_for` says what it
+covers per ranker).
 monoBERT is timed at several batch sizes and a sentence-transformers ``CrossEncoder`` with the same
 weights runs as a peer (:class:`STCrossEncoderPeer`), so the table's monoBERT is its best, not a
 strawman. The cost model (:mod:`bench.efficiency`) predicts CROSS-JEM's speed-up from the same
@@ -335,8 +337,9 @@ def tokeniser_for(ranker: Ranker) -> Tokeniser | None:
       queries (precomputed items) or queries and items - in chunks of ``batch_size``;
     * monobert: ``MonoBERTRanker.pairs`` - WordPiece of query and items and the
       ``[CLS] q [SEP] k [SEP]`` id lists (per-batch padding into tensors is not included);
-    * crossjem: ``CrossJEMRanker.prepare`` - WordPiece, token union, group packing, pooling
-      masks and padding into tensors on the device (everything before the encoder);
+    * crossjem: ``CrossJEMRanker.scoring_passes`` - WordPiece, token union, group packing,
+      length buckets, pooling masks and padding into tensors on the device (everything before
+      the encoder);
     * st-crossencoder: ``CrossEncoder.preprocess`` per batch (tokenizer with padding).
 
     Returns None for rankers without a known split (they get no tokenisation figure).
@@ -364,16 +367,16 @@ def _encoder_tokeniser(ranker: Any) -> Tokeniser:
 
         return "MonoBERTRanker.pairs: WordPiece + [CLS] q [SEP] k [SEP] ids (no padding)", pairs
 
-    def prepare(lists: Sequence[CandidateList]) -> int:
+    def passes(lists: Sequence[CandidateList]) -> int:
         tokens, step = 0, ranker.cfg.batch_queries
         for start in range(0, len(lists), step):
             chunk = lists[start : start + step]
-            batch = ranker.prepare([(cl.query.text, cl.texts) for cl in chunk])
-            tokens += int(batch.attention_mask.sum())
+            for p in ranker.scoring_passes([(cl.query.text, cl.texts) for cl in chunk]):
+                tokens += int(p.batch.attention_mask.sum())
         return tokens
 
-    return ("CrossJEMRanker.prepare: WordPiece, union, packing, pooling masks, padded tensors",
-            prepare)
+    return ("CrossJEMRanker.scoring_passes: WordPiece, union, packing, length buckets, pooling "
+            "masks, padded tensors", passes)
 
 
 def _dense_tokeniser(ranker: Any) -> Tokeniser:
@@ -423,6 +426,43 @@ def weights_state(ranker: Ranker, checkpoint: str | None) -> str:
 
 
 # -- timing --------------------------------------------------------------------------------------
+def time_interleaved(
+    rankers: Sequence[Ranker],
+    lists: Sequence[CandidateList],
+    *,
+    batch_queries: int = 1,
+    warmup: int = 3,
+    repeats: int = 3,
+) -> list[LatencyTracker]:
+    """``warmup`` untimed calls per ranker, then ``repeats`` timed passes over ``lists``
+    (``batch_queries`` lists per ``score()`` call); one tracker per ranker, timed calls only.
+
+    The rankers take turns call by call (the order rotating), so a burst of load from other
+    processes on a shared machine falls on all of them alike rather than on whichever ran then.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, not {repeats}")
+    calls = list(batches(lists, batch_queries))
+    if not calls:
+        raise ValueError("no candidate lists to time")
+    for ranker in rankers:
+        for i in range(warmup):
+            ranker.score(calls[i % len(calls)])
+    trackers = [LatencyTracker(r.device) for r in rankers]
+    turn = 0
+    for _ in range(repeats):
+        for batch in calls:
+            order = [(turn + k) % len(rankers) for k in range(len(rankers))]
+            turn += 1
+            for k in order:
+                ranker = rankers[k]
+                with trackers[k].track(queries=len(batch), candidates=sum(map(len, batch))):
+                    out = ranker.score(batch)
+                if [len(s) for s in out] != [len(cl) for cl in batch]:
+                    raise RankerError(f"{ranker.name} returned scores that do not match its lists")
+    return trackers
+
+
 def time_scoring(
     ranker: Ranker,
     lists: Sequence[CandidateList],
@@ -431,23 +471,9 @@ def time_scoring(
     warmup: int = 3,
     repeats: int = 3,
 ) -> LatencyTracker:
-    """``warmup`` untimed calls, then ``repeats`` timed passes over ``lists`` (``batch_queries``
-    lists per ``score()`` call); returns the tracker holding the timed calls only."""
-    if repeats < 1:
-        raise ValueError(f"repeats must be >= 1, not {repeats}")
-    calls = list(batches(lists, batch_queries))
-    if not calls:
-        raise ValueError("no candidate lists to time")
-    for i in range(warmup):
-        ranker.score(calls[i % len(calls)])
-    tracker = LatencyTracker(ranker.device)
-    for _ in range(repeats):
-        for batch in calls:
-            with tracker.track(queries=len(batch), candidates=sum(len(cl) for cl in batch)):
-                out = ranker.score(batch)
-            if [len(s) for s in out] != [len(cl) for cl in batch]:
-                raise RankerError(f"{ranker.name} returned scores that do not match its lists")
-    return tracker
+    """:func:`time_interleaved` for one ranker."""
+    return time_interleaved([ranker], lists, batch_queries=batch_queries, warmup=warmup,
+                            repeats=repeats)[0]
 
 
 def time_tokeniser(
@@ -706,52 +732,59 @@ def _encoder_shape_and_tokenizer(model: str) -> tuple[efficiency.EncoderShape, A
     return shape, AutoTokenizer.from_pretrained(path)
 
 
-def time_entry(
-    entry: Entry,
+def time_entries(
+    entries: Sequence[Entry],
     split: RankingSplit,
     tokens: dict[str, Any],
     opts: BenchOptions,
     device: str,
-) -> LatencyRow:
-    """Create, index, warm up and time one entry on one N's lists; tokeniser timed after."""
-    checkpoint = opts.checkpoints.get(entry.ranker) or (
-        opts.checkpoints.get("monobert") if entry.ranker == PEER else None)
-    ranker = create_entry(entry, device, checkpoint)
-    ranker.index(split)
-    tracker = time_scoring(ranker, split.lists, batch_queries=opts.batch_queries,
-                           warmup=opts.warmup, repeats=opts.repeats)
+) -> list[LatencyRow]:
+    """Create and index every entry, time them interleaved on one N's lists, then time each
+    one's tokeniser alone."""
+    loaded = []
+    for entry in entries:
+        checkpoint = opts.checkpoints.get(entry.ranker) or (
+            opts.checkpoints.get("monobert") if entry.ranker == PEER else None)
+        ranker = create_entry(entry, device, checkpoint)
+        ranker.index(split)
+        loaded.append((entry, checkpoint, ranker))
+    trackers = time_interleaved([r for _, _, r in loaded], split.lists,
+                                batch_queries=opts.batch_queries, warmup=opts.warmup,
+                                repeats=opts.repeats)
     n = len(split.lists[0])
     extra = {"batch_queries": opts.batch_queries, "warmup_calls": opts.warmup,
-             "repeats": opts.repeats, "n": n, "scope": "ranker.score per call (tokenisation "
-             "included)"}
-    latency = tracker.summary(**extra).to_dict()
-    tokenisation, per_query = None, None
-    step = tokeniser_for(ranker)
-    if step is not None:
-        covers, fn = step
-        tok_tracker, per_query = time_tokeniser(fn, split.lists, batch_queries=opts.batch_queries,
-                                                repeats=opts.repeats, device=ranker.device)
-        tokenisation = {**tok_tracker.summary(**extra).to_dict(), "covers": covers,
-                        "share_of_mean": tok_tracker.summary().mean_ms / latency["mean_ms"]}
-    row = LatencyRow(
-        label=entry.label,
-        ranker=entry.ranker,
-        column=entry.column,
-        family=ranker.family,
-        n=n,
-        batch_queries=opts.batch_queries,
-        options=ranker.config.to_dict(),
-        weights=weights_state(ranker, checkpoint),
-        dtype=effective_dtype(ranker),
-        latency=latency,
-        tokenisation=tokenisation,
-        tokens={**{k: v for k, v in tokens.items() if k not in ("cost", "encoder")},
-                "tokens_per_query": per_query},
-        ranker_info=ranker.describe(),
-    )
-    log.info("%s N=%d: p50 %.2f ms/query, mean %.2f ms", entry.label, n,
-             latency["p50_ms"], latency["mean_ms"])
-    return row
+             "repeats": opts.repeats, "n": n, "interleaved": len(loaded),
+             "scope": "ranker.score per call (tokenisation included)"}
+    rows = []
+    for (entry, checkpoint, ranker), tracker in zip(loaded, trackers, strict=True):
+        latency = tracker.summary(**extra).to_dict()
+        tokenisation, per_query = None, None
+        step = tokeniser_for(ranker)
+        if step is not None:
+            covers, fn = step
+            tok, per_query = time_tokeniser(fn, split.lists, batch_queries=opts.batch_queries,
+                                            repeats=opts.repeats, device=ranker.device)
+            tokenisation = {**tok.summary(**extra).to_dict(), "covers": covers,
+                            "share_of_mean": tok.summary().mean_ms / latency["mean_ms"]}
+        rows.append(LatencyRow(
+            label=entry.label,
+            ranker=entry.ranker,
+            column=entry.column,
+            family=ranker.family,
+            n=n,
+            batch_queries=opts.batch_queries,
+            options=ranker.config.to_dict(),
+            weights=weights_state(ranker, checkpoint),
+            dtype=effective_dtype(ranker),
+            latency=latency,
+            tokenisation=tokenisation,
+            tokens={**{k: v for k, v in tokens.items() if k not in ("cost", "encoder")},
+                    "tokens_per_query": per_query},
+            ranker_info=ranker.describe(),
+        ))
+        log.info("%s N=%d: p50 %.2f ms/query, mean %.2f ms", entry.label, n,
+                 latency["p50_ms"], latency["mean_ms"])
+    return rows
 
 
 def run_benchmark(opts: BenchOptions) -> LatencyRecord:
@@ -795,8 +828,7 @@ def run_benchmark(opts: BenchOptions) -> LatencyRecord:
         entries = entries_for(opts.rankers, split.dataset, n, opts.batch_queries,
                               monobert_batch_sizes=opts.monobert_batch_sizes,
                               peer_batch_sizes=opts.peer_batch_sizes, options=opts.options)
-        for entry in entries:
-            rows.append(time_entry(entry, lists, block.tokens, opts, device))
+        rows.extend(time_entries(entries, lists, block.tokens, opts, device))
         mark_best(rows)
         block.speedup = speedup_summary(rows, block)
         blocks.append(block)
@@ -1018,6 +1050,8 @@ __all__ = [
     "merge_records",
     "render_latency",
     "run_benchmark",
+    "time_entries",
+    "time_interleaved",
     "time_scoring",
     "time_tokeniser",
     "token_summary",

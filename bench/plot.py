@@ -23,6 +23,8 @@ log = logging.getLogger(__name__)
 
 #: metrics tried, in order, when none is named
 DEFAULT_METRICS = ("AP@10", "RR@10")
+#: labels up to this long are written beside their point; longer ones are numbered
+SHORT_LABEL = 28
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,8 @@ def accuracy_latency_points(
 def plot_accuracy_latency(
     points: Sequence[Point], path: Path, *, metric: str, title: str = ""
 ) -> Path:
-    """Scatter on a log latency axis, every point labelled, the Pareto front joined and ringed."""
+    """Scatter on a log latency axis, every point labelled (or numbered, with a key, when labels
+    are long), the Pareto front joined and ringed."""
     if not points:
         raise ValueError("nothing to plot: no record has both the metric and a p50 latency")
     try:
@@ -129,23 +132,35 @@ def plot_accuracy_latency(
     import matplotlib.pyplot as plt
 
     front = pareto_front(points)
-    fig, ax = plt.subplots(figsize=(7.5, 5.0))
+    # long row labels (options, fine-tuning) do not fit beside a point: number them instead
+    # and list the numbers under the axes
+    numbered = max(len(p.label) for p in points) > SHORT_LABEL
+    key = [f"{i}: {p.label}" for i, p in enumerate(points, start=1)] if numbered else []
+    fig, ax = plt.subplots(figsize=(8.0, 5.0 + 0.22 * len(key)))
     try:
         ax.scatter([p.latency_ms for p in points], [p.accuracy for p in points],
                    color="tab:blue", zorder=3, label="ranker")
         ax.plot([p.latency_ms for p in front], [p.accuracy for p in front], color="tab:red",
                 linestyle="--", marker="o", markersize=11, markerfacecolor="none", zorder=2,
                 label="Pareto front (faster and more accurate)")
-        for p in points:
-            ax.annotate(p.label, (p.latency_ms, p.accuracy), textcoords="offset points",
-                        xytext=(5, 4), fontsize=8)
+        for i, p in enumerate(points, start=1):
+            ax.annotate(str(i) if numbered else p.label, (p.latency_ms, p.accuracy),
+                        textcoords="offset points", xytext=(5, 4), fontsize=8)
         ax.set_xscale("log")
+        low = min(p.latency_ms for p in points)
+        high = max(p.latency_ms for p in points)
+        ax.set_xlim(low / 2.0, high * 3.0)  # room for the labels right of the points
         ax.set_xlabel("p50 latency per query (ms, log scale)")
         ax.set_ylabel(metric)
-        ax.set_title(title or f"{metric} against latency")
+        ax.set_title(title or f"{metric} against latency", fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(loc="best", fontsize=8)
-        fig.tight_layout()
+        if key:
+            fig.text(0.01, 0.01, "\n".join(key), fontsize=7, va="bottom", ha="left")
+            fig.tight_layout(rect=(0.0, 0.22 * len(key) / (5.0 + 0.22 * len(key)) + 0.02,
+                                   1.0, 1.0))
+        else:
+            fig.tight_layout()
         path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, format="png", dpi=150)
     finally:
@@ -166,7 +181,8 @@ def plot_dataset(
     """`bench plot`: the records of one dataset split -> PNG. Returns the file and its points.
 
     ``split`` defaults to ``test`` when records span several splits. ``use_benchmark`` takes
-    latencies from the newest latency-benchmark record of the split (at ``benchmark_n``).
+    latencies from the newest latency-benchmark record of the split that has ``benchmark_n``
+    (default: its largest N).
     Default output: ``results/plots/{dataset}-{split}-{metric}.png``.
     """
     from bench.results import load_records
@@ -192,7 +208,12 @@ def plot_dataset(
         if not found:
             raise ValueError(f"no latency-benchmark record for {dataset}/{split} under "
                              f"{root / 'latency'}; run `bench latency` first")
-        benchmark = found[-1]
+        having = [r for r in found if benchmark_n is None or any(b.n == benchmark_n
+                                                                  for b in r.blocks)]
+        if not having:
+            raise ValueError(f"no latency-benchmark record of {dataset}/{split} has "
+                             f"N={benchmark_n}")
+        benchmark = having[-1]
     points = accuracy_latency_points(records, metric, benchmark, benchmark_n)
     safe = metric.replace("@", "at")
     path = out or root / "plots" / f"{dataset}-{split}-{safe}.png"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import platform
 import subprocess
 from typing import Any
@@ -49,8 +50,13 @@ def package_versions() -> dict[str, str | None]:
     return versions
 
 
+#: environment variables that change timings or numerics
+ENV_KEYS = ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES")
+
+
 def collect() -> dict[str, Any]:
     return {
+        "env": {k: os.environ.get(k) for k in ENV_KEYS},
         "git": git_state(),
         "packages": package_versions(),
         "python": platform.python_version(),

@@ -132,3 +132,31 @@ def test_malformed_dataset_line_is_named(env: Path, tmp_path: Path, monkeypatch)
     result = runner.invoke(app, ["run", "-r", "bm25", "-d", "broken"])
     assert result.exit_code == 2
     assert "test.jsonl:2" in result.output.replace("\n", "")
+
+
+def test_latency_and_plot_commands(env: Path) -> None:
+    out = bench(
+        "latency",
+        "-d",
+        "semeval16b",
+        "--rankers",
+        "bm25",
+        "--n-items",
+        "20",
+        "--queries",
+        "3",
+        "--repeats",
+        "1",
+        "--warmup",
+        "1",
+        "--threads",
+        "1",
+    )
+    assert "bm25" in out and "record:" in out
+    (record,) = env.glob("latency/semeval16b/*.json")
+    data = json.loads(record.read_text())
+    assert data["blocks"][0]["n"] == 20
+    bench("run", "-r", "bm25", "-d", "semeval16b")
+    out = bench("plot", "-d", "semeval16b", "--out", str(env / "p.png"))
+    assert (env / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "Pareto front: bm25" in out

@@ -300,3 +300,23 @@ def test_rpl_trains_on_a_saved_teacher(
     summary = student.fit(_toy_split("train", 0))
     assert summary["targets"] == f"teacher {teacher.describe()['weights_hash']}"
     assert summary["skipped_queries"] == 0 and np.isfinite(summary["loss"][0])
+
+
+def test_length_buckets_hand_example() -> None:
+    from rankers.crossjem.inputs import length_buckets
+
+    # sorted 150 | 270 275 280 284: adding 270 to [150] would pad 540 tokens for 420 real (> 5%)
+    assert length_buckets([284, 150, 280, 270, 275], 0.05) == [[1], [3, 4, 2, 0]]
+    assert length_buckets([10, 10], 0.0) == [[0, 1]]
+    assert length_buckets([], 0.05) == []
+
+
+def test_length_bucketed_scoring_equals_one_padded_batch(tiny_bert: Path) -> None:
+    ranker = _ranker(tiny_bert, union_len=16, max_item_len=8, batch_queries=2)
+    lists = [_list(ITEMS, "q1"), _list(ITEMS[2:7], "q2", query="java sort")]
+    passes = ranker.scoring_passes([(cl.query.text, cl.texts) for cl in lists])
+    assert len(passes) > 1  # rows of different lengths were not padded together
+    with ranker.inference():
+        logits, _ = ranker.forward(ranker.prepare([(cl.query.text, cl.texts) for cl in lists]))
+    for b, (cl, s) in enumerate(zip(lists, ranker.score(lists), strict=True)):
+        np.testing.assert_allclose(s, logits[b, : len(cl)].numpy(), atol=1e-5)

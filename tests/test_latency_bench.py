@@ -27,6 +27,7 @@ from bench.latency_bench import (
     render_latency,
     run_benchmark,
     speedup_summary,
+    time_interleaved,
     time_scoring,
     time_tokeniser,
     token_summary,
@@ -104,12 +105,14 @@ class CountingRanker(Ranker):
     name = "counting"
     family = "sparse"
 
-    def __init__(self) -> None:
+    def __init__(self, tag: str = "", log: list[str] | None = None) -> None:
         super().__init__()
         self.calls: list[int] = []
+        self.tag, self.log = tag, log if log is not None else []
 
     def score(self, lists):  # type: ignore[override]
         self.calls.append(len(lists))
+        self.log.append(self.tag + lists[0].query.qid)
         return [np.zeros(len(cl)) for cl in lists]
 
 
@@ -123,6 +126,15 @@ def test_warmup_calls_are_not_timed() -> None:
     assert len(ranker.calls) == 4 + 3 * 3  # 4 warm-up calls, then 3 passes of 3 calls (2+2+1)
     assert len(tracker.call_s) == 9
     assert tracker.queries == [2, 2, 1] * 3
+
+
+def test_interleaved_rankers_take_turns_after_their_warmup() -> None:
+    log: list[str] = []
+    a, b = CountingRanker("a", log), CountingRanker("b", log)
+    trackers = time_interleaved([a, b], _lists(2), batch_queries=1, warmup=1, repeats=2)
+    # warm-up (untimed): a then b on q0; timed: each call both rankers, the order rotating
+    assert log == ["aq0", "bq0", "aq0", "bq0", "bq1", "aq1", "aq0", "bq0", "bq1", "aq1"]
+    assert [len(t.call_s) for t in trackers] == [4, 4]
 
 
 def test_tokeniser_timing_counts_tokens_of_one_pass() -> None:

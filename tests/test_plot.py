@@ -85,6 +85,11 @@ def test_png_is_written(tmp_path: Path) -> None:
     data = out.read_bytes()
     assert out == tmp_path / "sub" / "plot.png" and len(data) > 1000
     assert data[:8] == PNG_MAGIC
+    long = plot_accuracy_latency(  # long labels are numbered with a key under the axes
+        [Point("crossjem (minilm-l6, teacher=monobert, union_len=72, fine-tuned)", 16.0, 0.78)],
+        tmp_path / "long.png", metric="AP@10",
+    )
+    assert long.read_bytes()[:8] == PNG_MAGIC
     with pytest.raises(ValueError, match="nothing to plot"):
         plot_accuracy_latency([], tmp_path / "empty.png", metric="AP@10")
 

@@ -105,3 +105,25 @@ def build_rows(
 ) -> list[Row]:
     """All encoder rows for one query: one per packed group (none for an empty list)."""
     return [build_row(query, items, g, cls, sep) for g in pack_groups(items, union_len)]
+
+
+def length_buckets(lengths: Sequence[int], tolerance: float) -> list[list[int]]:
+    """Row indices sorted by length and cut into runs whose padding, up to each run's longest
+    row, stays within ``tolerance`` times the run's real tokens.
+
+    The encoder computes on padding, so scoring the packed rows of a list (its last group is
+    usually shorter than the full ones) in one padded batch wastes work; each run is one batch.
+    """
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+    buckets: list[list[int]] = []
+    current: list[int] = []
+    real = 0
+    for i in order:  # ascending: the row being added is the run's longest
+        if current and lengths[i] * (len(current) + 1) > (1.0 + tolerance) * (real + lengths[i]):
+            buckets.append(current)
+            current, real = [], 0
+        current.append(i)
+        real += lengths[i]
+    if current:
+        buckets.append(current)
+    return buckets

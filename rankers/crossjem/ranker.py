@@ -12,7 +12,7 @@ from torch import Tensor, nn
 
 from bench.data.model import CandidateList
 from rankers.base import RankerConfig, RankerError
-from rankers.crossjem.inputs import Row, build_rows
+from rankers.crossjem.inputs import Row, build_rows, length_buckets
 from rankers.crossjem.model import CrossJEMBatch, CrossJEMModule, collate
 from rankers.encoders import EncoderConfig, EncoderRanker, token_ids
 
@@ -20,6 +20,18 @@ log = logging.getLogger(__name__)
 
 #: a query text and its item texts: what training and scoring both start from
 QueryItems = tuple[str, Sequence[str]]
+#: most padding a scoring forward pass may add, as a fraction of its real tokens: the encoder
+#: computes on padding, so scoring sorts rows by length and batches them in runs within this
+PAD_TOLERANCE = 0.05
+
+
+@dataclasses.dataclass(frozen=True)
+class ScoringPass:
+    """One forward pass of scoring: each row of ``batch`` is its own entry (items renumbered
+    0..k-1); ``targets[r]`` says which list of the call and which of its items row ``r`` holds."""
+
+    batch: CrossJEMBatch
+    targets: list[tuple[int, tuple[int, ...]]]
 
 
 @dataclasses.dataclass
@@ -97,14 +109,35 @@ class CrossJEMRanker(EncoderRanker):
         return (module if module is not None else self.module)(batch)
 
     # -- scoring -------------------------------------------------------------------------------
+    def scoring_passes(self, lists: Sequence[QueryItems]) -> list[ScoringPass]:
+        """Everything :meth:`score` does before the encoder: tokenise and pack every list, then
+        batch all rows by length (:func:`length_buckets`), so little padding is computed.
+        A row's logits do not depend on the rows batched with it."""
+        rows = [(b, row) for b, (q, items) in enumerate(lists) for row in self.rows(q, items)]
+        passes = []
+        for bucket in length_buckets([len(row.input_ids) for _, row in rows], PAD_TOLERANCE):
+            picked = [rows[i] for i in bucket]
+            local = [
+                [dataclasses.replace(row, slots=tuple(
+                    dataclasses.replace(slot, item=k) for k, slot in enumerate(row.slots)))]
+                for _, row in picked
+            ]
+            batch = collate(local, self.special.pad, self.cfg.max_item_len).to(self.device)
+            targets = [(b, tuple(slot.item for slot in row.slots)) for b, row in picked]
+            passes.append(ScoringPass(batch, targets))
+        return passes
+
     def score(self, lists: Sequence[CandidateList]) -> list[np.ndarray]:
         out: list[np.ndarray] = []
         step = self.cfg.batch_queries
         with self.inference():
             for start in range(0, len(lists), step):
                 chunk = lists[start : start + step]
-                batch = self.prepare([(cl.query.text, cl.texts) for cl in chunk])
-                logits, _ = self.forward(batch)
-                values = logits.float().cpu().numpy()
-                out.extend(values[b, : len(cl)].copy() for b, cl in enumerate(chunk))
+                scores = [np.zeros(len(cl), dtype=np.float32) for cl in chunk]
+                for p in self.scoring_passes([(cl.query.text, cl.texts) for cl in chunk]):
+                    logits, _ = self.forward(p.batch)
+                    values = logits.float().cpu().numpy()
+                    for r, (b, items) in enumerate(p.targets):
+                        scores[b][list(items)] = values[r, : len(items)]
+                out.extend(scores)
         return out
