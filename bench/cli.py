@@ -489,6 +489,9 @@ def latency(
     monobert_batch_sizes: Annotated[
         str, typer.Option(help="monoBERT batch sizes to try; the best is reported.")
     ] = "32,64,128,all",
+    peer_batch_sizes: Annotated[
+        str, typer.Option(help="st-crossencoder batch sizes to try; the best is reported.")
+    ] = "32,64,128",
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "cpu",
     threads: Annotated[int | None, typer.Option(help="torch intra-op threads.")] = 2,
     stat: Annotated[
@@ -528,6 +531,7 @@ def latency(
                 device=resolve_device(device),
                 threads=threads,
                 monobert_batch_sizes=_csv(monobert_batch_sizes, _batch_size),
+                peer_batch_sizes=_csv(peer_batch_sizes, _batch_size),
                 data_dir=data_dir,
                 results_dir=results_dir,
             )
