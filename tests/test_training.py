@@ -107,7 +107,10 @@ def test_list_batches_reshuffle_per_epoch_and_pad_with_zero_weight_lists() -> No
 def test_accelerate_state_left_by_another_setup_is_replaced() -> None:
     """Accelerate keeps one state per process; a single process may train again differently."""
     from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
 
+    # start from a clean process state whatever earlier tests left, then leave a bf16 one behind
+    AcceleratorState._reset_state(reset_partial_state=True)
     assert Accelerator(cpu=True, mixed_precision="bf16").mixed_precision == "bf16"
     accelerator = make_accelerator("cpu", "auto")  # CPU trains in float32 whatever the dtype
     assert (accelerator.mixed_precision, accelerator.num_processes) == ("no", 1)
