@@ -40,6 +40,27 @@ class RankerError(RuntimeError):
     """A ranker cannot do what was asked (bad option, missing checkpoint, untrainable...)."""
 
 
+#: the description a ranker's save() folder carries (name, family, config, provenance)
+RANKER_FILE = "ranker.json"
+
+
+def read_saved(path: Path, name: str, *parts: str) -> dict[str, Any]:
+    """The ``ranker.json`` of a save() folder, after checking it holds ``parts`` and was saved by
+    ranker ``name``: loading another ranker's folder fails with a message naming both."""
+    path = Path(path)
+    meta_file = path / RANKER_FILE
+    missing = [p for p in (RANKER_FILE, *parts) if not (path / p).exists()]
+    if missing:
+        raise RankerError(f"{path}: not a {name} checkpoint (missing {', '.join(missing)})")
+    try:
+        meta = json.loads(meta_file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise RankerError(f"{meta_file}: not valid JSON ({exc})") from exc
+    if meta.get("name") != name:
+        raise RankerError(f"{meta_file}: saved by ranker {meta.get('name')!r}, not {name!r}")
+    return meta
+
+
 @dataclasses.dataclass
 class RankerConfig:
     """Base for per-ranker settings. Subclasses add fields with defaults."""
@@ -129,7 +150,7 @@ class Ranker(ABC):
     def save(self, path: Path) -> None:
         """Persist what :meth:`load` needs. Default: the config only (stateless rankers)."""
         path.mkdir(parents=True, exist_ok=True)
-        (path / "ranker.json").write_text(json.dumps(self.describe(), indent=2, sort_keys=True))
+        (path / RANKER_FILE).write_text(json.dumps(self.describe(), indent=2, sort_keys=True))
 
     def load(self, path: Path) -> None:  # noqa: B027 - stateless default
         """Restore state written by :meth:`save` into this (already configured) ranker."""

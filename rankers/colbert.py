@@ -47,7 +47,7 @@ import numpy as np
 
 from bench.data.model import CandidateList, RankingSplit, relevant
 from bench.device import resolve_device
-from rankers.base import Ranker, RankerConfig, RankerError
+from rankers.base import RANKER_FILE, Ranker, RankerConfig, RankerError, read_saved
 from rankers.models import resolve_model, weights_hash
 
 if TYPE_CHECKING:
@@ -57,7 +57,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MODEL_DIR = "colbert"
-RANKER_FILE = "ranker.json"
 #: colbert-ai's checkpoint settings file
 ARTIFACT = "artifact.metadata"
 #: options that change what a score means: a checkpoint's values win over the caller's
@@ -549,12 +548,7 @@ class ColBERTRanker(Ranker):
     def load(self, path: Path) -> None:
         """Restore a :meth:`save` folder; its score-defining options replace this ranker's."""
         path = Path(path)
-        meta_file = path / RANKER_FILE
-        if not meta_file.is_file() or not (path / MODEL_DIR).is_dir():
-            raise RankerError(f"{path}: not a colbert checkpoint (no {RANKER_FILE}/{MODEL_DIR}/)")
-        meta = json.loads(meta_file.read_text())
-        if meta.get("name") != self.name:
-            raise RankerError(f"{meta_file}: saved by ranker {meta.get('name')!r}, not colbert")
+        meta = read_saved(path, self.name, MODEL_DIR)
         saved = meta.get("config", {})
         restored = {k: saved[k] for k in SCORE_DEFINING if k in saved}
         restored["dim"] = meta.get("dim", restored.get("dim"))

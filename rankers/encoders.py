@@ -29,7 +29,7 @@ from torch import Tensor, nn
 
 from bench.data.model import RankingSplit
 from bench.device import resolve_device
-from rankers.base import Ranker, RankerConfig, RankerError
+from rankers.base import RANKER_FILE, Ranker, RankerConfig, RankerError, read_saved
 from rankers.models import resolve_model, state_hash, weights_hash
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,6 @@ DTYPES: dict[str, torch.dtype | None] = {
 
 ENCODER_DIR = "encoder"
 HEAD_FILE = "head.safetensors"
-RANKER_FILE = "ranker.json"
 
 
 @dataclasses.dataclass
@@ -312,16 +311,8 @@ class EncoderRanker(Ranker):
         from safetensors.torch import load_file
 
         path = Path(path)
+        meta = read_saved(path, self.name, HEAD_FILE, ENCODER_DIR)
         meta_file = path / RANKER_FILE
-        if not meta_file.is_file() or not (path / HEAD_FILE).is_file():
-            raise RankerError(
-                f"{self.name}: {path} is not a checkpoint (no {RANKER_FILE}/{HEAD_FILE})"
-            )
-        meta = json.loads(meta_file.read_text())
-        if meta.get("name") != self.name:
-            raise RankerError(
-                f"{meta_file}: checkpoint of ranker {meta.get('name')!r}, not {self.name!r}"
-            )
         saved = {k: v for k, v in meta["config"].items() if k not in RUNTIME_FIELDS}
         current = self.config.to_dict()
         changed = {k: (current.get(k), v) for k, v in saved.items() if current.get(k) != v}

@@ -32,7 +32,7 @@ import numpy as np
 
 from bench.data.model import Candidate, CandidateList, RankingSplit, relevant
 from bench.device import resolve_device
-from rankers.base import Ranker, RankerConfig, RankerError
+from rankers.base import RANKER_FILE, Ranker, RankerConfig, RankerError, read_saved
 from rankers.models import resolve_model, weights_hash
 
 if TYPE_CHECKING:
@@ -49,7 +49,6 @@ DEFAULT_SCORE_TOKENS: tuple[str, ...] = ("<extra_id_10>", "[unused0]")
 TEMPLATE = "Query: {query} Document: {document}"
 DTYPE_NAMES = ("auto", "float32", "bfloat16", "float16")
 MODEL_DIR = "model"
-RANKER_FILE = "ranker.json"
 #: options that define what a score means: a checkpoint's values win over the caller's
 SCORE_DEFINING = ("model", "score_token", "template", "max_length")
 T5_TYPES = ("t5", "mt5", "umt5")
@@ -361,12 +360,7 @@ class RankT5Ranker(Ranker):
     def load(self, path: Path) -> None:
         """Restore a :meth:`save` folder; its score-defining options replace this ranker's."""
         path = Path(path)
-        meta_file = path / RANKER_FILE
-        if not meta_file.is_file() or not (path / MODEL_DIR).is_dir():
-            raise RankerError(f"{path}: not a rankt5 checkpoint (no {RANKER_FILE}/{MODEL_DIR}/)")
-        meta = json.loads(meta_file.read_text())
-        if meta.get("name") != self.name:
-            raise RankerError(f"{meta_file}: saved by ranker {meta.get('name')!r}, not rankt5")
+        meta = read_saved(path, self.name, MODEL_DIR)
         saved = meta.get("config", {})
         restored = {k: saved[k] for k in SCORE_DEFINING if k in saved}
         restored["score_token"] = meta.get("score_token", restored.get("score_token"))

@@ -214,13 +214,13 @@ def test_save_load_round_trip(tiny_bert: Path, tmp_path: Path) -> None:
 
 
 def test_load_rejects_other_rankers_and_missing_files(tiny_bert: Path, tmp_path: Path) -> None:
-    with pytest.raises(RankerError, match="is not a checkpoint"):
+    with pytest.raises(RankerError, match="not a crossjem checkpoint"):
         _ranker(tiny_bert).load(tmp_path)
     ranker = _ranker(tiny_bert)
     ranker.save(tmp_path / "ckpt")
     meta = tmp_path / "ckpt" / "ranker.json"
     meta.write_text(meta.read_text().replace('"crossjem"', '"monobert"'))
-    with pytest.raises(RankerError, match="checkpoint of ranker 'monobert'"):
+    with pytest.raises(RankerError, match="saved by ranker .monobert."):
         _ranker(tiny_bert).load(tmp_path / "ckpt")
 
 

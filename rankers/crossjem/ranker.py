@@ -118,8 +118,14 @@ class CrossJEMRanker(EncoderRanker):
         for bucket in length_buckets([len(row.input_ids) for _, row in rows], PAD_TOLERANCE):
             picked = [rows[i] for i in bucket]
             local = [
-                [dataclasses.replace(row, slots=tuple(
-                    dataclasses.replace(slot, item=k) for k, slot in enumerate(row.slots)))]
+                [
+                    dataclasses.replace(
+                        row,
+                        slots=tuple(
+                            dataclasses.replace(slot, item=k) for k, slot in enumerate(row.slots)
+                        ),
+                    )
+                ]
                 for _, row in picked
             ]
             batch = collate(local, self.special.pad, self.cfg.max_item_len).to(self.device)
