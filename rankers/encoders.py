@@ -20,10 +20,11 @@ import dataclasses
 import json
 import logging
 from abc import abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -130,6 +131,35 @@ def pad_rows(rows: Sequence[Sequence[int]], value: int) -> Tensor:
     if not rows:
         return torch.zeros((0, 0), dtype=torch.long)
     return torch.tensor([list(r) + [value] * (width - len(r)) for r in rows], dtype=torch.long)
+
+
+def bucketed_scores(
+    rows: Sequence[Any],
+    list_sizes: Sequence[int],
+    batch_size: int,
+    score_batch: Callable[[list[Any]], Tensor],
+    length: Callable[[Any], int] = len,
+) -> list[np.ndarray]:
+    """Score pointwise rows in length-sorted batches and split the scores back per list.
+
+    Similar lengths share a batch, so padding stays small (a fair, fast pointwise baseline); the
+    stable sort keeps batching deterministic. ``score_batch`` gets the rows of one batch;
+    ``length`` gives a row's token count.
+    """
+    order = sorted(range(len(rows)), key=lambda i: length(rows[i]))
+    flat = np.zeros(len(rows), dtype=np.float32)
+    for start in range(0, len(order), batch_size):
+        idx = order[start : start + batch_size]
+        flat[idx] = score_batch([rows[i] for i in idx]).float().cpu().numpy()
+    bounds = np.cumsum([0, *list_sizes])
+    return [flat[bounds[k] : bounds[k + 1]].copy() for k in range(len(list_sizes))]
+
+
+def check_positions(encoder: nn.Module, longest: int, formula: str) -> None:
+    """Fail early when the longest input row would not fit the encoder's position embeddings."""
+    limit = int(getattr(encoder.config, "max_position_embeddings", longest))
+    if longest > limit:
+        raise RankerError(f"{formula} = {longest} exceeds the encoder's {limit} positions")
 
 
 def scatter_to_lists(

@@ -19,7 +19,15 @@ from torch import Tensor, nn
 
 from bench.data.model import CandidateList
 from rankers.base import RankerConfig, RankerError
-from rankers.encoders import EncoderConfig, EncoderRanker, pad_rows, scatter_to_lists, token_ids
+from rankers.encoders import (
+    EncoderConfig,
+    EncoderRanker,
+    bucketed_scores,
+    check_positions,
+    pad_rows,
+    scatter_to_lists,
+    token_ids,
+)
 
 log = logging.getLogger(__name__)
 
@@ -94,12 +102,7 @@ class MonoBERTRanker(EncoderRanker):
 
     def _check_encoder(self, encoder: nn.Module) -> None:
         longest = self.cfg.max_query_len + self.cfg.max_item_len + 3
-        limit = int(getattr(encoder.config, "max_position_embeddings", longest))
-        if longest > limit:
-            raise RankerError(
-                f"monobert: max_query_len + max_item_len + 3 = {longest} exceeds the encoder's "
-                f"{limit} positions"
-            )
+        check_positions(encoder, longest, "monobert: max_query_len + max_item_len + 3")
 
     def _build_module(self, encoder: nn.Module) -> nn.Module:
         return MonoBERTModule(encoder, dropout=self.cfg.dropout, pooling=self.cfg.pooling)
@@ -153,14 +156,11 @@ class MonoBERTRanker(EncoderRanker):
     # -- scoring -------------------------------------------------------------------------------
     def score(self, lists: Sequence[CandidateList]) -> list[np.ndarray]:
         pairs = [p for cl in lists for p in self.pairs(cl.query.text, cl.texts)]
-        # length bucketing: similar lengths share a batch; a stable sort keeps it deterministic
-        order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]))
-        flat = np.zeros(len(pairs), dtype=np.float32)
-        step = self.cfg.batch_size
         with self.inference():
-            for start in range(0, len(order), step):
-                idx = order[start : start + step]
-                logits = self.module(*self._pad([pairs[i] for i in idx]))
-                flat[idx] = logits.float().cpu().numpy()
-        bounds = np.cumsum([0] + [len(cl) for cl in lists])
-        return [flat[bounds[k] : bounds[k + 1]].copy() for k in range(len(lists))]
+            return bucketed_scores(
+                pairs,
+                [len(cl) for cl in lists],
+                self.cfg.batch_size,
+                lambda batch: self.module(*self._pad(batch)),
+                length=lambda pair: len(pair[0]),
+            )

@@ -294,17 +294,16 @@ class RankT5Ranker(Ranker):
     # -- scoring -------------------------------------------------------------------------------
     def score(self, lists: Sequence[CandidateList]) -> list[np.ndarray]:
         """Score-token logits; all pairs of the call length-sorted into ``batch_size`` batches."""
+        from rankers.encoders import bucketed_scores
+
         rows = [ids for cl in lists for ids in self.pair_ids(cl.query.text, cl.texts)]
-        order = sorted(range(len(rows)), key=lambda i: len(rows[i]))  # stable: deterministic
-        flat = np.zeros(len(rows), dtype=np.float32)
-        step = self.cfg.batch_size
         with self.inference():
-            for start in range(0, len(order), step):
-                idx = order[start : start + step]
-                values = self.logits(*self._pad([rows[i] for i in idx]))
-                flat[idx] = values.float().cpu().numpy()
-        bounds = np.cumsum([0] + [len(cl) for cl in lists])
-        return [flat[bounds[k] : bounds[k + 1]].copy() for k in range(len(lists))]
+            return bucketed_scores(
+                rows,
+                [len(cl) for cl in lists],
+                self.cfg.batch_size,
+                lambda batch: self.logits(*self._pad(batch)),
+            )
 
     # -- training ------------------------------------------------------------------------------
     def training_lists(self, split: RankingSplit, rng: random.Random | None = None) -> RankingSplit:

@@ -14,7 +14,7 @@ from bench.data.model import CandidateList
 from rankers.base import RankerConfig, RankerError
 from rankers.crossjem.inputs import Row, build_rows, length_buckets
 from rankers.crossjem.model import CrossJEMBatch, CrossJEMModule, collate
-from rankers.encoders import EncoderConfig, EncoderRanker, token_ids
+from rankers.encoders import EncoderConfig, EncoderRanker, check_positions, token_ids
 
 log = logging.getLogger(__name__)
 
@@ -71,12 +71,7 @@ class CrossJEMRanker(EncoderRanker):
 
     def _check_encoder(self, encoder: nn.Module) -> None:
         longest = self.cfg.max_query_len + self.cfg.union_len + 3
-        limit = int(getattr(encoder.config, "max_position_embeddings", longest))
-        if longest > limit:
-            raise RankerError(
-                f"crossjem: max_query_len + union_len + 3 = {longest} exceeds the encoder's "
-                f"{limit} positions"
-            )
+        check_positions(encoder, longest, "crossjem: max_query_len + union_len + 3")
 
     def _build_module(self, encoder: nn.Module) -> nn.Module:
         return CrossJEMModule(
