@@ -37,7 +37,6 @@ import json
 import logging
 import math
 import random
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,6 +104,8 @@ class ColBERTRankerConfig(RankerConfig):
     warmup_steps: int = 0
     weight_decay: float = 0.01
     max_grad_norm: float = 2.0
+    #: also checkpoint every N steps (0: at epoch ends only; needs a work directory)
+    checkpoint_steps: int = 0
     #: projection init (new projections), negative sampling, shuffling and dropout
     seed: int = 0
 
@@ -128,6 +129,8 @@ class ColBERTRankerConfig(RankerConfig):
             raise RankerError(f"option max_steps={self.max_steps!r}: must be >= 1")
         if self.warmup_steps < 0:
             raise RankerError(f"option warmup_steps={self.warmup_steps!r}: must be >= 0")
+        if self.checkpoint_steps < 0:
+            raise RankerError(f"option checkpoint_steps={self.checkpoint_steps!r}: must be >= 0")
 
 
 @dataclass(frozen=True)
@@ -418,24 +421,49 @@ class ColBERTRanker(Ranker):
                 total += float(self.batch_loss(batch)) * len(batch)
         return total / len(triples)
 
+    def epoch_triples(self, train: RankingSplit, epoch: int) -> list[Triple]:
+        """Epoch ``epoch``'s training order: negatives sampled and triples shuffled by a generator
+        seeded with (seed, epoch), so a resumed epoch sees the same batches again."""
+        rng = random.Random(self.cfg.seed * 100_003 + epoch)
+        triples = self.triples(train, rng)
+        rng.shuffle(triples)
+        return triples
+
     def fit(self, train: RankingSplit, dev: RankingSplit | None = None) -> dict[str, Any]:
-        """Fine-tune with colbert-ai's objective; the epoch with the best dev AP@10 is kept."""
+        """Fine-tune with colbert-ai's objective; the epoch with the best dev AP@10 is kept.
+
+        With :attr:`work_dir` set, the full state is checkpointed there at every epoch end (and
+        every ``checkpoint_steps`` steps) and an interrupted fit resumes from it.
+        """
         import torch
         from tqdm.auto import tqdm
-        from transformers import get_linear_schedule_with_warmup
+        from transformers import get_constant_schedule, get_linear_schedule_with_warmup
 
+        from bench.device import seed_everything
         from rankers.encoders import state_hash
-        from rankers.training import SELECTION_MEASURE, dev_score
+        from rankers.training import (
+            SELECTION_MEASURE,
+            Resumable,
+            checkpoint_key,
+            dev_score,
+            list_ids,
+            make_accelerator,
+        )
 
         cfg = self.cfg
-        model = self.colbert
-        rng = random.Random(cfg.seed)
         groups = _groups(train)
         if not groups:
             raise RankerError(
                 f"{train.dataset}/{train.split}: no query has both a relevant (grade >= "
                 f"{train.relevance_level}) and a non-relevant candidate: nothing to train on"
             )
+        accelerator = make_accelerator(self.device, "float32")
+        if accelerator.num_processes > 1:
+            raise RankerError(
+                "colbert: fine-tuning runs in one process; start it without a launcher"
+            )
+        model = self.colbert
+        seed_everything(cfg.seed)  # dropout; a resumed run restores the saved RNG state instead
         n_triples = sum(len(g.positives) for g in groups)
         steps_per_epoch = math.ceil(n_triples / cfg.train_batch_size)
         total = steps_per_epoch * cfg.epochs
@@ -447,77 +475,102 @@ class ColBERTRanker(Ranker):
             eps=1e-8,
             weight_decay=cfg.weight_decay,
         )
+        # colbert-ai: linear warm-up and decay when warmup is set, else a constant lr
         scheduler = (
             get_linear_schedule_with_warmup(optimizer, cfg.warmup_steps, total)
             if cfg.warmup_steps
-            else None
+            else get_constant_schedule(optimizer)
         )
-        dev_before = dev_score(self, dev)
-        history: list[dict[str, Any]] = []
-        best: tuple[float, int, dict[str, torch.Tensor]] | None = None
-        step, start = 0, time.perf_counter()
+        prepared, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
+        if accelerator.unwrap_model(prepared) is not model:
+            raise RankerError("colbert: Accelerate returned another module than it was given")
+        data = {
+            "train": list_ids(train.lists),
+            "qrels": [train.checksum, sorted(train.qrels.items()), train.relevance_level],
+        }
+        key = checkpoint_key(self, data, dev, 1, accelerator.mixed_precision)
+        run = Resumable(accelerator, model, self.work_dir, key, self.name)
+        progress = run.progress
+        if not run.resume():
+            progress.dev_before = dev_score(self, dev)
         log.info(
-            "colbert fine-tuning: %d queries, %d triples/epoch, nway %d, %d steps",
+            "colbert fine-tuning: %d queries, %d triples/epoch, nway %d, %d steps, lr %g",
             len(groups),
             n_triples,
             cfg.nway,
             total,
+            cfg.lr,
         )
-        with (
-            torch.random.fork_rng(devices=[]),
-            tqdm(total=total, desc="colbert fit", unit="step", disable=None) as bar,
-        ):
-            torch.manual_seed(cfg.seed)
-            for epoch in range(1, cfg.epochs + 1):
-                if step >= total:
+        bar = tqdm(
+            total=total, initial=progress.step, desc="colbert fit", unit="step", disable=None
+        )
+        with bar:
+            for epoch in range(progress.epochs_done + 1, cfg.epochs + 1):
+                if progress.step >= total:
                     break
-                triples = self.triples(train, rng)
-                rng.shuffle(triples)
+                triples = self.epoch_triples(train, epoch)
                 model.train()
-                losses: list[float] = []
-                for b in range(0, len(triples), cfg.train_batch_size):
-                    if step >= total:
+                for b in range(
+                    progress.batches_done * cfg.train_batch_size, len(triples), cfg.train_batch_size
+                ):
+                    if progress.step >= total:
                         break
                     loss = self.batch_loss(triples[b : b + cfg.train_batch_size])
                     optimizer.zero_grad(set_to_none=True)
-                    loss.backward()
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+                    accelerator.backward(loss)
+                    accelerator.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
                     optimizer.step()
-                    if scheduler is not None:
-                        scheduler.step()
-                    losses.append(float(loss.detach()))
-                    step += 1
+                    scheduler.step()
+                    progress.epoch_losses.append(float(loss.detach()))
+                    progress.batches_done += 1
+                    progress.step += 1
                     bar.update(1)
-                    bar.set_postfix(epoch=epoch, loss=f"{losses[-1]:.4f}")
+                    bar.set_postfix(epoch=epoch, loss=f"{progress.epoch_losses[-1]:.4f}")
+                    if (
+                        cfg.checkpoint_steps
+                        and progress.step % cfg.checkpoint_steps == 0
+                        and progress.batches_done < steps_per_epoch
+                        and progress.step < total
+                    ):
+                        run.save()
                 model.eval()
-                dev_ap = dev_score(self, dev)
-                history.append(
-                    {"epoch": epoch, "loss": float(np.mean(losses)), "dev": dev_ap, "steps": step}
-                )
-                log.info("colbert epoch %d: %s", epoch, history[-1])
-                # no dev: the last epoch wins; ties keep the earlier epoch
-                if best is None or dev_ap is None or dev_ap > best[0]:
-                    state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
-                    best = (dev_ap if dev_ap is not None else -math.inf, epoch, state)
-        assert best is not None
-        model.load_state_dict(best[2])
-        model.eval()
+                entry = {
+                    "epoch": epoch,
+                    "loss": float(np.mean(progress.epoch_losses)),
+                    f"dev_{SELECTION_MEASURE}": dev_score(self, dev),
+                    "steps": progress.step,
+                }
+                log.info("colbert epoch %d: %s", epoch, entry)
+                run.end_epoch(epoch, entry, entry[f"dev_{SELECTION_MEASURE}"])
+        run.restore_best()
+        accelerator.free_memory()
+        history = progress.history
         self.training_summary = {
             "objective": (
                 f"colbert-ai ColBERT.forward: {cfg.nway}-way softmax CE (positive + "
                 f"{cfg.nway - 1} list negatives)"
                 + (" + in-batch negatives CE" if cfg.use_ib_negatives else "")
             ),
+            "optimizer": {
+                "name": "AdamW",
+                "lr": cfg.lr,
+                "weight_decay": cfg.weight_decay,
+                "schedule": "linear" if cfg.warmup_steps else "constant",
+                "warmup_steps": cfg.warmup_steps,
+                "max_grad_norm": cfg.max_grad_norm,
+            },
             "epochs": len(history),
-            "steps": step,
-            "best_epoch": best[1],
-            f"dev_{SELECTION_MEASURE}": [h["dev"] for h in history],
-            f"dev_{SELECTION_MEASURE}_before": dev_before,
+            "steps": progress.step,
+            "best_epoch": progress.best_epoch,
+            f"dev_{SELECTION_MEASURE}": [h[f"dev_{SELECTION_MEASURE}"] for h in history],
+            f"dev_{SELECTION_MEASURE}_before": progress.dev_before,
             "loss": [h["loss"] for h in history],
             "train_queries": len(groups),
             "skipped_queries": len(train.lists) - len(groups),
             "triples_per_epoch": n_triples,
-            "seconds": round(time.perf_counter() - start, 2),
+            "resumed_from": run.resumed_from,
+            "checkpoint": str(run.folder) if run.folder is not None else None,
+            "seconds": round(progress.seconds, 2),
             "weights_hash": state_hash(model),
         }
         return self.training_summary

@@ -415,28 +415,29 @@ class Progress:
 
 def checkpoint_key(
     ranker: Ranker,
-    train_lists: Sequence[CandidateList],
+    data: dict[str, Any],
     dev: RankingSplit | None,
-    targets: Targets,
     processes: int,
     mixed_precision: str,
 ) -> str:
-    """What a checkpoint must have been trained with to be resumed: config, data, targets, setup."""
+    """What a checkpoint must have been trained with to be resumed: the ranker's training config,
+    ``data`` (whatever defines the training examples and targets), dev and the process setup."""
     config = {k: v for k, v in ranker.config.to_dict().items() if k not in NON_TRAINING_FIELDS}
-    target_hash = hashlib.sha256()
-    for t in targets.values:
-        target_hash.update(np.asarray(t, dtype=np.float64).tobytes())
     return _digest(
         {
             "ranker": ranker.name,
             "config": config,
-            "train": [[cl.query.qid, cl.docids] for cl in train_lists],
-            "targets": [targets.source, target_hash.hexdigest()],
+            **data,
             "dev": None if dev is None else [dev.checksum, sorted(dev.qrels.items())],
             "processes": processes,
             "mixed_precision": mixed_precision,
         }
     )
+
+
+def list_ids(lists: Sequence[CandidateList]) -> list[list[Any]]:
+    """The (qid, docids) of each list: what a checkpoint key records of the training lists."""
+    return [[cl.query.qid, cl.docids] for cl in lists]
 
 
 def find_checkpoint(folder: Path, key: str) -> tuple[Path, dict[str, Any]] | None:
@@ -482,6 +483,84 @@ def save_checkpoint(accelerator: Accelerator, folder: Path, key: str, progress: 
         log.info("checkpoint: %s", final)
     accelerator.wait_for_everyone()
     return final
+
+
+class Resumable:
+    """The checkpointed progress of one training run: resume, saves, best-epoch selection.
+
+    Serves :func:`fit_lists` and trainers with batches of their own (ColBERT's triples). Create
+    it after ``accelerator.prepare`` and call :meth:`resume` before the first step; then
+    :meth:`save` whenever a mid-epoch checkpoint is due, :meth:`end_epoch` after each epoch's dev
+    evaluation, and :meth:`restore_best` at the end. Without a work directory nothing is saved.
+    """
+
+    def __init__(
+        self,
+        accelerator: Accelerator,
+        module: nn.Module,
+        work_dir: str | Path | None,
+        key: str,
+        name: str,
+        on_checkpoint: Callable[[dict[str, int]], None] | None = None,
+    ) -> None:
+        self.accelerator, self.module, self.key, self.name = accelerator, module, key, name
+        self.folder = Path(work_dir) / CHECKPOINT_DIR if work_dir is not None else None
+        self.on_checkpoint = on_checkpoint
+        self.progress = Progress()
+        accelerator.register_for_checkpointing(self.progress)
+        #: {"epoch", "step"} of the state this run continued from; None: from scratch
+        self.resumed_from: dict[str, int] | None = None
+        self._start, self._seconds_before = time.perf_counter(), 0.0
+
+    def resume(self) -> bool:
+        """Load the published state made with this key, if any (True), and start the clock."""
+        found = find_checkpoint(self.folder, self.key) if self.folder is not None else None
+        if found is not None:
+            self.accelerator.load_state(str(found[0]))
+            progress = self.progress
+            if progress.best_epoch and progress.best_state is None:
+                progress.best_state = _snapshot(self.module)
+            self.resumed_from = {"epoch": progress.epochs_done, "step": progress.step}
+            if self.accelerator.is_main_process:
+                log.info("%s: resuming from %s (%s)", self.name, found[0], self.resumed_from)
+        self._start, self._seconds_before = time.perf_counter(), self.progress.seconds
+        return found is not None
+
+    @property
+    def seconds(self) -> float:
+        """Training seconds so far, over all runs of this key."""
+        return self._seconds_before + time.perf_counter() - self._start
+
+    def save(self) -> None:
+        """Publish the full state (no-op without a work directory)."""
+        self.progress.seconds = self.seconds
+        if self.folder is not None:
+            save_checkpoint(self.accelerator, self.folder, self.key, self.progress)
+            if self.on_checkpoint is not None:
+                self.on_checkpoint({"epoch": self.progress.epochs_done, "step": self.progress.step})
+
+    def end_epoch(self, epoch: int, entry: dict[str, Any], dev_score: float | None) -> None:
+        """Record ``epoch``, keep its weights if its dev score is the best so far, checkpoint.
+
+        No dev: the last epoch wins; ties keep the earlier epoch.
+        """
+        progress = self.progress
+        progress.history.append(entry)
+        if progress.best_epoch == 0 or dev_score is None or dev_score > progress.best_score:
+            progress.best_epoch = epoch
+            progress.best_score = dev_score if dev_score is not None else -math.inf
+            progress.best_state = _snapshot(self.module)
+        progress.epochs_done, progress.batches_done = epoch, 0
+        progress.epoch_losses, progress.epoch_skipped = [], 0
+        self.save()
+
+    def restore_best(self) -> None:
+        """Load the best epoch's weights into the module (eval mode) and stop the clock."""
+        self.progress.seconds = self.seconds
+        if self.progress.best_state is None:
+            raise RankerError(f"{self.name}: training ended without a finished epoch")
+        self.module.load_state_dict(self.progress.best_state)
+        self.module.eval()
 
 
 # -- the loop ------------------------------------------------------------------------------------
@@ -556,32 +635,17 @@ def fit_lists(
     )
     model, optimizer, loader, scheduler = accelerator.prepare(module, optimizer, loader, scheduler)
     forward = _forward(ranker, model, module)
-    progress = Progress()
-    accelerator.register_for_checkpointing(progress)
-
-    folder = work / CHECKPOINT_DIR if work is not None else None
-    key = checkpoint_key(ranker, lists, dev, targets, world, accelerator.mixed_precision)
-    found = find_checkpoint(folder, key) if folder is not None else None
-    resumed_from: dict[str, int] | None = None
-    if found is not None:
-        accelerator.load_state(str(found[0]))
-        if progress.best_epoch and progress.best_state is None:
-            progress.best_state = _snapshot(module)
-        resumed_from = {"epoch": progress.epochs_done, "step": progress.step}
-        if main:
-            log.info("%s: resuming from %s (%s)", ranker.name, found[0], resumed_from)
-    else:
+    target_hash = hashlib.sha256()
+    for t in targets.values:
+        target_hash.update(np.asarray(t, dtype=np.float64).tobytes())
+    data = {"train": list_ids(lists), "targets": [targets.source, target_hash.hexdigest()]}
+    key = checkpoint_key(ranker, data, dev, world, accelerator.mixed_precision)
+    run = Resumable(accelerator, module, work, key, ranker.name, on_checkpoint)
+    progress = run.progress
+    if not run.resume():
         progress.dev_before = on_main(lambda: dev_score(ranker, dev))
 
-    def checkpoint() -> None:
-        progress.seconds = seconds_before + time.perf_counter() - start
-        if folder is not None:
-            save_checkpoint(accelerator, folder, key, progress)
-            if on_checkpoint is not None:
-                on_checkpoint({"epoch": progress.epochs_done, "step": progress.step})
-
     every = int(getattr(cfg, "checkpoint_steps", 0) or 0)
-    start, seconds_before = time.perf_counter(), progress.seconds
     if main:
         log.info(
             "%s fine-tuning: %d lists, %d epochs x %d steps of %d lists, loss %s on %s, "
@@ -624,7 +688,7 @@ def fit_lists(
                 if used:
                     bar.set_postfix(epoch=epoch, loss=f"{loss:.4f}")
                 if every and progress.step % every == 0 and progress.batches_done < steps_per_epoch:
-                    checkpoint()
+                    run.save()
             module.eval()
 
             def record(epoch: int = epoch) -> dict[str, Any]:
@@ -637,26 +701,14 @@ def fit_lists(
                 }
 
             entry = on_main(record)
-            progress.history.append(entry)
             if main:
                 log.info("%s epoch %d: %s", ranker.name, epoch, entry)
-            dev_ap = entry[f"dev_{SELECTION_MEASURE}"]
-            # no dev: the last epoch wins; ties keep the earlier epoch
-            if progress.best_epoch == 0 or dev_ap is None or dev_ap > progress.best_score:
-                progress.best_epoch = epoch
-                progress.best_score = dev_ap if dev_ap is not None else -math.inf
-                progress.best_state = _snapshot(module)
-            progress.epochs_done, progress.batches_done = epoch, 0
-            progress.epoch_losses, progress.epoch_skipped = [], 0
-            checkpoint()
-    progress.seconds = seconds_before + time.perf_counter() - start
+            run.end_epoch(epoch, entry, entry[f"dev_{SELECTION_MEASURE}"])
 
-    assert progress.best_state is not None
     unwrapped = accelerator.unwrap_model(model, keep_fp32_wrapper=False)
     if unwrapped is not module:
         raise RankerError(f"{ranker.name}: Accelerate returned another module than it was given")
-    module.load_state_dict(progress.best_state)
-    module.eval()
+    run.restore_best()
     accelerator.free_memory()
     final_hash = state_hash(module)
     replicas = set(gather_object([final_hash]))
@@ -686,8 +738,8 @@ def fit_lists(
         "steps": total,
         "processes": world,
         "mixed_precision": accelerator.mixed_precision,
-        "resumed_from": resumed_from,
-        "checkpoint": str(folder) if folder is not None else None,
+        "resumed_from": run.resumed_from,
+        "checkpoint": str(run.folder) if run.folder is not None else None,
         "seconds": round(progress.seconds, 2),
         "epoch_weights_hash": [h["weights_hash"] for h in history],
         "weights_hash": final_hash,

@@ -241,6 +241,60 @@ def test_fit_changes_weights_lowers_the_loss_and_round_trips(
     assert info["projection"] == "from checkpoint"
 
 
+class Crash(Exception):
+    """Stands for the process dying right after a checkpoint was published."""
+
+
+def test_interrupted_fit_resumes_to_identical_weights(
+    tiny_bert: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """6 triples, 2 a step: 3 steps per epoch, 2 epochs, checkpoints at steps 2, 3 (epoch end),
+    4 and 6. The first run dies after publishing step 4 (inside epoch 2); a fresh ranker given
+    the same work directory resumes there and ends where an uninterrupted run ends."""
+    import rankers.training as training
+
+    options = {
+        "lr": 1e-3,
+        "epochs": 2,
+        "train_batch_size": 2,
+        "doc_maxlen": 16,
+        "checkpoint_steps": 2,
+    }
+    plain = _ranker(tiny_bert, **options).fit(TRAIN, dev=TRAIN)
+    assert plain["steps"] == 6 and plain["resumed_from"] is None and plain["checkpoint"] is None
+
+    real_save = training.save_checkpoint
+    saved: list[int] = []
+
+    def save_then_die(accelerator, folder, key, progress):  # type: ignore[no-untyped-def]
+        final = real_save(accelerator, folder, key, progress)
+        saved.append(progress.step)
+        if progress.step == 4:
+            raise Crash(final)
+        return final
+
+    monkeypatch.setattr(training, "save_checkpoint", save_then_die)
+    first = _ranker(tiny_bert, **options)
+    first.work_dir = tmp_path
+    with pytest.raises(Crash):
+        first.fit(TRAIN, dev=TRAIN)
+    assert saved == [2, 3, 4]
+
+    resumed = _ranker(tiny_bert, **options)
+    resumed.work_dir = tmp_path
+    summary = resumed.fit(TRAIN, dev=TRAIN)
+    assert summary["resumed_from"] == {"epoch": 1, "step": 4}
+    assert saved == [2, 3, 4, 6]
+    for key in ("weights_hash", "loss", "dev_AP@10", "dev_AP@10_before", "best_epoch", "steps"):
+        assert summary[key] == plain[key], key
+    assert state_hash(resumed.colbert) == plain["weights_hash"]
+
+    monkeypatch.undo()
+    other = _ranker(tiny_bert, **{**options, "lr": 2e-3})  # other settings: not resumed
+    other.work_dir = tmp_path
+    assert other.fit(TRAIN, dev=TRAIN)["resumed_from"] is None
+
+
 def test_saved_folder_is_a_colbert_ai_checkpoint(tiny_bert: Path, tmp_path: Path) -> None:
     """colbert-ai's own inference path (Checkpoint + colbert_score) gives the ranker's scores."""
     from colbert.infra import ColBERTConfig
