@@ -27,6 +27,7 @@ demo: install
 
 lint: install
 	$(BIN)/ruff check bench rankers tests
+	$(BIN)/ruff format --check bench rankers tests
 
 # A small real regression: rankers on the shared sets, checked against results/expected/ci.yaml.
 regression: install

@@ -146,8 +146,12 @@ class _Entry:
 
     def selector(self, split_required: bool = True) -> Selector:
         config = self.get("config", dict, required=False) or {}
-        return Selector(self.text("dataset"), self.text("split", split_required),
-                        self.text("ranker"), dict(config))
+        return Selector(
+            self.text("dataset"),
+            self.text("split", split_required),
+            self.text("ranker"),
+            dict(config),
+        )
 
     def sub(self, key: str) -> _Entry:
         self.used.add(key)
@@ -162,8 +166,13 @@ class _Entry:
 
 
 def _parse_metric(entry: _Entry, source: str) -> MetricExpectation:
-    exp = MetricExpectation(source, entry.selector(), entry.text("metric"),
-                            entry.get("expected", float), entry.get("tolerance", float))
+    exp = MetricExpectation(
+        source,
+        entry.selector(),
+        entry.text("metric"),
+        entry.get("expected", float),
+        entry.get("tolerance", float),
+    )
     if exp.tolerance < 0:
         raise entry.error(f"bad key 'tolerance': must be >= 0, got {exp.tolerance}")
     return exp
@@ -184,8 +193,13 @@ def _parse_ratio(entry: _Entry, source: str) -> RatioExpectation:
     lo, hi = entry.get("min", float, required=False), entry.get("max", float, required=False)
     if lo is None and hi is None:
         raise entry.error("missing key 'min' or 'max' (a ratio needs at least one bound)")
-    return RatioExpectation(source, _parse_side(entry, "numerator", dataset, split),
-                            _parse_side(entry, "denominator", dataset, split), lo, hi)
+    return RatioExpectation(
+        source,
+        _parse_side(entry, "numerator", dataset, split),
+        _parse_side(entry, "denominator", dataset, split),
+        lo,
+        hi,
+    )
 
 
 _Parser = Callable[[_Entry, str], Expectation]
@@ -258,21 +272,35 @@ def find_record(records: Sequence[ResultRecord], selector: Selector) -> ResultRe
 
 def _check_metric(exp: MetricExpectation, records: Sequence[ResultRecord]) -> CheckResult:
     name = f"{exp.selector.describe()} {exp.metric}"
-    base = {"name": name, "expected": exp.expected, "tolerance": exp.tolerance,
-            "source": exp.source}
+    base = {
+        "name": name,
+        "expected": exp.expected,
+        "tolerance": exp.tolerance,
+        "source": exp.source,
+    }
     record = find_record(records, exp.selector)
     if record is None:
         return CheckResult(MISSING, actual=None, message="no matching result record", **base)
     if exp.metric not in record.metrics:
         have = ", ".join(record.metrics) or "none"
-        return CheckResult(MISSING, actual=None, record=record, **base,
-                           message=f"record {record.path} has no {exp.metric} (has: {have})")
+        return CheckResult(
+            MISSING,
+            actual=None,
+            record=record,
+            **base,
+            message=f"record {record.path} has no {exp.metric} (has: {have})",
+        )
     actual = float(record.metrics[exp.metric])
     diff = actual - exp.expected
     if abs(diff) <= exp.tolerance + _EPS:
         return CheckResult(OK, actual=actual, record=record, **base)
-    return CheckResult(FAIL, actual=actual, record=record, **base,
-                       message=f"off by {diff:+.4g}, beyond the tolerance")
+    return CheckResult(
+        FAIL,
+        actual=actual,
+        record=record,
+        **base,
+        message=f"off by {diff:+.4g}, beyond the tolerance",
+    )
 
 
 def _side_value(side: RatioSide, records: Sequence[ResultRecord]) -> tuple[float | None, str]:
@@ -287,16 +315,21 @@ def _side_value(side: RatioSide, records: Sequence[ResultRecord]) -> tuple[float
 
 def _check_ratio(exp: RatioExpectation, records: Sequence[ResultRecord]) -> CheckResult:
     num, den = exp.numerator, exp.denominator
-    name = (f"{num.selector.describe()} {num.field} / "
-            f"{den.selector.describe()} {den.field}")
-    base = {"name": name, "expected": None, "tolerance": None, "source": exp.source,
-            "bounds": (exp.min, exp.max)}
+    name = f"{num.selector.describe()} {num.field} / {den.selector.describe()} {den.field}"
+    base = {
+        "name": name,
+        "expected": None,
+        "tolerance": None,
+        "source": exp.source,
+        "bounds": (exp.min, exp.max),
+    }
     (top, why_top), (bottom, why_bottom) = _side_value(num, records), _side_value(den, records)
     if top is None or bottom is None:
         return CheckResult(MISSING, actual=None, message=why_top or why_bottom, **base)
     if bottom == 0:
-        return CheckResult(FAIL, actual=None, message=f"{den.field} of the denominator is 0",
-                           **base)
+        return CheckResult(
+            FAIL, actual=None, message=f"{den.field} of the denominator is 0", **base
+        )
     ratio = top / bottom
     low_ok = exp.min is None or ratio >= exp.min - _EPS
     high_ok = exp.max is None or ratio <= exp.max + _EPS
@@ -336,7 +369,8 @@ def format_check_line(result: CheckResult) -> str:
     if result.bounds is not None:
         lo, hi = result.bounds
         want = " and ".join(
-            part for part in (lo is not None and f">= {lo:g}", hi is not None and f"<= {hi:g}")
+            part
+            for part in (lo is not None and f">= {lo:g}", hi is not None and f"<= {hi:g}")
             if part
         )
         line = f"{result.status:<4} {result.name} expected {want}"

@@ -98,8 +98,11 @@ def bm25_lists(
         lists=lists,
         qrels={q: r for q, r in split.qrels.items() if q in keep},
         checksum=config_hash({"data": split.checksum, "bm25_top": n, "queries": len(lists)}),
-        notes=[*split.notes, f"BM25 top {n} over the split's {len(collection)} distinct items "
-               f"for the first {len(lists)} queries"],
+        notes=[
+            *split.notes,
+            f"BM25 top {n} over the split's {len(collection)} distinct items "
+            f"for the first {len(lists)} queries",
+        ],
     )
 
 
@@ -281,8 +284,9 @@ def entries_for(
         if name == PEER:
             base = dict(options.get(PEER, {}))
             for bs in dict.fromkeys(size(b) for b in peer_batch_sizes):
-                out.append(Entry(f"{PEER} (batch_size={bs})", PEER, {**base, "batch_size": bs},
-                                 PEER))
+                out.append(
+                    Entry(f"{PEER} (batch_size={bs})", PEER, {**base, "batch_size": bs}, PEER)
+                )
             continue
         key = canonical_name(name)
         base = ranker_options(key, dataset, options.get(key))
@@ -294,8 +298,9 @@ def entries_for(
                 out.append(Entry(label, key, {**base, "precompute": precompute}, label))
         elif key == "monobert":
             for bs in dict.fromkeys(size(b) for b in monobert_batch_sizes):
-                out.append(Entry(f"monobert (batch_size={bs})", key, {**base, "batch_size": bs},
-                                 key))
+                out.append(
+                    Entry(f"monobert (batch_size={bs})", key, {**base, "batch_size": bs}, key)
+                )
         else:
             out.append(Entry(key, key, base, key))
     return out
@@ -307,8 +312,9 @@ def create_entry(entry: Entry, device: str, checkpoint: str | None = None) -> Ra
 
     options = dict(entry.options)
     if entry.ranker == PEER:
-        config = STCrossEncoderConfig.from_options({**options, **(
-            {"model": str(Path(checkpoint) / "encoder")} if checkpoint else {})})
+        config = STCrossEncoderConfig.from_options(
+            {**options, **({"model": str(Path(checkpoint) / "encoder")} if checkpoint else {})}
+        )
         return STCrossEncoderPeer(config, device=device)  # type: ignore[arg-type]
     takes_checkpoint = "checkpoint" in options or _has_field(entry.ranker, "checkpoint")
     if checkpoint and takes_checkpoint:
@@ -362,6 +368,7 @@ def tokeniser_for(ranker: Ranker) -> Tokeniser | None:
 
 def _encoder_tokeniser(ranker: Any) -> Tokeniser:
     if ranker.name == "monobert":
+
         def pairs(lists: Sequence[CandidateList]) -> int:
             return sum(len(ids) for cl in lists for ids, _ in ranker.pairs(cl.query.text, cl.texts))
 
@@ -375,8 +382,11 @@ def _encoder_tokeniser(ranker: Any) -> Tokeniser:
                 tokens += int(p.batch.attention_mask.sum())
         return tokens
 
-    return ("CrossJEMRanker.scoring_passes: WordPiece, union, packing, length buckets, pooling "
-            "masks, padded tensors", passes)
+    return (
+        "CrossJEMRanker.scoring_passes: WordPiece, union, packing, length buckets, pooling "
+        "masks, padded tensors",
+        passes,
+    )
 
 
 def _dense_tokeniser(ranker: Any) -> Tokeniser:
@@ -472,8 +482,9 @@ def time_scoring(
     repeats: int = 3,
 ) -> LatencyTracker:
     """:func:`time_interleaved` for one ranker."""
-    return time_interleaved([ranker], lists, batch_queries=batch_queries, warmup=warmup,
-                            repeats=repeats)[0]
+    return time_interleaved(
+        [ranker], lists, batch_queries=batch_queries, warmup=warmup, repeats=repeats
+    )[0]
 
 
 def time_tokeniser(
@@ -590,8 +601,9 @@ def speedup_summary(
 ) -> dict[str, Any]:
     """Measured (best ``slow`` row / best ``fast`` row, mean and p50) against predicted (cost
     model FLOPs ratio) speed-up at one N; empty when either column is missing."""
-    pick = {c: [r for r in rows if r.n == block.n and r.column == c and r.best]
-            for c in (slow, fast)}
+    pick = {
+        c: [r for r in rows if r.n == block.n and r.column == c and r.best] for c in (slow, fast)
+    }
     if not pick[slow] or not pick[fast]:
         return {}
     a, b = pick[slow][0], pick[fast][0]
@@ -718,8 +730,12 @@ def _token_settings(dataset: str, options: Mapping[str, Mapping[str, Any]]) -> d
 
     cfg = CrossJEMConfig.from_options(ranker_options("crossjem", dataset, options.get("crossjem")))
     assert isinstance(cfg, CrossJEMConfig)
-    return {"model": cfg.model, "max_query_len": cfg.max_query_len,
-            "max_item_len": cfg.max_item_len, "union_len": cfg.union_len}
+    return {
+        "model": cfg.model,
+        "max_query_len": cfg.max_query_len,
+        "max_item_len": cfg.max_item_len,
+        "union_len": cfg.union_len,
+    }
 
 
 def _encoder_shape_and_tokenizer(model: str) -> tuple[efficiency.EncoderShape, Any]:
@@ -744,17 +760,27 @@ def time_entries(
     loaded = []
     for entry in entries:
         checkpoint = opts.checkpoints.get(entry.ranker) or (
-            opts.checkpoints.get("monobert") if entry.ranker == PEER else None)
+            opts.checkpoints.get("monobert") if entry.ranker == PEER else None
+        )
         ranker = create_entry(entry, device, checkpoint)
         ranker.index(split)
         loaded.append((entry, checkpoint, ranker))
-    trackers = time_interleaved([r for _, _, r in loaded], split.lists,
-                                batch_queries=opts.batch_queries, warmup=opts.warmup,
-                                repeats=opts.repeats)
+    trackers = time_interleaved(
+        [r for _, _, r in loaded],
+        split.lists,
+        batch_queries=opts.batch_queries,
+        warmup=opts.warmup,
+        repeats=opts.repeats,
+    )
     n = len(split.lists[0])
-    extra = {"batch_queries": opts.batch_queries, "warmup_calls": opts.warmup,
-             "repeats": opts.repeats, "n": n, "interleaved": len(loaded),
-             "scope": "ranker.score per call (tokenisation included)"}
+    extra = {
+        "batch_queries": opts.batch_queries,
+        "warmup_calls": opts.warmup,
+        "repeats": opts.repeats,
+        "n": n,
+        "interleaved": len(loaded),
+        "scope": "ranker.score per call (tokenisation included)",
+    }
     rows = []
     for (entry, checkpoint, ranker), tracker in zip(loaded, trackers, strict=True):
         latency = tracker.summary(**extra).to_dict()
@@ -762,28 +788,45 @@ def time_entries(
         step = tokeniser_for(ranker)
         if step is not None:
             covers, fn = step
-            tok, per_query = time_tokeniser(fn, split.lists, batch_queries=opts.batch_queries,
-                                            repeats=opts.repeats, device=ranker.device)
-            tokenisation = {**tok.summary(**extra).to_dict(), "covers": covers,
-                            "share_of_mean": tok.summary().mean_ms / latency["mean_ms"]}
-        rows.append(LatencyRow(
-            label=entry.label,
-            ranker=entry.ranker,
-            column=entry.column,
-            family=ranker.family,
-            n=n,
-            batch_queries=opts.batch_queries,
-            options=ranker.config.to_dict(),
-            weights=weights_state(ranker, checkpoint),
-            dtype=effective_dtype(ranker),
-            latency=latency,
-            tokenisation=tokenisation,
-            tokens={**{k: v for k, v in tokens.items() if k not in ("cost", "encoder")},
-                    "tokens_per_query": per_query},
-            ranker_info=ranker.describe(),
-        ))
-        log.info("%s N=%d: p50 %.2f ms/query, mean %.2f ms", entry.label, n,
-                 latency["p50_ms"], latency["mean_ms"])
+            tok, per_query = time_tokeniser(
+                fn,
+                split.lists,
+                batch_queries=opts.batch_queries,
+                repeats=opts.repeats,
+                device=ranker.device,
+            )
+            tokenisation = {
+                **tok.summary(**extra).to_dict(),
+                "covers": covers,
+                "share_of_mean": tok.summary().mean_ms / latency["mean_ms"],
+            }
+        rows.append(
+            LatencyRow(
+                label=entry.label,
+                ranker=entry.ranker,
+                column=entry.column,
+                family=ranker.family,
+                n=n,
+                batch_queries=opts.batch_queries,
+                options=ranker.config.to_dict(),
+                weights=weights_state(ranker, checkpoint),
+                dtype=effective_dtype(ranker),
+                latency=latency,
+                tokenisation=tokenisation,
+                tokens={
+                    **{k: v for k, v in tokens.items() if k not in ("cost", "encoder")},
+                    "tokens_per_query": per_query,
+                },
+                ranker_info=ranker.describe(),
+            )
+        )
+        log.info(
+            "%s N=%d: p50 %.2f ms/query, mean %.2f ms",
+            entry.label,
+            n,
+            latency["p50_ms"],
+            latency["mean_ms"],
+        )
     return rows
 
 
@@ -819,15 +862,31 @@ def run_benchmark(opts: BenchOptions) -> LatencyRecord:
     for n in opts.n_values:
         lists = bm25_lists(split, n, index=index, queries=opts.queries)
         summary = token_summary(
-            list_tokens(tokenizer, lists.lists, max_query_len=settings["max_query_len"],
-                        max_item_len=settings["max_item_len"], union_len=settings["union_len"]),
+            list_tokens(
+                tokenizer,
+                lists.lists,
+                max_query_len=settings["max_query_len"],
+                max_item_len=settings["max_item_len"],
+                union_len=settings["union_len"],
+            ),
             shape,
         )
-        block = ListBlock(n=n, queries=len(lists), tokens={**summary, **settings},
-                          repeats=opts.repeats, warmup=opts.warmup)
-        entries = entries_for(opts.rankers, split.dataset, n, opts.batch_queries,
-                              monobert_batch_sizes=opts.monobert_batch_sizes,
-                              peer_batch_sizes=opts.peer_batch_sizes, options=opts.options)
+        block = ListBlock(
+            n=n,
+            queries=len(lists),
+            tokens={**summary, **settings},
+            repeats=opts.repeats,
+            warmup=opts.warmup,
+        )
+        entries = entries_for(
+            opts.rankers,
+            split.dataset,
+            n,
+            opts.batch_queries,
+            monobert_batch_sizes=opts.monobert_batch_sizes,
+            peer_batch_sizes=opts.peer_batch_sizes,
+            options=opts.options,
+        )
         rows.extend(time_entries(entries, lists, block.tokens, opts, device))
         mark_best(rows)
         block.speedup = speedup_summary(rows, block)
@@ -851,16 +910,20 @@ def run_benchmark(opts: BenchOptions) -> LatencyRecord:
         split=split.split,
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         config=config,
-        config_hash=config_hash({"config": config, "data": split.checksum, "device": device,
-                                 "threads": threads}),
+        config_hash=config_hash(
+            {"config": config, "data": split.checksum, "device": device, "threads": threads}
+        ),
         device=device,
         threads=threads,
         batch_queries=opts.batch_queries,
         blocks=blocks,
         rows=rows,
         data={**split.info(), "collection": len(collection)},
-        provenance={**provenance.collect(), "device": device_info(device),
-                    "env": {k: os.environ.get(k) for k in THREAD_ENV}},
+        provenance={
+            **provenance.collect(),
+            "device": device_info(device),
+            "env": {k: os.environ.get(k) for k in THREAD_ENV},
+        },
     )
     write_latency_record(record, root)
     log.info("wrote %s", record.path)
@@ -929,8 +992,9 @@ def merge_records(records: Sequence[LatencyRecord]) -> LatencyRecord:
     records = sorted(records, key=lambda r: r.created)
     keys = {(r.dataset, r.split, r.device, r.threads, r.batch_queries) for r in records}
     if len(keys) > 1:
-        found = "; ".join(f"{d}/{s} {dev} threads={t} batch_queries={b}"
-                          for d, s, dev, t, b in sorted(keys))
+        found = "; ".join(
+            f"{d}/{s} {dev} threads={t} batch_queries={b}" for d, s, dev, t, b in sorted(keys)
+        )
         raise ValueError(f"latency records of different settings cannot share a table: {found}")
     blocks: dict[int, tuple[ListBlock, list[LatencyRow]]] = {}
     for rec in records:
@@ -961,8 +1025,10 @@ def build_latency_table(
             row = record.best(n, col)
             cells[n][col] = None if row is None else float(row.latency[stat])
     rows = record.rows
-    protocol = "; ".join(f"N={b.n}: {b.queries} queries x {b.repeats} repeats after {b.warmup} "
-                         "untimed calls" for b in record.blocks)
+    protocol = "; ".join(
+        f"N={b.n}: {b.queries} queries x {b.repeats} repeats after {b.warmup} untimed calls"
+        for b in record.blocks
+    )
     notes = [
         f"ms per query ({stat}) on {record.device}, {record.threads} threads, "
         f"{record.batch_queries} list(s) per score() call, tokenisation included ({protocol}).",
@@ -970,19 +1036,28 @@ def build_latency_table(
     ]
     if rows:
         dtypes = sorted({r.dtype for r in rows if r.dtype != "n/a"})
-        notes.append(f"dtype: {', '.join(dtypes) or 'n/a'}; weights: " + "; ".join(
-            sorted({f"{r.column}: {r.weights}" for r in rows if r.weights != "n/a"})) + ".")
+        notes.append(
+            f"dtype: {', '.join(dtypes) or 'n/a'}; weights: "
+            + "; ".join(sorted({f"{r.column}: {r.weights}" for r in rows if r.weights != "n/a"}))
+            + "."
+        )
     for col in columns:
         variants = [r for r in rows if r.column == col]
         if len(variants) > len(n_values):
             for n in n_values:
-                parts = [f"{r.label.split('(')[-1].rstrip(')')}: {r.latency[stat]:,.2f}"
-                         for r in variants if r.n == n]
-                notes.append(f"{col} at N={n}, each configuration (best shown): "
-                             + ", ".join(parts) + ".")
-    notes.append("Speed-up: best monoBERT / CROSS-JEM mean latency; predicted: ratio of the "
-                 "cost model's encoder FLOPs (bench.efficiency) on the same lists. "
-                 "C = L_k N / |U| (mean over queries).")
+                parts = [
+                    f"{r.label.split('(')[-1].rstrip(')')}: {r.latency[stat]:,.2f}"
+                    for r in variants
+                    if r.n == n
+                ]
+                notes.append(
+                    f"{col} at N={n}, each configuration (best shown): " + ", ".join(parts) + "."
+                )
+    notes.append(
+        "Speed-up: best monoBERT / CROSS-JEM mean latency; predicted: ratio of the "
+        "cost model's encoder FLOPs (bench.efficiency) on the same lists. "
+        "C = L_k N / |U| (mean over queries)."
+    )
     return LatencyTable(
         title=f"Latency: {record.dataset} / {record.split}",
         stat=stat,
@@ -1006,8 +1081,9 @@ def render_latency(table: LatencyTable, fmt: str = "table") -> str | Table:
         from rich.markup import escape
         from rich.table import Table
 
-        out = Table(title=escape(table.title), caption=escape(" ".join(table.notes)),
-                    caption_justify="left")
+        out = Table(
+            title=escape(table.title), caption=escape(" ".join(table.notes)), caption_justify="left"
+        )
         for i, title in enumerate(table.header()):
             out.add_column(escape(title), justify="left" if i == 0 else "right")
         for texts in table.text_rows(bold=lambda s: f"[bold]{s}[/bold]"):
@@ -1015,19 +1091,31 @@ def render_latency(table: LatencyTable, fmt: str = "table") -> str | Table:
         return out
     if fmt == "markdown":
         header = table.header()
-        lines = [f"**{table.title}**", "", "| " + " | ".join(h.replace("|", "\\|") for h in header)
-                 + " |", "|" + "|".join([":---"] + ["---:"] * (len(header) - 1)) + "|"]
+        lines = [
+            f"**{table.title}**",
+            "",
+            "| " + " | ".join(h.replace("|", "\\|") for h in header) + " |",
+            "|" + "|".join([":---"] + ["---:"] * (len(header) - 1)) + "|",
+        ]
         lines += ["| " + " | ".join(t) + " |" for t in table.text_rows(bold=lambda s: f"**{s}**")]
         return "\n".join([*lines, "", *(f"{note}  " for note in table.notes)]) + "\n"
     if fmt == "json":
         rows = [
-            {"n": n, "ms_per_query": {c: _json_safe(v) for c, v in table.cells[n].items()},
-             "speedup": table.speedups.get(n) or None,
-             "compression": table.compression.get(n)}
+            {
+                "n": n,
+                "ms_per_query": {c: _json_safe(v) for c, v in table.cells[n].items()},
+                "speedup": table.speedups.get(n) or None,
+                "compression": table.compression.get(n),
+            }
             for n in table.n_values
         ]
-        return json.dumps({"title": table.title, "stat": table.stat, "rows": rows,
-                           "notes": table.notes}, indent=2) + "\n"
+        return (
+            json.dumps(
+                {"title": table.title, "stat": table.stat, "rows": rows, "notes": table.notes},
+                indent=2,
+            )
+            + "\n"
+        )
     raise ValueError(f"unknown latency table format {fmt!r}; known: {', '.join(LATENCY_FORMATS)}")
 
 

@@ -125,9 +125,7 @@ def plot_accuracy_latency(
     try:
         import matplotlib
     except ImportError as exc:
-        raise ImportError(
-            "plots need matplotlib: pip install 'crossjem-bench[plot]'"
-        ) from exc
+        raise ImportError("plots need matplotlib: pip install 'crossjem-bench[plot]'") from exc
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -138,14 +136,32 @@ def plot_accuracy_latency(
     key = [f"{i}: {p.label}" for i, p in enumerate(points, start=1)] if numbered else []
     fig, ax = plt.subplots(figsize=(8.0, 5.0 + 0.22 * len(key)))
     try:
-        ax.scatter([p.latency_ms for p in points], [p.accuracy for p in points],
-                   color="tab:blue", zorder=3, label="ranker")
-        ax.plot([p.latency_ms for p in front], [p.accuracy for p in front], color="tab:red",
-                linestyle="--", marker="o", markersize=11, markerfacecolor="none", zorder=2,
-                label="Pareto front (faster and more accurate)")
+        ax.scatter(
+            [p.latency_ms for p in points],
+            [p.accuracy for p in points],
+            color="tab:blue",
+            zorder=3,
+            label="ranker",
+        )
+        ax.plot(
+            [p.latency_ms for p in front],
+            [p.accuracy for p in front],
+            color="tab:red",
+            linestyle="--",
+            marker="o",
+            markersize=11,
+            markerfacecolor="none",
+            zorder=2,
+            label="Pareto front (faster and more accurate)",
+        )
         for i, p in enumerate(points, start=1):
-            ax.annotate(str(i) if numbered else p.label, (p.latency_ms, p.accuracy),
-                        textcoords="offset points", xytext=(5, 4), fontsize=8)
+            ax.annotate(
+                str(i) if numbered else p.label,
+                (p.latency_ms, p.accuracy),
+                textcoords="offset points",
+                xytext=(5, 4),
+                fontsize=8,
+            )
         ax.set_xscale("log")
         low = min(p.latency_ms for p in points)
         high = max(p.latency_ms for p in points)
@@ -157,8 +173,7 @@ def plot_accuracy_latency(
         ax.legend(loc="best", fontsize=8)
         if key:
             fig.text(0.01, 0.01, "\n".join(key), fontsize=7, va="bottom", ha="left")
-            fig.tight_layout(rect=(0.0, 0.22 * len(key) / (5.0 + 0.22 * len(key)) + 0.02,
-                                   1.0, 1.0))
+            fig.tight_layout(rect=(0.0, 0.22 * len(key) / (5.0 + 0.22 * len(key)) + 0.02, 1.0, 1.0))
         else:
             fig.tight_layout()
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -192,8 +207,11 @@ def plot_dataset(
     records = load_records(root, dataset=dataset, split=split)
     splits = sorted({r.split for r in records})
     if not records:
-        raise ValueError(f"no result records for {dataset}" + (f"/{split}" if split else "")
-                         + f" under {root / 'runs'}")
+        raise ValueError(
+            f"no result records for {dataset}"
+            + (f"/{split}" if split else "")
+            + f" under {root / 'runs'}"
+        )
     if len(splits) > 1:
         if "test" not in splits:
             raise ValueError(f"records of {dataset} span splits {', '.join(splits)}; pick one")
@@ -206,18 +224,26 @@ def plot_dataset(
 
         found = load_latency_records(root, dataset, split)
         if not found:
-            raise ValueError(f"no latency-benchmark record for {dataset}/{split} under "
-                             f"{root / 'latency'}; run `bench latency` first")
-        having = [r for r in found if benchmark_n is None or any(b.n == benchmark_n
-                                                                  for b in r.blocks)]
+            raise ValueError(
+                f"no latency-benchmark record for {dataset}/{split} under "
+                f"{root / 'latency'}; run `bench latency` first"
+            )
+        having = [
+            r for r in found if benchmark_n is None or any(b.n == benchmark_n for b in r.blocks)
+        ]
         if not having:
-            raise ValueError(f"no latency-benchmark record of {dataset}/{split} has "
-                             f"N={benchmark_n}")
+            raise ValueError(
+                f"no latency-benchmark record of {dataset}/{split} has N={benchmark_n}"
+            )
         benchmark = having[-1]
     points = accuracy_latency_points(records, metric, benchmark, benchmark_n)
     safe = metric.replace("@", "at")
     path = out or root / "plots" / f"{dataset}-{split}-{safe}.png"
     source = "latency benchmark" if benchmark else "bench run"
-    plot_accuracy_latency(points, path, metric=metric,
-                          title=f"{dataset} / {split}: {metric} against p50 latency ({source})")
+    plot_accuracy_latency(
+        points,
+        path,
+        metric=metric,
+        title=f"{dataset} / {split}: {metric} against p50 latency ({source})",
+    )
     return path, points

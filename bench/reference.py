@@ -80,12 +80,14 @@ def _params(label: str) -> int | None:
 def _main_rows() -> dict[str, list[ReferenceRow]]:
     rows: dict[str, list[ReferenceRow]] = {name: [] for name in METRIC_NAMES}
     for method, ranker, family, params, zero_shot, values in _MAIN:
-        for (dataset, names), pair in zip(METRIC_NAMES.items(), (values[:2], values[2:]),
-                                          strict=True):
+        for (dataset, names), pair in zip(
+            METRIC_NAMES.items(), (values[:2], values[2:]), strict=True
+        ):
             metrics = {ours: _fraction(v) for ours, v in zip(names.values(), pair, strict=True)}
             rows[dataset].append(
-                ReferenceRow(dataset, method, ranker, family, _params(params), params, zero_shot,
-                             metrics)
+                ReferenceRow(
+                    dataset, method, ranker, family, _params(params), params, zero_shot, metrics
+                )
             )
     return rows
 
@@ -121,10 +123,18 @@ ABLATIONS: tuple[AblationRow, ...] = (
     AblationRow("loss", "CE", "msmarco-titles", {"RR@10": _fraction(32.03)}),
     AblationRow("loss", "ListNet", "msmarco-titles", {"RR@10": _fraction(30.27)}),
     AblationRow("loss", "RPL", "msmarco-titles", {"RR@10": _fraction(35.45)}),
-    AblationRow("positions", "without positional encodings", "msmarco-titles",
-                {"RR@10": _fraction(35.45), "RR@5": _fraction(33.82)}),
-    AblationRow("positions", "with positional encodings", "msmarco-titles",
-                {"RR@10": _fraction(35.68), "RR@5": _fraction(33.98)}),
+    AblationRow(
+        "positions",
+        "without positional encodings",
+        "msmarco-titles",
+        {"RR@10": _fraction(35.45), "RR@5": _fraction(33.82)},
+    ),
+    AblationRow(
+        "positions",
+        "with positional encodings",
+        "msmarco-titles",
+        {"RR@10": _fraction(35.68), "RR@5": _fraction(33.98)},
+    ),
 )
 
 

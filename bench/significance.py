@@ -133,7 +133,10 @@ def _paired_vectors(
     if dropped:
         log.warning(
             "%s vs baseline on %s: %d shared queries, %d not shared and left out",
-            name, metric, len(common), dropped,
+            name,
+            metric,
+            len(common),
+            dropped,
         )
     try:
         a = np.array([baseline[q][metric] for q in common], dtype=np.float64)

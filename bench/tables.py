@@ -104,16 +104,22 @@ class ComparisonTable:
 
     def notes(self, mark: str = "†") -> list[str]:
         """Footnotes: what bold and ``mark`` mean, the baseline, test, alpha, and the paper rows."""
-        rule = ("metrics and cand/s: higher is better; p50 ms: lower is better"
-                if any(col.kind == "latency" for col in self.columns) else "higher is better")
+        rule = (
+            "metrics and cand/s: higher is better; p50 ms: lower is better"
+            if any(col.kind == "latency" for col in self.columns)
+            else "higher is better"
+        )
         notes = [f"Bold: best value of each column among this harness's rows ({rule})."]
         if self.baseline is not None and self.comparisons:
             sizes = sorted({c.n_queries for c in self.comparisons})
             n = str(sizes[0]) if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}"
             k = len({c.system for c in self.comparisons})
-            test = ("two-sided paired t-test" if self.test == "ttest" else
-                    f"two-sided paired randomisation test ({self.permutations} sign flips, "
-                    f"seed {self.seed}, exact enumeration when 2^n is at most that)")
+            test = (
+                "two-sided paired t-test"
+                if self.test == "ttest"
+                else f"two-sided paired randomisation test ({self.permutations} sign flips, "
+                f"seed {self.seed}, exact enumeration when 2^n is at most that)"
+            )
             notes.append(
                 f"{mark}: significantly different from the baseline {self.baseline} "
                 f"(Holm-adjusted p below alpha = {self.alpha:g}; {test} on per-query values "
@@ -121,8 +127,10 @@ class ComparisonTable:
                 f"per metric)."
             )
         if self.untested:
-            notes.append("Not tested for significance (no per-query values shared with the "
-                         f"baseline): {', '.join(self.untested)}.")
+            notes.append(
+                "Not tested for significance (no per-query values shared with the "
+                f"baseline): {', '.join(self.untested)}."
+            )
         notes.extend(self.remarks)
         if any(row.source == PAPER_SOURCE for row in self.rows):
             notes.append(
@@ -169,8 +177,16 @@ def build_comparison(
         columns += LATENCY_COLUMNS
     rows = [_record_row(rec, columns) for rec in records]
     _mark_best(rows, columns)
-    table = ComparisonTable(dataset, split, columns, _group(rows), test=test, alpha=alpha,
-                            permutations=permutations, seed=seed)
+    table = ComparisonTable(
+        dataset,
+        split,
+        columns,
+        _group(rows),
+        test=test,
+        alpha=alpha,
+        permutations=permutations,
+        seed=seed,
+    )
     _mark_significance(table, rows, baseline)
     if reference:
         block = _reference_group(dataset, columns)
@@ -186,8 +202,9 @@ def _newest(records: Sequence[ResultRecord]) -> list[ResultRecord]:
         old = newest.get(key)
         if old is None or rec.created >= old.created:
             if old is not None and old.config_hash != rec.config_hash:
-                log.info("%s %r: newer record %s replaces config %s", *key, rec.created,
-                         old.config_hash)
+                log.info(
+                    "%s %r: newer record %s replaces config %s", *key, rec.created, old.config_hash
+                )
             newest[key] = rec
     return list(newest.values())
 
@@ -202,8 +219,9 @@ def _metric_columns(records: Sequence[ResultRecord], metrics: Sequence[str] | No
     else:
         unknown = [m for m in metrics if m not in have]
         if unknown:
-            raise ValueError(f"metric(s) {', '.join(unknown)} in no record; "
-                             f"available: {', '.join(have)}")
+            raise ValueError(
+                f"metric(s) {', '.join(unknown)} in no record; available: {', '.join(have)}"
+            )
     return [Column(m, m, "metric") for m in metrics]
 
 
@@ -291,9 +309,16 @@ def _mark_significance(table: ComparisonTable, rows: Sequence[Row], baseline: st
         }
         if not systems:
             continue
-        results = compare(base_pq, systems, col.key, baseline_name=base_row.label,
-                          test=table.test, alpha=table.alpha,
-                          permutations=table.permutations, seed=table.seed)
+        results = compare(
+            base_pq,
+            systems,
+            col.key,
+            baseline_name=base_row.label,
+            test=table.test,
+            alpha=table.alpha,
+            permutations=table.permutations,
+            seed=table.seed,
+        )
         for res in results:
             cell = by_label[res.system].cells[col.key]
             cell.comparison, cell.significant = res, res.significant
@@ -310,10 +335,17 @@ def _reference_group(dataset: str, columns: Sequence[Column]) -> Group | None:
     if not any(keys & set(ref.metrics) for ref in refs):
         return None
     rows = [
-        Row(ref.label, ref.ranker, ref.family, PAPER_SOURCE,
-            {col.key: Cell(ref.metrics.get(col.key) if col.kind == "metric" else None)
-             for col in columns},
-            reference=ref)
+        Row(
+            ref.label,
+            ref.ranker,
+            ref.family,
+            PAPER_SOURCE,
+            {
+                col.key: Cell(ref.metrics.get(col.key) if col.kind == "metric" else None)
+                for col in columns
+            },
+            reference=ref,
+        )
         for ref in refs
     ]
     return Group(PAPER_SOURCE, "Paper (published)", rows)
@@ -367,8 +399,11 @@ def render_rich(table: ComparisonTable) -> Table:
     from rich.table import Table
 
     m = _Markup(bold=lambda s: f"[bold]{s}[/bold]", mark="†", escape=escape)
-    out = Table(title=escape(table.title), caption=escape(" ".join(table.notes(m.mark))),
-                caption_justify="left")
+    out = Table(
+        title=escape(table.title),
+        caption=escape(" ".join(table.notes(m.mark))),
+        caption_justify="left",
+    )
     for i, title in enumerate(_header(table)):
         out.add_column(escape(title), justify="left" if i < 2 else "right")
     for lines in _text_rows(table, m):
@@ -381,16 +416,30 @@ def render_rich(table: ComparisonTable) -> Table:
 def render_markdown(table: ComparisonTable) -> str:
     m = _Markup(bold=lambda s: f"**{s}**", mark="†", escape=lambda s: s.replace("|", "\\|"))
     header = _header(table)
-    lines = [f"**{table.title}**", "", "| " + " | ".join(header) + " |",
-             "|" + "|".join([":---"] * 2 + ["---:"] * (len(header) - 2)) + "|"]
+    lines = [
+        f"**{table.title}**",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join([":---"] * 2 + ["---:"] * (len(header) - 2)) + "|",
+    ]
     lines += ["| " + " | ".join(t) + " |" for group in _text_rows(table, m) for t in group]
     return "\n".join([*lines, "", *(f"{note}  " for note in table.notes(m.mark))]) + "\n"
 
 
 _LATEX_SPECIAL = {
-    "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-    "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\^{}", "<": r"\textless{}",
-    ">": r"\textgreater{}", "–": "--",
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\^{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+    "–": "--",
 }
 
 
@@ -399,8 +448,9 @@ def latex_escape(text: str) -> str:
 
 
 def render_latex(table: ComparisonTable) -> str:
-    m = _Markup(bold=lambda s: rf"\textbf{{{s}}}", mark=r"$^{\dagger}$", escape=latex_escape,
-                missing="--")
+    m = _Markup(
+        bold=lambda s: rf"\textbf{{{s}}}", mark=r"$^{\dagger}$", escape=latex_escape, missing="--"
+    )
     header = _header(table)
     caption = " ".join(latex_escape(note).replace("†", m.mark) for note in table.notes("†"))
     lines = [
@@ -423,15 +473,34 @@ def render_csv(table: ComparisonTable) -> str:
     """Plain values at full precision; ``significant`` lists the metrics marked with a dagger."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["dataset", "split", "family", "label", "ranker", "source",
-                     *(col.key for col in table.columns), "significant"])
+    writer.writerow(
+        [
+            "dataset",
+            "split",
+            "family",
+            "label",
+            "ranker",
+            "source",
+            *(col.key for col in table.columns),
+            "significant",
+        ]
+    )
     for row in table.rows:
         cells = [row.cells[col.key] for col in table.columns]
-        writer.writerow([
-            table.dataset, table.split, row.family, row.label, row.ranker, row.source,
-            *("" if c.value is None else repr(c.value) for c in cells),
-            ";".join(col.key for col, c in zip(table.columns, cells, strict=True) if c.significant),
-        ])
+        writer.writerow(
+            [
+                table.dataset,
+                table.split,
+                row.family,
+                row.label,
+                row.ranker,
+                row.source,
+                *("" if c.value is None else repr(c.value) for c in cells),
+                ";".join(
+                    col.key for col, c in zip(table.columns, cells, strict=True) if c.significant
+                ),
+            ]
+        )
     return buf.getvalue()
 
 
@@ -448,8 +517,11 @@ def render_json(table: ComparisonTable) -> str:
             "dataset": row.record.dataset,
             "split": row.record.split,
             "label": row.label,
-            "metrics": {c.key: row.cells[c.key].value for c in table.columns
-                        if c.kind == "metric" and row.cells[c.key].value is not None},
+            "metrics": {
+                c.key: row.cells[c.key].value
+                for c in table.columns
+                if c.kind == "metric" and row.cells[c.key].value is not None
+            },
             "latency": {k: _json_safe(v) for k, v in (row.record.latency or {}).items()},
         }
         for row in table.rows

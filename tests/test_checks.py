@@ -33,9 +33,19 @@ def make_record(
     config, run_config = config or {}, run_config or {}
     chash = config_hash({"r": ranker, "c": config, "rc": run_config, "t": created})
     rec = ResultRecord(
-        ranker=ranker, dataset=dataset, split=split, family="sparse", label=ranker,
-        metrics=metrics, latency=latency or {}, config=config, run_config=run_config,
-        config_hash=chash, data={}, provenance={}, created=created,
+        ranker=ranker,
+        dataset=dataset,
+        split=split,
+        family="sparse",
+        label=ranker,
+        metrics=metrics,
+        latency=latency or {},
+        config=config,
+        run_config=run_config,
+        config_hash=chash,
+        data={},
+        provenance={},
+        created=created,
     )
     per_query = {"q1": dict(metrics)}
     return write_result(rec, {}, per_query, run_dir(root, dataset, ranker, split, chash))
@@ -52,22 +62,38 @@ def write_yaml(tmp_path: Path, text: str, name: str = "expected.yaml") -> Path:
 def records(tmp_path: Path) -> list[ResultRecord]:
     root = tmp_path / "results"
     make_record(root, "bm25", {"AP@10": 0.6125, "RR@10": 0.63}, latency={"p50_ms": 0.5})
-    make_record(root, "monobert", {"AP@10": 0.70},
-                config={"model": "minilm-l6", "batch_size": 32}, run_config={"subset": 50},
-                latency={"p50_ms": 20.0})
-    make_record(root, "monobert", {"AP@10": 0.75},
-                config={"model": "minilm-l6", "batch_size": 32}, run_config={"subset": None},
-                created="2025-02-01T00:00:00", latency={"p50_ms": 18.0})
-    make_record(root, "monobert", {"AP@10": 0.40}, config={"model": "tiny"},
-                created="2025-03-01T00:00:00")
-    make_record(root, "crossjem", {"AP@10": 0.8}, config={"model": {"name": "minilm-l6"}},
-                latency={"p50_ms": 4.0})
+    make_record(
+        root,
+        "monobert",
+        {"AP@10": 0.70},
+        config={"model": "minilm-l6", "batch_size": 32},
+        run_config={"subset": 50},
+        latency={"p50_ms": 20.0},
+    )
+    make_record(
+        root,
+        "monobert",
+        {"AP@10": 0.75},
+        config={"model": "minilm-l6", "batch_size": 32},
+        run_config={"subset": None},
+        created="2025-02-01T00:00:00",
+        latency={"p50_ms": 18.0},
+    )
+    make_record(
+        root, "monobert", {"AP@10": 0.40}, config={"model": "tiny"}, created="2025-03-01T00:00:00"
+    )
+    make_record(
+        root,
+        "crossjem",
+        {"AP@10": 0.8},
+        config={"model": {"name": "minilm-l6"}},
+        latency={"p50_ms": 4.0},
+    )
     return load_records(root)
 
 
 BM25 = (
-    "- {dataset: wikiqa, split: test, ranker: bm25, metric: AP@10, expected: %s, "
-    "tolerance: %s}\n"
+    "- {dataset: wikiqa, split: test, ranker: bm25, metric: AP@10, expected: %s, tolerance: %s}\n"
 )
 
 
@@ -82,8 +108,13 @@ def test_ok_and_line_format(tmp_path: Path, records: list[ResultRecord]) -> None
 
 
 def test_fail_beyond_tolerance(tmp_path: Path, records: list[ResultRecord]) -> None:
-    path = write_yaml(tmp_path, BM25 % (0.6123, 0.005) + BM25 % (0.6200, 0.005)
-                      + BM25 % (0.6175, 0.005) + BM25 % (0.6125, 0))
+    path = write_yaml(
+        tmp_path,
+        BM25 % (0.6123, 0.005)
+        + BM25 % (0.6200, 0.005)
+        + BM25 % (0.6175, 0.005)
+        + BM25 % (0.6125, 0),
+    )
     results = run_checks([path], records)
     # |0.6125 - 0.62| = 0.0075 > 0.005; |0.6125 - 0.6175| = 0.005 is on the edge, still OK
     assert [r.status for r in results] == [OK, FAIL, OK, OK]
@@ -94,25 +125,27 @@ def test_fail_beyond_tolerance(tmp_path: Path, records: list[ResultRecord]) -> N
 
 
 def test_missing_record_and_missing_metric(tmp_path: Path, records: list[ResultRecord]) -> None:
-    path = write_yaml(tmp_path, """
+    path = write_yaml(
+        tmp_path,
+        """
 - {dataset: wikiqa, split: dev, ranker: bm25, metric: AP@10, expected: 0.6, tolerance: 0.01}
 - {dataset: wikiqa, split: test, ranker: colbert, metric: AP@10, expected: 0.6, tolerance: 0.01}
 - {dataset: wikiqa, split: test, ranker: bm25, metric: nDCG@10, expected: 0.6, tolerance: 0.01}
-""")
+""",
+    )
     results = run_checks([path], records)
     assert [r.status for r in results] == [MISSING, MISSING, MISSING]
     assert not any(r.ok for r in results)
     assert format_check_line(results[1]) == (
-        "MISSING wikiqa/test colbert AP@10 expected 0.6 ± 0.01 actual - "
-        "(no matching result record)"
+        "MISSING wikiqa/test colbert AP@10 expected 0.6 ± 0.01 actual - (no matching result record)"
     )
     assert "has no nDCG@10 (has: AP@10, RR@10)" in results[2].message
 
 
-def test_config_matching_newest_and_run_config(
-    tmp_path: Path, records: list[ResultRecord]
-) -> None:
-    path = write_yaml(tmp_path, """
+def test_config_matching_newest_and_run_config(tmp_path: Path, records: list[ResultRecord]) -> None:
+    path = write_yaml(
+        tmp_path,
+        """
 - dataset: wikiqa
   split: test
   ranker: monobert
@@ -129,7 +162,8 @@ def test_config_matching_newest_and_run_config(
    metric: AP@10, expected: 0.70, tolerance: 0.001}
 - {dataset: wikiqa, split: test, ranker: crossjem, config: {model.name: minilm-l6},
    metric: AP@10, expected: 0.8, tolerance: 0.001}
-""")
+""",
+    )
     results = run_checks([path], records)
     # 1: subset=50 is in run_config -> the older minilm record (0.70)
     # 2: model only -> newest of the two minilm records (0.75), not the newer 'tiny' one
@@ -141,7 +175,9 @@ def test_config_matching_newest_and_run_config(
 
 
 def test_ratio_of_latency_fields(tmp_path: Path, records: list[ResultRecord]) -> None:
-    path = write_yaml(tmp_path, """
+    path = write_yaml(
+        tmp_path,
+        """
 - kind: ratio
   dataset: wikiqa
   split: test
@@ -159,7 +195,8 @@ def test_ratio_of_latency_fields(tmp_path: Path, records: list[ResultRecord]) ->
   numerator: {ranker: bm25, field: p99_ms}
   denominator: {ranker: crossjem, field: p50_ms}
   max: 1
-""")
+""",
+    )
     results = run_checks([path], records)
     # 18 / 4 = 4.5 >= 4; 20 / 4 = 5.0 > 4.5; bm25 has no p99_ms
     assert [r.status for r in results] == [OK, FAIL, MISSING]
@@ -182,18 +219,36 @@ def test_directory_of_files(tmp_path: Path, records: list[ResultRecord]) -> None
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        (BM25 % (0.6, 0.01) + "- {dataset: wikiqa, split: test, ranker: bm25, expected: 0.6, "
-         "tolerance: 0.01}\n", "entry 1: missing key 'metric'"),
-        ("- {dataset: wikiqa, split: test, ranker: bm25, metric: AP@10, expected: high, "
-         "tolerance: 0.01}\n", "entry 0: bad key 'expected': expected number, got 'high'"),
-        ("- {dataset: wikiqa, split: test, ranker: bm25, metric: AP@10, expected: 0.6, "
-         "tolerance: 0.01, tolerence: 0.1}\n", "entry 0: unknown key(s) 'tolerence'"),
-        ("- {dataset: wikiqa, split: test, ranker: bm25, metric: AP@10, expected: 0.6, "
-         "tolerance: -1}\n", "entry 0: bad key 'tolerance': must be >= 0"),
-        ("- {kind: ratio, dataset: wikiqa, numerator: {ranker: a, field: p50_ms}, "
-         "denominator: {ranker: b}, min: 1}\n", "entry 0: denominator: missing key 'field'"),
-        ("- {kind: ratio, dataset: wikiqa, numerator: {ranker: a, field: p50_ms}, "
-         "denominator: {ranker: b, field: p50_ms}}\n", "entry 0: missing key 'min' or 'max'"),
+        (
+            BM25 % (0.6, 0.01) + "- {dataset: wikiqa, split: test, ranker: bm25, expected: 0.6, "
+            "tolerance: 0.01}\n",
+            "entry 1: missing key 'metric'",
+        ),
+        (
+            "- {dataset: wikiqa, split: test, ranker: bm25, metric: AP@10, expected: high, "
+            "tolerance: 0.01}\n",
+            "entry 0: bad key 'expected': expected number, got 'high'",
+        ),
+        (
+            "- {dataset: wikiqa, split: test, ranker: bm25, metric: AP@10, expected: 0.6, "
+            "tolerance: 0.01, tolerence: 0.1}\n",
+            "entry 0: unknown key(s) 'tolerence'",
+        ),
+        (
+            "- {dataset: wikiqa, split: test, ranker: bm25, metric: AP@10, expected: 0.6, "
+            "tolerance: -1}\n",
+            "entry 0: bad key 'tolerance': must be >= 0",
+        ),
+        (
+            "- {kind: ratio, dataset: wikiqa, numerator: {ranker: a, field: p50_ms}, "
+            "denominator: {ranker: b}, min: 1}\n",
+            "entry 0: denominator: missing key 'field'",
+        ),
+        (
+            "- {kind: ratio, dataset: wikiqa, numerator: {ranker: a, field: p50_ms}, "
+            "denominator: {ranker: b, field: p50_ms}}\n",
+            "entry 0: missing key 'min' or 'max'",
+        ),
         ("- {kind: speed, dataset: wikiqa}\n", "entry 0: bad key 'kind': 'speed'"),
         ("- just a string\n", "entry 0: expected a mapping, got str"),
         ("dataset: wikiqa\n", "expected a list of entries, got dict"),

@@ -150,12 +150,23 @@ def test_tokeniser_timing_counts_tokens_of_one_pass() -> None:
 
 
 def test_entries_cover_both_dual_modes_and_batch_sizes() -> None:
-    entries = entries_for(["bm25", "dpr", "monobert", "st-crossencoder", "crossjem"], "wikiqa",
-                          30, 1, monobert_batch_sizes=(32, "all"), peer_batch_sizes=(32, 64))
+    entries = entries_for(
+        ["bm25", "dpr", "monobert", "st-crossencoder", "crossjem"],
+        "wikiqa",
+        30,
+        1,
+        monobert_batch_sizes=(32, "all"),
+        peer_batch_sizes=(32, 64),
+    )
     assert [e.label for e in entries] == [
-        "bm25", "dpr (precomputed)", "dpr (query time)", "monobert (batch_size=32)",
-        "monobert (batch_size=30)", "st-crossencoder (batch_size=32)",
-        "st-crossencoder (batch_size=64)", "crossjem",
+        "bm25",
+        "dpr (precomputed)",
+        "dpr (query time)",
+        "monobert (batch_size=32)",
+        "monobert (batch_size=30)",
+        "st-crossencoder (batch_size=32)",
+        "st-crossencoder (batch_size=64)",
+        "crossjem",
     ]
     assert [e.options["precompute"] for e in entries[1:3]] == [True, False]
     crossjem = entries[-1]
@@ -163,9 +174,20 @@ def test_entries_cover_both_dual_modes_and_batch_sizes() -> None:
 
 
 def _row(label: str, column: str, n: int, p50: float, mean: float) -> LatencyRow:
-    return LatencyRow(label=label, ranker=column, column=column, family="early", n=n,
-                      batch_queries=1, options={}, weights="untrained", dtype="float32",
-                      latency={"p50_ms": p50, "mean_ms": mean}, tokenisation=None, tokens={})
+    return LatencyRow(
+        label=label,
+        ranker=column,
+        column=column,
+        family="early",
+        n=n,
+        batch_queries=1,
+        options={},
+        weights="untrained",
+        dtype="float32",
+        latency={"p50_ms": p50, "mean_ms": mean},
+        tokenisation=None,
+        tokens={},
+    )
 
 
 def _record() -> LatencyRecord:
@@ -180,14 +202,27 @@ def _record() -> LatencyRecord:
     rows[0].family, rows[3].family, rows[5].family = "sparse", "joint", "joint"
     mark_best(rows)
     blocks = [
-        ListBlock(n, 5, {"cost": {"predicted_speedup": p, "token_ratio": 2.0},
-                         "compression_mean": c})
+        ListBlock(
+            n, 5, {"cost": {"predicted_speedup": p, "token_ratio": 2.0}, "compression_mean": c}
+        )
         for n, p, c in ((30, 2.0, 2.5), (100, 5.0, 6.0))
     ]
     for b in blocks:
         b.speedup = speedup_summary(rows, b)
-    return LatencyRecord("wikiqa", "test", "2025-01-01T00:00:00+00:00",
-                         {"repeats": 3, "warmup": 3}, "abc", "cpu", 2, 1, blocks, rows, {}, {})
+    return LatencyRecord(
+        "wikiqa",
+        "test",
+        "2025-01-01T00:00:00+00:00",
+        {"repeats": 3, "warmup": 3},
+        "abc",
+        "cpu",
+        2,
+        1,
+        blocks,
+        rows,
+        {},
+        {},
+    )
 
 
 def test_best_of_column_and_speedups() -> None:
@@ -203,16 +238,25 @@ def test_best_of_column_and_speedups() -> None:
 
 def test_latency_table_layout() -> None:
     table = build_latency_table(_record())
-    assert table.header() == ["N", "bm25", "monobert", "crossjem", "speed-up measured",
-                              "speed-up predicted", "C"]
+    assert table.header() == [
+        "N",
+        "bm25",
+        "monobert",
+        "crossjem",
+        "speed-up measured",
+        "speed-up predicted",
+        "C",
+    ]
     assert table.text_rows() == [
         ["30", "0.50", "30.00", "10.00", "3.00x", "2.00x", "2.5"],
         ["100", "–", "90.00", "20.00", "4.00x", "5.00x", "6.0"],
     ]
     md = render_latency(table, "markdown")
     assert "| 30 | **0.50** | 30.00 | 10.00 | 3.00x | 2.00x | 2.5 |" in md
-    assert "monobert at N=30, each configuration (best shown): batch_size=32: 40.00, " \
-           "batch_size=64: 30.00." in md
+    assert (
+        "monobert at N=30, each configuration (best shown): batch_size=32: 40.00, "
+        "batch_size=64: 30.00." in md
+    )
     with pytest.raises(ValueError, match="unknown latency table format"):
         render_latency(table, "latex")
 
@@ -252,16 +296,29 @@ def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_tiny_end_to_end_run(shared_data: Path, tiny_bert: Path, results_dir: Path) -> None:
     model = {"model": str(tiny_bert)}
     opts = BenchOptions(
-        dataset="wikiqa", split="test", n_values=(30,), queries=2, repeats=1, warmup=1,
+        dataset="wikiqa",
+        split="test",
+        n_values=(30,),
+        queries=2,
+        repeats=1,
+        warmup=1,
         rankers=("bm25", "dpr", "monobert", "st-crossencoder", "crossjem"),
-        monobert_batch_sizes=(16, "all"), peer_batch_sizes=(16,), threads=1,
+        monobert_batch_sizes=(16, "all"),
+        peer_batch_sizes=(16,),
+        threads=1,
         options={"dpr": model, "monobert": model, "crossjem": model, "st-crossencoder": model},
-        data_dir=shared_data, results_dir=results_dir,
+        data_dir=shared_data,
+        results_dir=results_dir,
     )
     rec = run_benchmark(opts)
     assert [r.label for r in rec.rows] == [
-        "bm25", "dpr (precomputed)", "dpr (query time)", "monobert (batch_size=16)",
-        "monobert (batch_size=30)", "st-crossencoder (batch_size=16)", "crossjem",
+        "bm25",
+        "dpr (precomputed)",
+        "dpr (query time)",
+        "monobert (batch_size=16)",
+        "monobert (batch_size=30)",
+        "st-crossencoder (batch_size=16)",
+        "crossjem",
     ]
     for row in rec.rows:
         assert row.n == 30 and row.latency["calls"] == 2 and row.latency["candidates"] == 60
@@ -269,14 +326,16 @@ def test_tiny_end_to_end_run(shared_data: Path, tiny_bert: Path, results_dir: Pa
     by_label = {r.label: r for r in rec.rows}
     block = rec.block(30)
     # the tokeniser's own count agrees with the cost model's token count
-    assert by_label["crossjem"].tokens["tokens_per_query"] == block.tokens[
-        "crossjem_tokens_per_query"]
-    assert by_label["monobert (batch_size=16)"].tokens["tokens_per_query"] == block.tokens[
-        "monobert_tokens_per_query"]
+    assert (
+        by_label["crossjem"].tokens["tokens_per_query"] == block.tokens["crossjem_tokens_per_query"]
+    )
+    assert (
+        by_label["monobert (batch_size=16)"].tokens["tokens_per_query"]
+        == block.tokens["monobert_tokens_per_query"]
+    )
     assert set(block.speedup) >= {"measured_mean", "predicted_flops", "fraction_of_prediction"}
     assert block.tokens["max_item_len"] == 32 and block.tokens["union_len"] == 272
     assert rec.path is not None and rec.path.parent == results_dir / "latency" / "wikiqa"
     [loaded] = load_latency_records(results_dir, "wikiqa")
     assert loaded.to_json() == rec.to_json()
     assert "| 30 |" in render_latency(build_latency_table(loaded), "markdown")
-

@@ -35,11 +35,21 @@ def test_pareto_front_hand_example() -> None:
 
 
 def _record(ranker: str, label: str, metrics: dict, p50: float | None, **config) -> ResultRecord:
-    return ResultRecord(ranker=ranker, dataset="wikiqa", split="test", family="early",
-                        label=label, metrics=metrics,
-                        latency={} if p50 is None else {"p50_ms": p50}, config=config,
-                        run_config={}, config_hash=label, data={}, provenance={},
-                        created="2025-01-01T00:00:00")
+    return ResultRecord(
+        ranker=ranker,
+        dataset="wikiqa",
+        split="test",
+        family="early",
+        label=label,
+        metrics=metrics,
+        latency={} if p50 is None else {"p50_ms": p50},
+        config=config,
+        run_config={},
+        config_hash=label,
+        data={},
+        provenance={},
+        created="2025-01-01T00:00:00",
+    )
 
 
 RECORDS = [
@@ -60,34 +70,53 @@ def test_points_from_run_records() -> None:
 
 def test_points_take_benchmark_latency_for_the_matching_column() -> None:
     def row(label: str, column: str, ranker: str, p50: float) -> LatencyRow:
-        return LatencyRow(label, ranker, column, "dual", 100, 1, {}, "", "float32",
-                          {"p50_ms": p50, "mean_ms": p50}, None, {})
+        return LatencyRow(
+            label,
+            ranker,
+            column,
+            "dual",
+            100,
+            1,
+            {},
+            "",
+            "float32",
+            {"p50_ms": p50, "mean_ms": p50},
+            None,
+            {},
+        )
 
-    rows = [row("dpr (precomputed)", "dpr (precomputed)", "dpr", 3.0),
-            row("dpr (query time)", "dpr (query time)", "dpr", 30.0),
-            row("monobert (batch_size=64)", "monobert", "monobert", 70.0)]
+    rows = [
+        row("dpr (precomputed)", "dpr (precomputed)", "dpr", 3.0),
+        row("dpr (query time)", "dpr (query time)", "dpr", 30.0),
+        row("monobert (batch_size=64)", "monobert", "monobert", 70.0),
+    ]
     mark_best(rows)
-    bench = LatencyRecord("wikiqa", "test", "", {}, "h", "cpu", 2, 1,
-                          [ListBlock(100, 5, {})], rows, {}, {})
+    bench = LatencyRecord(
+        "wikiqa", "test", "", {}, "h", "cpu", 2, 1, [ListBlock(100, 5, {})], rows, {}, {}
+    )
     points = accuracy_latency_points(RECORDS, "AP@10", benchmark=bench)
     # dpr ran with precompute=True -> the precomputed column; monobert's run record had no
     # latency but the benchmark has one; bm25 was not benchmarked
-    assert points == [Point("dpr (minilm-l6)", 3.0, 0.65, "dpr"),
-                      Point("monobert", 70.0, 0.7, "monobert")]
+    assert points == [
+        Point("dpr (minilm-l6)", 3.0, 0.65, "dpr"),
+        Point("monobert", 70.0, 0.7, "monobert"),
+    ]
 
 
 def test_png_is_written(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     out = plot_accuracy_latency(
         [Point("bm25", 0.4, 0.6), Point("dpr", 8.0, 0.65), Point("monobert", 80.0, 0.62)],
-        tmp_path / "sub" / "plot.png", metric="AP@10",
+        tmp_path / "sub" / "plot.png",
+        metric="AP@10",
     )
     data = out.read_bytes()
     assert out == tmp_path / "sub" / "plot.png" and len(data) > 1000
     assert data[:8] == PNG_MAGIC
     long = plot_accuracy_latency(  # long labels are numbered with a key under the axes
         [Point("crossjem (minilm-l6, teacher=monobert, union_len=72, fine-tuned)", 16.0, 0.78)],
-        tmp_path / "long.png", metric="AP@10",
+        tmp_path / "long.png",
+        metric="AP@10",
     )
     assert long.read_bytes()[:8] == PNG_MAGIC
     with pytest.raises(ValueError, match="nothing to plot"):
@@ -97,8 +126,12 @@ def test_png_is_written(tmp_path: Path) -> None:
 def test_plot_dataset_from_written_records(results_dir: Path) -> None:
     pytest.importorskip("matplotlib")
     for rec in RECORDS:
-        write_result(rec, {}, {"q1": rec.metrics},
-                     run_dir(results_dir, rec.dataset, rec.ranker, rec.split, rec.config_hash))
+        write_result(
+            rec,
+            {},
+            {"q1": rec.metrics},
+            run_dir(results_dir, rec.dataset, rec.ranker, rec.split, rec.config_hash),
+        )
     path, points = plot_dataset("wikiqa", results_dir=results_dir)
     assert path == results_dir / "plots" / "wikiqa-test-APat10.png"
     assert path.read_bytes()[:8] == PNG_MAGIC

@@ -54,7 +54,15 @@ def test_unknown_option_for_a_real_ranker() -> None:
 
 def test_bm25_tokenization_is_lowercase_word_runs() -> None:
     assert tokenize("How do I sort a Python-dict? (3.x)") == [
-        "how", "do", "i", "sort", "a", "python", "dict", "3", "x",
+        "how",
+        "do",
+        "i",
+        "sort",
+        "a",
+        "python",
+        "dict",
+        "3",
+        "x",
     ]
 
 

@@ -81,8 +81,9 @@ def test_compare_randomisation_holm_across_systems() -> None:
         "b": per_query([1.0] * 4),  # exact p = 2/16
         "same": per_query(A4),  # p = 1
     }
-    results = compare(base, systems, "AP@10", baseline_name="bm25", test="randomisation",
-                      permutations=16)
+    results = compare(
+        base, systems, "AP@10", baseline_name="bm25", test="randomisation", permutations=16
+    )
     assert [r.system for r in results] == ["a", "b", "same"]
     assert [r.p_value for r in results] == pytest.approx([0.375, 0.125, 1.0], abs=EXACT)
     # Holm: 0.125*3 = 0.375; 0.375*2 = 0.75; 1.0*1 = 1.0
@@ -100,8 +101,7 @@ def test_compare_significant_with_alpha() -> None:
     [r] = compare(base, {"x": better}, "AP@10", test="randomization", permutations=64)
     assert r.p_adjusted == pytest.approx(0.03125, abs=EXACT)
     assert r.significant
-    [r] = compare(base, {"x": better}, "AP@10", test="randomisation", alpha=0.01,
-                  permutations=64)
+    [r] = compare(base, {"x": better}, "AP@10", test="randomisation", alpha=0.01, permutations=64)
     assert not r.significant
 
 

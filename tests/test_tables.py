@@ -42,9 +42,19 @@ def make_record(
     config = config or {}
     chash = config_hash({"ranker": ranker, "config": config, "label": label, "created": created})
     rec = ResultRecord(
-        ranker=ranker, dataset=dataset, split=split, family=family, label=label or ranker,
-        metrics=metrics, latency=latency or {}, config=config, run_config={}, config_hash=chash,
-        data={}, provenance={}, created=created,
+        ranker=ranker,
+        dataset=dataset,
+        split=split,
+        family=family,
+        label=label or ranker,
+        metrics=metrics,
+        latency=latency or {},
+        config=config,
+        run_config={},
+        config_hash=chash,
+        data={},
+        provenance={},
+        created=created,
     )
     return write_result(rec, {}, per_query, run_dir(root, dataset, ranker, split, chash))
 
@@ -54,13 +64,29 @@ def records(tmp_path: Path) -> list[ResultRecord]:
     """bm25 baseline; dpr: AP@10 +0.3 on every query (significant), RR@10 equal; crossjem: AP@10
     mean difference 0 (p = 1), RR@10 +0.4 on every query (significant). Written in the wrong
     family order on purpose, and read back from disk."""
-    make_record(tmp_path, "crossjem", "joint",
-                {"AP@10": shifted(BASE, ALTERNATE), "RR@10": shifted(BASE, 0.4)},
-                label="CROSS-JEM", latency={"p50_ms": 3.2, "candidates_per_s": 3100.0})
-    make_record(tmp_path, "bm25", "sparse", {"AP@10": BASE, "RR@10": BASE},
-                latency={"p50_ms": 0.4, "candidates_per_s": 25000.0})
-    make_record(tmp_path, "dpr", "dual", {"AP@10": shifted(BASE, 0.3), "RR@10": BASE},
-                label="DPR", latency={"p50_ms": 12.5, "candidates_per_s": 800.0})
+    make_record(
+        tmp_path,
+        "crossjem",
+        "joint",
+        {"AP@10": shifted(BASE, ALTERNATE), "RR@10": shifted(BASE, 0.4)},
+        label="CROSS-JEM",
+        latency={"p50_ms": 3.2, "candidates_per_s": 3100.0},
+    )
+    make_record(
+        tmp_path,
+        "bm25",
+        "sparse",
+        {"AP@10": BASE, "RR@10": BASE},
+        latency={"p50_ms": 0.4, "candidates_per_s": 25000.0},
+    )
+    make_record(
+        tmp_path,
+        "dpr",
+        "dual",
+        {"AP@10": shifted(BASE, 0.3), "RR@10": BASE},
+        label="DPR",
+        latency={"p50_ms": 12.5, "candidates_per_s": 800.0},
+    )
     return load_records(tmp_path)
 
 
@@ -141,15 +167,30 @@ def test_notes_say_what_the_dagger_means(records: list[ResultRecord]) -> None:
 def test_json_shape_exactly(records: list[ResultRecord]) -> None:
     data = json.loads(render(build_comparison(records, metrics=["AP@10"]), "json"))
     assert data == [
-        {"ranker": "bm25", "dataset": "wikiqa", "split": "test", "label": "bm25",
-         "metrics": {"AP@10": pytest.approx(sum(BASE) / 8)},
-         "latency": {"p50_ms": 0.4, "candidates_per_s": 25000.0}},
-        {"ranker": "dpr", "dataset": "wikiqa", "split": "test", "label": "DPR",
-         "metrics": {"AP@10": pytest.approx(sum(BASE) / 8 + 0.3)},
-         "latency": {"p50_ms": 12.5, "candidates_per_s": 800.0}},
-        {"ranker": "crossjem", "dataset": "wikiqa", "split": "test", "label": "CROSS-JEM",
-         "metrics": {"AP@10": pytest.approx(sum(BASE) / 8)},
-         "latency": {"p50_ms": 3.2, "candidates_per_s": 3100.0}},
+        {
+            "ranker": "bm25",
+            "dataset": "wikiqa",
+            "split": "test",
+            "label": "bm25",
+            "metrics": {"AP@10": pytest.approx(sum(BASE) / 8)},
+            "latency": {"p50_ms": 0.4, "candidates_per_s": 25000.0},
+        },
+        {
+            "ranker": "dpr",
+            "dataset": "wikiqa",
+            "split": "test",
+            "label": "DPR",
+            "metrics": {"AP@10": pytest.approx(sum(BASE) / 8 + 0.3)},
+            "latency": {"p50_ms": 12.5, "candidates_per_s": 800.0},
+        },
+        {
+            "ranker": "crossjem",
+            "dataset": "wikiqa",
+            "split": "test",
+            "label": "CROSS-JEM",
+            "metrics": {"AP@10": pytest.approx(sum(BASE) / 8)},
+            "latency": {"p50_ms": 3.2, "candidates_per_s": 3100.0},
+        },
     ]
 
 
@@ -196,8 +237,9 @@ def test_rich_table(records: list[ResultRecord]) -> None:
 
 def test_reference_rows_for_sodq(tmp_path: Path) -> None:
     recs = [
-        make_record(tmp_path, "bm25", "sparse", {"AP@5": [0.2, 0.4], "AP@10": [0.3, 0.5]},
-                    dataset="sodq"),
+        make_record(
+            tmp_path, "bm25", "sparse", {"AP@5": [0.2, 0.4], "AP@10": [0.3, 0.5]}, dataset="sodq"
+        ),
     ]
     table = build_comparison(recs)
     paper = [r for r in table.rows if r.source == PAPER_SOURCE]
@@ -229,8 +271,9 @@ def test_newest_record_wins_and_configs_are_rows(tmp_path: Path) -> None:
     make_record(tmp_path, "bm25", "sparse", {"AP@10": [0.1, 0.1]}, created="2025-01-01T00:00:00")
     make_record(tmp_path, "bm25", "sparse", {"AP@10": [0.7, 0.7]}, created="2025-03-01T00:00:00")
     make_record(tmp_path, "bm25", "sparse", {"AP@10": [0.3, 0.3]}, created="2025-02-01T00:00:00")
-    make_record(tmp_path, "bm25", "sparse", {"AP@10": [0.2, 0.4]}, label="bm25 (k1=0.9)",
-                config={"k1": 0.9})
+    make_record(
+        tmp_path, "bm25", "sparse", {"AP@10": [0.2, 0.4]}, label="bm25 (k1=0.9)", config={"k1": 0.9}
+    )
     table = build_comparison(load_records(tmp_path), baseline="bm25")
     assert {r.label: r.cells["AP@10"].value for r in table.rows} == {
         "bm25": pytest.approx(0.7),
@@ -293,7 +336,12 @@ def test_paper_reference_data() -> None:
 
 
 def test_json_writes_infinite_latency_as_null(tmp_path: Path) -> None:
-    rec = make_record(tmp_path, "bm25", "sparse", {"AP@10": [0.5]},
-                      latency={"p50_ms": 0.0, "candidates_per_s": float("inf")})
+    rec = make_record(
+        tmp_path,
+        "bm25",
+        "sparse",
+        {"AP@10": [0.5]},
+        latency={"p50_ms": 0.0, "candidates_per_s": float("inf")},
+    )
     [row] = json.loads(render(build_comparison([rec]), "json"))
     assert row["latency"] == {"p50_ms": 0.0, "candidates_per_s": None}
