@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 import yaml
-from tqdm.auto import tqdm
 
 from bench import provenance
 from bench.data import load_split
@@ -27,6 +26,7 @@ from bench.data.model import CandidateList, RankingSplit
 from bench.device import device_info, resolve_device, seed_everything, set_threads
 from bench.latency import LatencyTracker
 from bench.metrics import DEFAULT_MEASURES, build_run, evaluate
+from bench.progress import progress_bar
 from bench.results import (
     ResultRecord,
     atomic_write_json,
@@ -85,11 +85,8 @@ def score_split(
         ranker.warmup(split.lists[:warmup])
     tracker = LatencyTracker(ranker.device)
     scores: list[np.ndarray] = []
-    bar = tqdm(
-        total=len(split.lists),
-        desc=f"{ranker.name} on {split.dataset}/{split.split}",
-        unit="q",
-        disable=not progress,
+    bar = progress_bar(
+        len(split.lists), f"{ranker.name} on {split.dataset}/{split.split}", "q", enabled=progress
     )
     with bar:
         for batch in batches(split.lists, batch_queries):

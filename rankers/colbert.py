@@ -436,10 +436,10 @@ class ColBERTRanker(Ranker):
         every ``checkpoint_steps`` steps) and an interrupted fit resumes from it.
         """
         import torch
-        from tqdm.auto import tqdm
         from transformers import get_constant_schedule, get_linear_schedule_with_warmup
 
         from bench.device import seed_everything
+        from bench.progress import progress_bar
         from rankers.encoders import state_hash
         from rankers.training import (
             SELECTION_MEASURE,
@@ -501,9 +501,7 @@ class ColBERTRanker(Ranker):
             total,
             cfg.lr,
         )
-        bar = tqdm(
-            total=total, initial=progress.step, desc="colbert fit", unit="step", disable=None
-        )
+        bar = progress_bar(total, "colbert fit", "step", initial=progress.step)
         with bar:
             for epoch in range(progress.epochs_done + 1, cfg.epochs + 1):
                 if progress.step >= total:

@@ -309,10 +309,10 @@ class DenseRanker(Ranker):
     def fit(self, train: RankingSplit, dev: RankingSplit | None = None) -> dict[str, Any]:
         """Contrastive fine-tuning with in-batch + hard negatives; best dev AP@10 epoch kept."""
         import torch
-        from tqdm.auto import tqdm
         from transformers import get_linear_schedule_with_warmup
 
         from bench.device import seed_everything
+        from bench.progress import progress_bar
 
         cfg = self.config
         seed_everything(cfg.seed)
@@ -360,7 +360,7 @@ class DenseRanker(Ranker):
             cfg.hard_negatives,
             scale,
         )
-        with tqdm(total=total, desc=f"{self.name} fit", unit="step", disable=None) as bar:
+        with progress_bar(total, f"{self.name} fit", "step") as bar:
             for epoch in range(1, cfg.epochs + 1):
                 if epoch == 1 or self.refresh_negatives:
                     self.mining_rounds.append(self.mine_negatives(train, epoch))

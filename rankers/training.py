@@ -583,9 +583,9 @@ def fit_lists(
     import torch
     from accelerate.utils import broadcast_object_list, gather_object
     from torch.utils.data import DataLoader
-    from tqdm.auto import tqdm
 
     from bench.device import seed_everything
+    from bench.progress import progress_bar
     from rankers.encoders import state_hash
 
     cfg = ranker.cfg
@@ -660,13 +660,7 @@ def fit_lists(
             world,
             accelerator.mixed_precision,
         )
-    bar = tqdm(
-        total=total,
-        initial=progress.step,
-        desc=f"{ranker.name} fit",
-        unit="step",
-        disable=None if main else True,
-    )
+    bar = progress_bar(total, f"{ranker.name} fit", "step", initial=progress.step, enabled=main)
     with bar:
         for epoch in range(progress.epochs_done + 1, cfg.epochs + 1):
             batches.epoch = epoch
