@@ -267,10 +267,14 @@ def run(opts: RunOptions) -> ResultRecord:
     if not split.lists:
         raise RankerError(f"{split.dataset}/{split.split} has no candidate lists to rank")
     ranker = create_ranker(name, ranker_options(name, split.dataset, opts.options), device=device)
-    fit = opts.fit or (ranker.needs_fit and not getattr(ranker.config, "checkpoint", None))
+    untrained = ranker.untrained_weights()
+    fit = opts.fit or untrained is not None
     if fit and not opts.fit:
         log.info(
-            "%s has no checkpoint: training it first (pass --set checkpoint=DIR to skip)", name
+            "%s: %s would be untrained, so it is trained first (or load trained weights with "
+            "--model or --set checkpoint=DIR)",
+            name,
+            untrained,
         )
     label = label_for(ranker, fit, opts.subset)
     config = ranker.config.to_dict()

@@ -124,15 +124,18 @@ class Ranker(ABC):
     pointwise: ClassVar[bool] = False
     #: True when :meth:`fit` trains something.
     trainable: ClassVar[bool] = False
-    #: True when scores mean nothing before training (a fresh classifier head): `bench run`
-    #: then trains first unless a checkpoint is given.
-    needs_fit: ClassVar[bool] = False
 
     def __init__(self, config: RankerConfig | None = None, device: str = "cpu") -> None:
         self.config = config if config is not None else self.Config()
         self.device = device
         #: where :meth:`fit` may keep resumable checkpoints (set by the runner; None: nowhere)
         self.work_dir: Path | None = None
+
+    def untrained_weights(self) -> str | None:
+        """Which weights would start untrained (a fresh head, projection, cross-attention), so
+        scores mean nothing yet and `bench run` trains first; None when the model can score as
+        configured. Decided from the configuration, without loading the model."""
+        return None
 
     # -- scoring -------------------------------------------------------------------------------
     def index(self, split: RankingSplit) -> None:  # noqa: B027 - optional hook

@@ -47,7 +47,7 @@ import numpy as np
 from bench.data.model import CandidateList, RankingSplit, relevant
 from bench.device import resolve_device
 from rankers.base import RANKER_FILE, Ranker, RankerConfig, RankerError, read_saved
-from rankers.models import resolve_model, weights_hash
+from rankers.models import expected_new_weights, resolve_model, weights_hash
 
 if TYPE_CHECKING:
     import torch
@@ -222,6 +222,14 @@ class ColBERTRanker(Ranker):
         assert isinstance(self.config, ColBERTRankerConfig)
         return self.config
 
+    def untrained_weights(self) -> str | None:
+        if self.training_summary is not None or self._provenance.get("checkpoint"):
+            return None
+        path = resolve_model(self.cfg.model).path  # a hub id: a ColBERT checkpoint is assumed
+        if Path(path).is_dir() and _has_projection(path) is False:
+            return "the ColBERT projection on a bare BERT"
+        return None
+
     # -- model ---------------------------------------------------------------------------------
     @property
     def colbert(self) -> ColBERT:
@@ -277,8 +285,14 @@ class ColBERTRanker(Ranker):
             # absolute: colbert-ai first tries a path as a hub repo id, which a '/...' never is
             path = str(Path(path).resolve())
         colbert_config = ColBERTConfig(checkpoint=path, **self._colbert_settings())
+        has = _has_projection(path)
+        new_projection = (
+            expected_new_weights(f"colbert projection linear.weight (seed {self.cfg.seed})")
+            if has is False
+            else contextlib.nullcontext()
+        )
         try:
-            with _no_cpp_extension(), torch.random.fork_rng(devices=[]):
+            with _no_cpp_extension(), torch.random.fork_rng(devices=[]), new_projection:
                 torch.manual_seed(self.cfg.seed)
                 model = modeling.ColBERT(path, colbert_config=colbert_config)
             qtok = QueryTokenizer(model.colbert_config, verbose=0)
@@ -294,7 +308,6 @@ class ColBERTRanker(Ranker):
             model.skiplist = {}
         self._model = model.to(self.device).eval()
         self._qtok, self._dtok = qtok, dtok
-        has = _has_projection(path)
         if has is None:
             self._provenance["projection"] = "unknown (no local safetensors)"
         else:

@@ -216,7 +216,6 @@ class EncoderRanker(Ranker):
 
     Config: ClassVar[type[RankerConfig]] = EncoderConfig
     trainable: ClassVar[bool] = True
-    needs_fit: ClassVar[bool] = True
 
     def __init__(self, config: RankerConfig | None = None, device: str = "cpu") -> None:
         super().__init__(config, device)
@@ -230,6 +229,9 @@ class EncoderRanker(Ranker):
     def cfg(self) -> EncoderConfig:
         assert isinstance(self.config, EncoderConfig)
         return self.config
+
+    def untrained_weights(self) -> str | None:
+        return None if self.cfg.checkpoint else f"the {self.name} head on a bare encoder"
 
     # -- subclass hooks ------------------------------------------------------------------------
     @abstractmethod

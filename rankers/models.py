@@ -7,8 +7,10 @@ a hub id fails inside transformers with its own error.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,3 +87,21 @@ def state_hash(module: Any) -> str:
         digest.update(f"{name}:{t.dtype}:{tuple(t.shape)}".encode())
         digest.update(t.view(-1).view(torch.uint8).numpy().tobytes())
     return digest.hexdigest()[:16]
+
+
+@contextlib.contextmanager
+def expected_new_weights(what: str) -> Iterator[None]:
+    """Load a model whose missing weights are expected (a new head, projection or cross-attention).
+
+    transformers warns with every missing tensor name, one long line per load; the caller knows
+    which weights are new, so that warning is held back and one line saying ``what`` is logged.
+    """
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+    log.info("new weights (initialised, to be trained): %s", what)

@@ -33,7 +33,7 @@ import numpy as np
 from bench.data.model import Candidate, CandidateList, RankingSplit, relevant
 from bench.device import resolve_device
 from rankers.base import RANKER_FILE, Ranker, RankerConfig, RankerError, read_saved
-from rankers.models import resolve_model, weights_hash
+from rankers.models import expected_new_weights, resolve_model, weights_hash
 
 if TYPE_CHECKING:
     import torch
@@ -137,6 +137,14 @@ class RankT5Ranker(Ranker):
         assert self._module is not None
         return self._module
 
+    def untrained_weights(self) -> str | None:
+        if self.training_summary is not None or self._info.get("checkpoint"):
+            return None
+        spec = MODEL_ALIASES.get(self.cfg.model.strip().lower(), self.cfg.model.strip())
+        return (
+            "the decoder's cross-attention and LM head" if spec.startswith(ENCDEC_PREFIX) else None
+        )
+
     @property
     def tokenizer(self) -> Any:
         _ = self.module
@@ -168,7 +176,10 @@ class RankT5Ranker(Ranker):
                 ref = resolve_model(spec[len(ENCDEC_PREFIX) :])
                 tokenizer = AutoTokenizer.from_pretrained(ref.path)
                 # new cross-attention and LM-head transform: seeded, independent of prior RNG use
-                with torch.random.fork_rng(devices=[]):
+                with (
+                    torch.random.fork_rng(devices=[]),
+                    expected_new_weights("rankt5 decoder cross-attention and LM head"),
+                ):
                     torch.manual_seed(self.cfg.seed)
                     model = EncoderDecoderModel.from_encoder_decoder_pretrained(ref.path, ref.path)
                 # the BERT2BERT convention: the decoder starts from [CLS]

@@ -217,6 +217,7 @@ def test_fit_changes_weights_lowers_the_loss_and_round_trips(
 ) -> None:
     options = {"lr": 1e-3, "epochs": 3, "train_batch_size": 3, "doc_maxlen": 16, "seed": 3}
     ranker = _ranker(tiny_bert, **options)
+    assert ranker.untrained_weights() == "the ColBERT projection on a bare BERT"
     before_hash = ranker.describe()["weights_hash"]
     before_loss = ranker.training_loss(TRAIN)
     summary = ranker.fit(TRAIN, dev=TRAIN)
@@ -232,8 +233,12 @@ def test_fit_changes_weights_lowers_the_loss_and_round_trips(
     ranker.save(tmp_path / "ckpt")
     assert (tmp_path / "ckpt" / "colbert" / "artifact.metadata").is_file()
     restored = ColBERTRanker(ColBERTRankerConfig(doc_maxlen=180, model="unused"))
+    assert ranker.untrained_weights() is None
     restored.load(tmp_path / "ckpt")
     assert restored.cfg.doc_maxlen == 16 and restored.cfg.model == str(tiny_bert)
+    assert restored.untrained_weights() is None
+    # a colbert-ai checkpoint folder (with its projection) scores as it is
+    assert _ranker(tmp_path / "ckpt" / "colbert").untrained_weights() is None
     for a, b in zip(restored.score(TRAIN.lists), ranker.score(TRAIN.lists), strict=True):
         np.testing.assert_array_equal(a, b)
     info = restored.describe()

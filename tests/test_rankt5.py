@@ -218,8 +218,12 @@ def test_fit_lowers_the_listwise_loss_and_round_trips(tiny_t5: Path, tmp_path: P
     assert info["model_id"] == str(tiny_t5) and info["checkpoint"] == str(tmp_path / "ckpt")
 
 
-def test_encoder_decoder_from_a_bert_round_trips(tiny_bert: Path, tmp_path: Path) -> None:
+def test_encoder_decoder_from_a_bert_round_trips(
+    tiny_bert: Path, tiny_t5: Path, tmp_path: Path
+) -> None:
     ranker = _ranker(f"encdec:{tiny_bert}", seed=5)
+    assert ranker.untrained_weights() == "the decoder's cross-attention and LM head"
+    assert _ranker(tiny_t5).untrained_weights() is None  # a seq2seq LM as is
     info = ranker.describe()
     assert info["backbone"] == "EncoderDecoderModel" and info["is_t5"] is False
     assert info["new_weights"] == "cross-attention, LM head"
@@ -230,6 +234,7 @@ def test_encoder_decoder_from_a_bert_round_trips(tiny_bert: Path, tmp_path: Path
     restored = RankT5Ranker()
     restored.load(tmp_path / "ckpt")
     assert restored.cfg.model == f"encdec:{tiny_bert}"
+    assert restored.untrained_weights() is None  # its saved weights are what it scores with
     np.testing.assert_array_equal(restored.score([HAND])[0], ranker.score([HAND])[0])
     again = restored.describe()
     assert again["weights_hash"] == info["weights_hash"] and again["is_t5"] is False

@@ -121,6 +121,27 @@ def test_crossjem_trains_its_teacher_then_itself_then_reuses_both(
     assert changed.training["teacher_key"] != record.training["teacher_key"]
 
 
+def test_colbert_on_a_bare_bert_is_trained_before_it_ranks(
+    tmp_path: Path, results_dir: Path, tiny_bert: Path
+) -> None:
+    _write_toy_mteb(tmp_path / "data" / "toy")
+    opts = RunOptions(
+        ranker="colbert",
+        dataset="toy",
+        data_dir=tmp_path / "data",
+        device="cpu",
+        warmup=1,
+        progress=False,
+        options={"model": str(tiny_bert), "doc_maxlen": 16, "train_batch_size": 4},
+    )
+    record = run(opts)
+    assert record.run_config["fit"] is True and record.training is not None
+    assert record.training["triples_per_epoch"] == 8 and record.training["steps"] == 2
+    assert "fine-tuned" in record.label
+    assert len(list((results_dir / "models" / "toy" / "colbert").glob("*/training.json"))) == 1
+    assert run(opts).path == record.path  # the trained model and the run are reused
+
+
 def test_trained_checkpoint_skips_training(
     configs: Path, tmp_path: Path, results_dir: Path
 ) -> None:
