@@ -14,7 +14,9 @@ Everything that defines ColBERT comes from colbert-ai 0.2.x, not from a copy:
   for each query vector the best document vector, summed);
 * training calls ``ColBERT.forward`` - the ``nway``-way softmax cross-entropy over (positive,
   negatives) of each query, plus colbert-ai's in-batch loss when ``use_ib_negatives`` - in a small
-  loop of our own (colbert-ai's ``Trainer`` wants its own file formats and launcher).
+  loop of our own (colbert-ai's ``Trainer`` wants its own file formats and launcher) on
+  Accelerate, checkpointed by :class:`rankers.training.Resumable` like the list trainer, so an
+  interrupted fine-tuning resumes where it stopped.
 
 No index: candidates are encoded at query time and scored against the query directly. colbert-ai
 compiles a C++ extension (``segmented_maxsim``) whenever a model is built on a machine without
