@@ -76,7 +76,9 @@ class ColBERTRankerConfig(RankerConfig):
     """Scoring options, then training options. Defaults are colbert-ai's ``ColBERTConfig``'s
     (dim 128, query_maxlen 32, cosine, punctuation masking, lr 3e-6, bsize 32, nway 2, no in-batch
     negatives, clip 2.0), except ``doc_maxlen`` 180 (the paper's MS MARCO passage setting; short
-    texts are padded only to the longest in a batch, so the cap costs nothing for them)."""
+    texts are padded only to the longest in a batch, so the cap costs nothing for them). The
+    CLI's settings file ``rankers/configs/colbert.yaml`` raises lr to 1e-4 and trains 3 epochs
+    (tuned on wikiqa dev; colbert-ai's lr is meant for far longer runs)."""
 
     #: alias, local folder (BERT base or colbert-ai checkpoint) or Hugging Face id
     model: str = "minilm-l6"

@@ -132,7 +132,7 @@ def test_colbert_on_a_bare_bert_is_trained_before_it_ranks(
         device="cpu",
         warmup=1,
         progress=False,
-        options={"model": str(tiny_bert), "doc_maxlen": 16, "train_batch_size": 4},
+        options={"model": str(tiny_bert), "doc_maxlen": 16, "train_batch_size": 4, "epochs": 1},
     )
     record = run(opts)
     assert record.run_config["fit"] is True and record.training is not None
