@@ -15,5 +15,8 @@ $bench -q run --ranker bm25 --dataset trec-dl19-passage
 # a tiny CROSS-JEM: one epoch on 64 wikiqa train lists (labels, no teacher), ranked on 60 queries
 $bench -q run --ranker crossjem --dataset wikiqa --train-subset 64 --subset 60 \
   --set epochs=1 --set teacher=none --threads 2
+# ColBERT and RankT5 fine-tuned on semeval16b with their settings files (about 1.5 and 3 minutes)
+$bench -q run --ranker colbert --dataset semeval16b --threads 2
+$bench -q run --ranker rankt5 --dataset semeval16b --threads 2
 
 $bench check --expected results/expected/ci.yaml

@@ -293,12 +293,15 @@ def _print_record(record: Any) -> None:
         title=f"{record.label} on {record.dataset}/{record.split} "
         f"({record.data['queries']} queries)"
     )
-    for m in record.metrics:
+    # the run's measure order; a record read back from disk has its keys sorted
+    known = [m for m in record.run_config.get("measures", []) if m in record.metrics]
+    names = known + [m for m in record.metrics if m not in known]
+    for m in names:
         table.add_column(m, justify="right")
     table.add_column("p50 ms/q", justify="right")
     table.add_column("cand/s", justify="right")
     table.add_row(
-        *(f"{v:.4f}" for v in record.metrics.values()),
+        *(f"{record.metrics[m]:.4f}" for m in names),
         f"{record.latency['p50_ms']:.2f}",
         f"{record.latency['candidates_per_s']:.0f}",
     )
