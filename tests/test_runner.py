@@ -48,6 +48,15 @@ def _write_toy_mteb(folder: Path) -> None:
         (folder / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
 
 
+def _toy_run(tmp_path: Path, ranker: str, **fields: object) -> RunOptions:
+    """Options for ``ranker`` on a fresh toy dataset under ``tmp_path``, CPU, no progress bar."""
+    _write_toy_mteb(tmp_path / "data" / "toy")
+    base: dict[str, object] = {"warmup": 1, "progress": False, "device": "cpu"}
+    return RunOptions(
+        ranker=ranker, dataset="toy", data_dir=tmp_path / "data", **{**base, **fields}
+    )
+
+
 @pytest.fixture(scope="module")
 def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_tiny_bert(tmp_path_factory.mktemp("tiny") / "bert")
@@ -86,15 +95,7 @@ def test_malformed_config_file_is_named(configs: Path) -> None:
 def test_crossjem_trains_its_teacher_then_itself_then_reuses_both(
     configs: Path, tmp_path: Path, results_dir: Path
 ) -> None:
-    _write_toy_mteb(tmp_path / "data" / "toy")
-    opts = RunOptions(
-        ranker="crossjem",
-        dataset="toy",
-        data_dir=tmp_path / "data",
-        device="cpu",
-        warmup=1,
-        progress=False,
-    )
+    opts = _toy_run(tmp_path, "crossjem")
     record = run(opts)
     # no checkpoint -> trained first; the named teacher was trained before it
     assert record.run_config["fit"] is True
@@ -124,16 +125,8 @@ def test_crossjem_trains_its_teacher_then_itself_then_reuses_both(
 def test_colbert_on_a_bare_bert_is_trained_before_it_ranks(
     tmp_path: Path, results_dir: Path, tiny_bert: Path
 ) -> None:
-    _write_toy_mteb(tmp_path / "data" / "toy")
-    opts = RunOptions(
-        ranker="colbert",
-        dataset="toy",
-        data_dir=tmp_path / "data",
-        device="cpu",
-        warmup=1,
-        progress=False,
-        options={"model": str(tiny_bert), "doc_maxlen": 16, "train_batch_size": 4, "epochs": 1},
-    )
+    options = {"model": str(tiny_bert), "doc_maxlen": 16, "train_batch_size": 4, "epochs": 1}
+    opts = _toy_run(tmp_path, "colbert", options=options)
     record = run(opts)
     assert record.run_config["fit"] is True and record.training is not None
     assert record.training["triples_per_epoch"] == 8 and record.training["steps"] == 2
@@ -145,15 +138,7 @@ def test_colbert_on_a_bare_bert_is_trained_before_it_ranks(
 def test_trained_checkpoint_skips_training(
     configs: Path, tmp_path: Path, results_dir: Path
 ) -> None:
-    _write_toy_mteb(tmp_path / "data" / "toy")
-    base = RunOptions(
-        ranker="monobert",
-        dataset="toy",
-        data_dir=tmp_path / "data",
-        device="cpu",
-        warmup=0,
-        progress=False,
-    )
+    base = _toy_run(tmp_path, "monobert", warmup=0)
     trained = run(base)
     model_dir = trained.training["model_dir"]
     reuse = run(RunOptions(**{**base.__dict__, "options": {"checkpoint": model_dir}}))
