@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from toydata import gold_split
 
-from bench.data.model import Candidate, CandidateList, Query, RankingSplit
+from bench.data.model import Candidate, CandidateList, Query
 from rankers.base import RankerError
 from rankers.crossjem import CrossJEMRanker
 from rankers.crossjem.inputs import build_row, pack_groups
@@ -248,28 +249,11 @@ def test_real_minilm_scores_wikiqa_list(shared_data: Path) -> None:
 
 
 # -- training (rankers.training) -----------------------------------------------------------------
-WORDS = ["apple", "banana", "cherry", "grape", "lemon", "mango", "olive", "peach", "pear", "plum"]
-
-
-def _toy_split(name: str, seed: int) -> RankingSplit:
-    """Query 'w', six items of three random words; the relevant one contains w and 'gold'."""
-    rng = random.Random(seed)
-    lists, qrels = [], {}
-    for q in range(12):
-        word = WORDS[q % len(WORDS)]
-        others = [w for w in WORDS if w != word]
-        texts = [" ".join(rng.sample(others, 3)) for _ in range(5)]
-        pos = rng.randrange(6)
-        texts.insert(pos, " ".join([*rng.sample(others, 2), word, "gold"]))
-        qid = f"{name}{q}"
-        lists.append(_list(texts, qid, query=word))
-        qrels[qid] = {f"d{pos}": 1}
-    return RankingSplit(dataset="toy", split=name, lists=lists, qrels=qrels)
 
 
 def test_fit_learns_and_keeps_the_best_dev_epoch(tiny_bert: Path) -> None:
     ranker = _ranker(tiny_bert, lr=2e-3, epochs=4, train_batch_queries=4, dropout=0.0)
-    summary = ranker.fit(_toy_split("train", 0), _toy_split("dev", 1))
+    summary = ranker.fit(gold_split("train", 0), gold_split("dev", 1))
     dev = summary["dev_AP@10"]
     assert len(dev) == 4 and summary["loss_name"] == "listnet"
     assert summary["best_epoch"] == 1 + int(np.argmax(dev))
@@ -281,7 +265,7 @@ def test_fit_learns_and_keeps_the_best_dev_epoch(tiny_bert: Path) -> None:
 def test_rpl_on_binary_qrels_is_an_error(tiny_bert: Path) -> None:
     ranker = _ranker(tiny_bert, loss="rpl", epochs=1)
     with pytest.raises(RankerError, match="RPL needs graded or teacher scores"):
-        ranker.fit(_toy_split("train", 0))
+        ranker.fit(gold_split("train", 0))
 
 
 def test_rpl_trains_on_a_saved_teacher(
@@ -294,10 +278,10 @@ def test_rpl_trains_on_a_saved_teacher(
     from rankers.monobert import MonoBERTRanker
 
     teacher = MonoBERTRanker(MonoBERTRanker.Config.from_options({"model": str(tiny_bert)}))
-    teacher.fit(_toy_split("train", 0))
+    teacher.fit(gold_split("train", 0))
     teacher.save(tmp_path / "teacher")
     student = _ranker(tiny_bert, loss="rpl", epochs=1, teacher=str(tmp_path / "teacher"))
-    summary = student.fit(_toy_split("train", 0))
+    summary = student.fit(gold_split("train", 0))
     assert summary["targets"] == f"teacher {teacher.describe()['weights_hash']}"
     assert summary["skipped_queries"] == 0 and np.isfinite(summary["loss"][0])
 

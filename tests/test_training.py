@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import random
 import subprocess
 import sys
 from pathlib import Path
@@ -19,8 +18,8 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from toydata import gold_split
 
-from bench.data.model import Candidate, CandidateList, Query, RankingSplit
 from rankers.base import RankerError
 from rankers.crossjem import CrossJEMRanker
 from rankers.encoders import state_hash, write_tiny_bert
@@ -36,25 +35,6 @@ from rankers.training import (
     sigmoid,
     teacher_logits,
 )
-
-WORDS = ["apple", "banana", "cherry", "grape", "lemon", "mango", "olive", "peach", "pear", "plum"]
-
-
-def _split(name: str, seed: int, n: int = 12) -> RankingSplit:
-    """Query 'w', six items of three random words; the relevant one holds w and 'gold'."""
-    rng = random.Random(seed)
-    lists, qrels = [], {}
-    for q in range(n):
-        word = WORDS[q % len(WORDS)]
-        others = [w for w in WORDS if w != word]
-        texts = [" ".join(rng.sample(others, 3)) for _ in range(5)]
-        pos = rng.randrange(6)
-        texts.insert(pos, " ".join([*rng.sample(others, 2), word, "gold"]))
-        qid = f"{name}{q}"
-        cands = tuple(Candidate(f"d{i}", t) for i, t in enumerate(texts))
-        lists.append(CandidateList(Query(qid, word), cands))
-        qrels[qid] = {f"d{pos}": 1}
-    return RankingSplit(dataset="toy", split=name, lists=lists, qrels=qrels, checksum=f"toy-{name}")
 
 
 def _crossjem(model: Path | str, **options: Any) -> CrossJEMRanker:
@@ -132,11 +112,13 @@ def uninterrupted(tiny_bert: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     ranker = _crossjem(tiny_bert, **_resume_options())
     work = tmp_path_factory.mktemp("uninterrupted")
     ranker.work_dir = work
-    return ranker.fit(_split("train", 0), _split("dev", 1, 6))
+    return ranker.fit(gold_split("train", 0), gold_split("dev", 1, 6))
 
 
 def test_checkpoints_do_not_change_training(tiny_bert: Path, uninterrupted: dict[str, Any]) -> None:
-    plain = _crossjem(tiny_bert, **_resume_options()).fit(_split("train", 0), _split("dev", 1, 6))
+    plain = _crossjem(tiny_bert, **_resume_options()).fit(
+        gold_split("train", 0), gold_split("dev", 1, 6)
+    )
     assert plain["weights_hash"] == uninterrupted["weights_hash"]
     assert plain["checkpoint"] is None and uninterrupted["checkpoint"] is not None
     folder = Path(uninterrupted["checkpoint"])
@@ -161,7 +143,7 @@ def test_resume_after_crash_ends_with_identical_weights(
 ) -> None:
     """3 steps per epoch, checkpoints at steps 2, 3 (epoch 1), 4, 6 (epoch 2): crash after
     step 3 (an epoch end) or step 4 (inside epoch 2), resume in a fresh ranker."""
-    train, dev = _split("train", 0), _split("dev", 1, 6)
+    train, dev = gold_split("train", 0), gold_split("dev", 1, 6)
 
     def crash(where: dict[str, int]) -> None:
         if where["step"] == crash_step:
@@ -196,7 +178,7 @@ def test_resume_after_crash_ends_with_identical_weights(
 def test_checkpoint_of_other_settings_is_not_resumed(
     tiny_bert: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    train = _split("train", 0)
+    train = gold_split("train", 0)
     first = _crossjem(tiny_bert, epochs=1)
     first.work_dir = tmp_path
     first.fit(train)
@@ -232,7 +214,7 @@ def _teacher(model: Path, seed: int) -> CountingTeacher:
 
 
 def test_teacher_scores_are_computed_once_and_cached(tiny_bert: Path, tmp_path: Path) -> None:
-    train = _split("train", 0)
+    train = gold_split("train", 0)
     teacher = _teacher(tiny_bert, seed=7)
     CountingTeacher.calls = 0
     logits = teacher.score(train.lists)
@@ -282,13 +264,13 @@ def test_rpl_on_binary_labels_fails_before_training(tiny_bert: Path, tmp_path: P
     ranker = _crossjem(tiny_bert, loss="rpl", epochs=1)
     ranker.work_dir = tmp_path
     with pytest.raises(RankerError, match="RPL needs graded or teacher scores") as err:
-        ranker.fit(_split("train", 0))
+        ranker.fit(gold_split("train", 0))
     assert "toy/train (qrels grades)" in str(err.value)
     assert not (tmp_path / CHECKPOINT_DIR).exists()  # not a single step was trained
 
 
 def test_labels_only_training_records_its_setup(tiny_bert: Path) -> None:
-    summary = _crossjem(tiny_bert, loss="ce", epochs=1).fit(_split("train", 0))
+    summary = _crossjem(tiny_bert, loss="ce", epochs=1).fit(gold_split("train", 0))
     assert summary["targets"] == "qrels grades" and summary["teacher"] is None
     assert (summary["processes"], summary["mixed_precision"], summary["resumed_from"]) == (
         1,
@@ -319,7 +301,7 @@ def _worker(model: str, out: str) -> None:
 
     ranker = _crossjem(model, **_distributed_options())
     summary = fit_lists(
-        ranker, _split("train", 0), _split("dev", 1, 6), work_dir=Path(out) / "work"
+        ranker, gold_split("train", 0), gold_split("dev", 1, 6), work_dir=Path(out) / "work"
     )
     state = PartialState()
     result = {"weights_hash": state_hash(ranker.module), "summary": summary}
@@ -366,12 +348,12 @@ def test_two_processes_train_like_one(tiny_bert_no_dropout: Path, tmp_path: Path
     loaded = _crossjem("minilm-l6")
     loaded.load(tmp_path / "model")
     assert loaded.describe()["weights_hash"] == summary["weights_hash"]
-    scores = loaded.score(_split("dev", 1, 6).lists)
+    scores = loaded.score(gold_split("dev", 1, 6).lists)
     assert all(s.shape == (6,) and np.isfinite(s).all() for s in scores)
 
     # one process, same global batches: same losses and dev scores up to float rounding
     alone = _crossjem(tiny_bert, **_distributed_options()).fit(
-        _split("train", 0), _split("dev", 1, 6)
+        gold_split("train", 0), gold_split("dev", 1, 6)
     )
     assert alone["processes"] == 1
     np.testing.assert_allclose(summary["loss"], alone["loss"], rtol=1e-4)
