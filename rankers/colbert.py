@@ -559,7 +559,6 @@ class ColBERTRanker(Ranker):
                 run.end_epoch(epoch, entry, entry[f"dev_{SELECTION_MEASURE}"])
         run.restore_best()
         accelerator.free_memory()
-        history = progress.history
         self.training_summary = {
             "objective": (
                 f"colbert-ai ColBERT.forward: {cfg.nway}-way softmax CE (positive + "
@@ -574,18 +573,12 @@ class ColBERTRanker(Ranker):
                 "warmup_steps": cfg.warmup_steps,
                 "max_grad_norm": cfg.max_grad_norm,
             },
-            "epochs": len(history),
+            "epochs": len(progress.history),
             "steps": progress.step,
-            "best_epoch": progress.best_epoch,
-            f"dev_{SELECTION_MEASURE}": [h[f"dev_{SELECTION_MEASURE}"] for h in history],
-            f"dev_{SELECTION_MEASURE}_before": progress.dev_before,
-            "loss": [h["loss"] for h in history],
+            **run.summary(),
             "train_queries": len(groups),
             "skipped_queries": len(train.lists) - len(groups),
             "triples_per_epoch": n_triples,
-            "resumed_from": run.resumed_from,
-            "checkpoint": str(run.folder) if run.folder is not None else None,
-            "seconds": round(progress.seconds, 2),
             "weights_hash": state_hash(model),
         }
         return self.training_summary

@@ -554,6 +554,20 @@ class Resumable:
         progress.epoch_losses, progress.epoch_skipped = [], 0
         self.save()
 
+    def summary(self) -> dict[str, Any]:
+        """The training-summary fields every trainer reports: epochs kept, dev scores, losses,
+        and where and for how long it ran."""
+        progress, dev = self.progress, f"dev_{SELECTION_MEASURE}"
+        return {
+            "best_epoch": progress.best_epoch,
+            dev: [h[dev] for h in progress.history],
+            f"{dev}_before": progress.dev_before,
+            "loss": [h["loss"] for h in progress.history],
+            "resumed_from": self.resumed_from,
+            "checkpoint": str(self.folder) if self.folder is not None else None,
+            "seconds": round(self.progress.seconds, 2),
+        }
+
     def restore_best(self) -> None:
         """Load the best epoch's weights into the module (eval mode) and stop the clock."""
         self.progress.seconds = self.seconds
@@ -711,10 +725,7 @@ def fit_lists(
     history = progress.history
     return {
         "epochs": cfg.epochs,
-        "best_epoch": progress.best_epoch,
-        f"dev_{SELECTION_MEASURE}": [h[f"dev_{SELECTION_MEASURE}"] for h in history],
-        f"dev_{SELECTION_MEASURE}_before": progress.dev_before,
-        "loss": [h["loss"] for h in history],
+        **run.summary(),
         "loss_name": cfg.loss,
         "targets": targets.source,
         "teacher": targets.teacher,
@@ -732,9 +743,6 @@ def fit_lists(
         "steps": total,
         "processes": world,
         "mixed_precision": accelerator.mixed_precision,
-        "resumed_from": run.resumed_from,
-        "checkpoint": str(run.folder) if run.folder is not None else None,
-        "seconds": round(progress.seconds, 2),
         "epoch_weights_hash": [h["weights_hash"] for h in history],
         "weights_hash": final_hash,
     }
