@@ -114,6 +114,17 @@ def _convert(name: str, value: Any, hint: Any) -> Any:
     return value
 
 
+@dataclasses.dataclass(frozen=True)
+class LatencyVariant:
+    """One configuration of a ranker that ``bench latency`` times: its row label, the option
+    overrides that make it, and the table column it competes in (the fastest row of a column is
+    the column's figure, e.g. monoBERT's best batch size)."""
+
+    label: str
+    options: dict[str, Any]
+    column: str
+
+
 class Ranker(ABC):
     """Scores candidate lists. Subclasses set ``name``, ``family`` and ``Config``."""
 
@@ -124,6 +135,10 @@ class Ranker(ABC):
     pointwise: ClassVar[bool] = False
     #: True when :meth:`fit` trains something.
     trainable: ClassVar[bool] = False
+    #: what :meth:`prepare_scoring` does on the host before the model runs (tokenisation,
+    #: packing, copies to the device); None: no separate host step, so latency reports only
+    #: whole ``score()`` calls for this ranker.
+    host_step: ClassVar[str | None] = None
 
     def __init__(self, config: RankerConfig | None = None, device: str = "cpu") -> None:
         self.config = config if config is not None else self.Config()
@@ -144,6 +159,46 @@ class Ranker(ABC):
     @abstractmethod
     def score(self, lists: Sequence[CandidateList]) -> list[np.ndarray]:
         """One float array per list, aligned with ``list.candidates``; higher is more relevant."""
+
+    def prepare_scoring(self, lists: Sequence[CandidateList]) -> Any:
+        """The host-side half of :meth:`score` (see :attr:`host_step`): everything before the
+        model runs. ``score(lists) == score_prepared(prepare_scoring(lists))`` always holds, so
+        the latency benchmark can time the two halves apart. Default: nothing to prepare."""
+        return lists
+
+    def score_prepared(self, prepared: Any) -> list[np.ndarray]:
+        """The model half of :meth:`score`, on what :meth:`prepare_scoring` returned."""
+        return self.score(prepared)
+
+    # -- latency benchmark hooks ---------------------------------------------------------------
+    def latency_variants(self, batch_sizes: Sequence[int] | None = None) -> list[LatencyVariant]:
+        """The configurations ``bench latency`` times for this ranker. ``batch_sizes``: the
+        batch sizes asked for this ranker (``--batch-sizes``), for rankers with ``batch_size``.
+        Default: one row per batch size when the config has ``batch_size``, else one row."""
+        fields = {f.name for f in dataclasses.fields(self.config)}
+        if batch_sizes and "batch_size" in fields:
+            return [
+                LatencyVariant(f"{self.name} (batch_size={bs})", {"batch_size": bs}, self.name)
+                for bs in dict.fromkeys(batch_sizes)
+            ]
+        return [LatencyVariant(self.name, {}, self.name)]
+
+    def scoring_mode(self) -> str:
+        """``pre-tokenised`` when :meth:`index` tokenised the items so that scoring only
+        tokenises the query (as a production ranker holds its items), else ``end-to-end``
+        (texts in, all tokenisation inside the timed call)."""
+        return "end-to-end"
+
+    def compute_dtype(self) -> str:
+        """The dtype the scoring computation runs in ('n/a' without a neural model)."""
+        return "n/a"
+
+    def weights_note(self, checkpoint: str | None) -> str:
+        """How trained the scoring weights are, for latency records (timing does not depend
+        on it, but a reader must know what was timed)."""
+        if checkpoint:
+            return f"trained ({checkpoint})"
+        return "n/a"
 
     # -- training ------------------------------------------------------------------------------
     def fit(self, train: RankingSplit, dev: RankingSplit | None = None) -> dict[str, Any]:
