@@ -16,6 +16,7 @@ Checkpoint layout (``save(path)``)::
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import json
 import logging
@@ -30,17 +31,71 @@ from torch import Tensor, nn
 
 from bench.data.model import RankingSplit
 from bench.device import resolve_device
-from rankers.base import RANKER_FILE, Ranker, RankerConfig, RankerError, read_saved
+from rankers.base import (
+    RANKER_FILE,
+    LatencyVariant,
+    Ranker,
+    RankerConfig,
+    RankerError,
+    read_saved,
+)
 from rankers.models import resolve_model, state_hash, weights_hash
+from rankers.tokens import ItemTokens
 
 log = logging.getLogger(__name__)
 
+#: training: the autocast dtype on CUDA (fp32 master weights; CPU trains in float32).
+#: scoring: the dtype the weights are cast to once (auto: bfloat16 on CUDA, float32 on CPU).
 DTYPES: dict[str, torch.dtype | None] = {
-    "auto": torch.bfloat16,  # autocast dtype on CUDA; CPU always runs float32
+    "auto": torch.bfloat16,
     "float32": None,
     "bfloat16": torch.bfloat16,
     "float16": torch.float16,
 }
+
+
+def scoring_dtype(dtype: str, device: str) -> torch.dtype:
+    """The dtype scoring runs in: option ``dtype`` on ``device`` (auto: bf16 on CUDA only)."""
+    if dtype == "auto" and not device.startswith("cuda"):
+        return torch.float32
+    return DTYPES[dtype] or torch.float32
+
+
+class CastCache:
+    """A copy of a module with its weights cast once to a low-precision dtype for scoring.
+
+    Per-call autocast re-casts every weight on every call (on an H100 that erased CROSS-JEM's
+    advantage); a cast copy costs it once. Training keeps the float32 module (autocast, fp32
+    master weights): the copy is rebuilt whenever a parameter of the source has changed since
+    (optimiser steps and ``load_state_dict`` bump tensors' version counters)."""
+
+    def __init__(self) -> None:
+        self._key: tuple[Any, ...] | None = None
+        self._module: nn.Module | None = None
+
+    def get(self, module: nn.Module, dtype: torch.dtype) -> nn.Module:
+        if dtype == torch.float32 and all(p.dtype == dtype for p in module.parameters()):
+            return module
+        key = (id(module), dtype, tuple(p._version for p in module.parameters()))
+        if self._key != key or self._module is None:
+            self._module = copy.deepcopy(module).to(dtype).eval()
+            self._key = key
+        return self._module
+
+
+def upload(arrays: dict[str, np.ndarray], device: str) -> dict[str, Tensor]:
+    """int64 arrays -> tensors on ``device`` with ONE host-to-device copy: the arrays are packed
+    into one buffer (pinned on CUDA, copied without blocking) and split into views there."""
+    flat = [np.ascontiguousarray(a, dtype=np.int64).ravel() for a in arrays.values()]
+    buffer = torch.from_numpy(np.concatenate(flat) if flat else np.zeros(0, dtype=np.int64))
+    if device.startswith("cuda"):
+        buffer = buffer.pin_memory().to(device, non_blocking=True)
+    out, start = {}, 0
+    for (name, a), f in zip(arrays.items(), flat, strict=True):
+        out[name] = buffer[start : start + f.size].view(a.shape)
+        start += f.size
+    return out
+
 
 ENCODER_DIR = "encoder"
 HEAD_FILE = "head.safetensors"
@@ -57,8 +112,11 @@ class EncoderConfig(RankerConfig):
     max_item_len: int = 32
     dropout: float = 0.1
     seed: int = 0
-    #: auto: bf16 autocast on CUDA, float32 on CPU; float32/bfloat16/float16 (autocast on CUDA only)
+    #: scoring: weights cast once to this dtype (auto: bfloat16 on CUDA, float32 on CPU);
+    #: training on CUDA: the autocast dtype, with float32 master weights (CPU trains in float32)
     dtype: str = "auto"
+    #: tokenise the items of index() once, so scoring only tokenises the query (same scores)
+    pretokenise: bool = True
     # -- training (rankers.training.fit_lists) --
     #: a rankers.losses name: bce, ce, listnet, rpl
     loss: str = "bce"
@@ -95,7 +153,7 @@ class EncoderConfig(RankerConfig):
 
 #: config fields a checkpoint does not override: they change speed or placement, not the model
 RUNTIME_FIELDS = frozenset(
-    {"checkpoint", "dtype", "batch_size", "batch_queries", "checkpoint_steps"}
+    {"checkpoint", "dtype", "batch_size", "batch_queries", "checkpoint_steps", "pretokenise"}
 )
 
 
@@ -224,6 +282,8 @@ class EncoderRanker(Ranker):
         self._tokenizer: Any = None
         self._special: SpecialIds | None = None
         self._base: dict[str, Any] = {}
+        self._items: ItemTokens | None = None
+        self._cast = CastCache()
 
     @property
     def cfg(self) -> EncoderConfig:
@@ -293,6 +353,7 @@ class EncoderRanker(Ranker):
         self._module = module.to(self.device).eval()
         self._tokenizer = tokenizer
         self._special = special_ids(tokenizer)
+        self._items = ItemTokens(tokenizer, self.cfg.max_item_len)
         log.info("%s: loaded %s on %s", self.name, path, self.device)
 
     # -- training ------------------------------------------------------------------------------
@@ -303,23 +364,79 @@ class EncoderRanker(Ranker):
 
         return fit_lists(self, train, dev, work_dir=self.work_dir)
 
+    # -- item tokens ---------------------------------------------------------------------------
+    @property
+    def item_tokens(self) -> ItemTokens:
+        """WordPiece ids of the items seen by :meth:`index` (others are tokenised on lookup)."""
+        if self._items is None:
+            _ = self.module
+        assert self._items is not None
+        return self._items
+
+    def index(self, split: RankingSplit) -> None:
+        """With ``pretokenise`` (default), tokenise every item of the split once."""
+        if self.cfg.pretokenise:
+            added = self.item_tokens.add(split.collection().values())
+            log.debug("%s: %d items tokenised at index time", self.name, added)
+
+    def query_tokens(self, queries: Sequence[str]) -> list[np.ndarray]:
+        """WordPiece ids of each query (no special tokens), cut to ``max_query_len``."""
+        ids = token_ids(self.tokenizer, queries, self.cfg.max_query_len)
+        return [np.asarray(q, dtype=np.int64) for q in ids]
+
+    def lookup_items(self, texts: Sequence[str]) -> Any:
+        """Token arrays of ``texts``: from the index-time store with ``pretokenise``, else
+        tokenised now (end-to-end mode: what an uncached ranker pays per call)."""
+        if self.cfg.pretokenise:
+            return self.item_tokens.lookup(texts)
+        return self.item_tokens.tokenise(texts)
+
     # -- inference helpers ---------------------------------------------------------------------
     @contextlib.contextmanager
     def inference(self) -> Iterator[None]:
-        """eval mode, no autograd, and autocast on CUDA when the dtype asks for it."""
+        """eval mode and no autograd (the dtype is the scoring module's: :meth:`scoring_module`)."""
         module = self.module
         was_training = module.training
         module.eval()
-        autocast_dtype = DTYPES[self.cfg.dtype]
         try:
             with torch.inference_mode():
-                if self.device.startswith("cuda") and autocast_dtype is not None:
-                    with torch.autocast("cuda", dtype=autocast_dtype):
-                        yield
-                else:
-                    yield
+                yield
         finally:
             module.train(was_training)
+
+    def scoring_module(self) -> nn.Module:
+        """The module scoring runs: :attr:`module`, or its copy cast once to the scoring dtype."""
+        return self._cast.get(self.module, scoring_dtype(self.cfg.dtype, self.device))
+
+    # -- latency benchmark hooks ---------------------------------------------------------------
+    def scoring_mode(self) -> str:
+        return "pre-tokenised" if self.cfg.pretokenise else "end-to-end"
+
+    def latency_variants(self, batch_sizes: Sequence[int] | None = None) -> list[LatencyVariant]:
+        """Each base variant in both scoring modes: ``pre-tokenised`` in the ranker's column and
+        ``end-to-end`` (items tokenised inside the timed call) in ``"<column> (end-to-end)"``."""
+        out = []
+        for flag, mode, suffix in (
+            (True, "pre-tokenised", ""),
+            (False, "end-to-end", " (end-to-end)"),
+        ):
+            for v in super().latency_variants(batch_sizes):
+                out.append(
+                    LatencyVariant(
+                        f"{v.label} [{mode}]", {**v.options, "pretokenise": flag}, v.column + suffix
+                    )
+                )
+        return out
+
+    def compute_dtype(self) -> str:
+        dtype = scoring_dtype(self.cfg.dtype, self.device)
+        name = str(dtype).removeprefix("torch.")
+        return name if dtype == torch.float32 else f"{name} weights"
+
+    def weights_note(self, checkpoint: str | None) -> str:
+        if checkpoint or self.cfg.checkpoint:
+            return f"trained ({checkpoint or self.cfg.checkpoint})"
+        return "untrained head on the pre-trained encoder (same cost as trained)"
 
     # -- checkpoints ---------------------------------------------------------------------------
     def save(self, path: Path) -> None:

@@ -2,8 +2,13 @@
 
 Input ``[CLS] query [SEP] item [SEP]`` with the same WordPiece truncation as CROSS-JEM, a linear
 head on the last layer's [CLS] state (``pooling=cls``, default), the BERT pooler (``pooler``) or the
-masked mean of all tokens (``mean``). Scoring sorts all pairs of a call by length, batches them,
-and restores the order, so padding stays small and the baseline is fairly fast.
+masked mean of all tokens (``mean``).
+
+Scoring gets the same care as CROSS-JEM's, so the baseline is not slow by construction: item ids
+come from the index-time store, the pairs of a call are built as one id matrix by concatenating
+ids with array operations, sorted by length and copied to the device once; each batch is a slice
+cut to its own longest pair, and the scores come back in one copy. :meth:`MonoBERTRanker.pairs`
+is the simple implementation, kept as the oracle.
 """
 
 from __future__ import annotations
@@ -22,12 +27,13 @@ from rankers.base import RankerConfig, RankerError
 from rankers.encoders import (
     EncoderConfig,
     EncoderRanker,
-    bucketed_scores,
     check_positions,
     pad_rows,
     scatter_to_lists,
     token_ids,
+    upload,
 )
+from rankers.tokens import PAD, ItemArrays
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +53,51 @@ class MonoBERTConfig(EncoderConfig):
             raise RankerError(f"option pooling={self.pooling!r}: expected one of {POOLINGS}")
         if self.batch_size < 1:
             raise RankerError(f"option batch_size={self.batch_size}: must be >= 1")
+
+
+@dataclasses.dataclass
+class ScoringPairs:
+    """The pairs of one ``score()`` call on the device, sorted by length: ``input_ids``
+    (P, longest), each pair's length and query end (token types switch there); ``order`` maps
+    sorted position -> flat pair index, ``n_items`` the list sizes."""
+
+    input_ids: Tensor
+    length: Tensor
+    query_end: Tensor
+    host_length: np.ndarray
+    order: np.ndarray
+    n_items: list[int]
+
+
+def pair_matrix(
+    queries: Sequence[np.ndarray], items: Sequence[ItemArrays], cls: int, sep: int, pad: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``[CLS] q [SEP] k [SEP]`` ids of every (query, item) pair, list after list, as one padded
+    matrix, with each pair's length and query end; built by concatenating id arrays."""
+    blocks, lengths, ends = [], [], []
+    for q, it in zip(queries, items, strict=True):
+        start = len(q) + 2
+        n, width = it.ids.shape
+        ids = np.full((n, start + width + 1), pad, dtype=np.int64)
+        ids[:, 0] = cls
+        ids[:, 1 : start - 1] = q
+        ids[:, start - 1] = sep
+        ids[:, start : start + width] = np.where(it.ids == PAD, pad, it.ids)
+        ids[np.arange(n), start + it.lens] = sep
+        blocks.append(ids)
+        lengths.append(start + it.lens + 1)
+        ends.append(np.full(n, start, dtype=np.int64))
+    longest = max((b.shape[1] for b in blocks), default=0)
+    matrix = np.full((sum(len(b) for b in blocks), longest), pad, dtype=np.int64)
+    row = 0
+    for b in blocks:
+        matrix[row : row + len(b), : b.shape[1]] = b
+        row += len(b)
+
+    def cat(parts: list[np.ndarray]) -> np.ndarray:
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    return matrix, cat(lengths), cat(ends)
 
 
 @dataclasses.dataclass
@@ -154,13 +205,45 @@ class MonoBERTRanker(EncoderRanker):
         return scatter_to_lists(logits.float(), batch.list_index, batch.item_index, batch.n_items)
 
     # -- scoring -------------------------------------------------------------------------------
-    def score(self, lists: Sequence[CandidateList]) -> list[np.ndarray]:
-        pairs = [p for cl in lists for p in self.pairs(cl.query.text, cl.texts)]
+    host_step: ClassVar[str | None] = (
+        "query WordPiece; item ids from the index-time store (WordPiece in end-to-end mode); "
+        "[CLS] q [SEP] k [SEP] id matrix with NumPy, sorted by length; one host-to-device copy "
+        "per call"
+    )
+
+    def prepare_scoring(self, lists: Sequence[CandidateList]) -> ScoringPairs:
+        sp = self.special
+        queries = self.query_tokens([cl.query.text for cl in lists])
+        items = [self.lookup_items(cl.texts) for cl in lists]
+        matrix, length, query_end = pair_matrix(queries, items, sp.cls, sp.sep, sp.pad)
+        order = np.argsort(length, kind="stable")
+        tensors = upload(
+            {"input_ids": matrix[order], "length": length[order], "query_end": query_end[order]},
+            self.device,
+        )
+        return ScoringPairs(
+            **tensors, host_length=length[order], order=order, n_items=[len(cl) for cl in lists]
+        )
+
+    def score_prepared(self, prepared: ScoringPairs) -> list[np.ndarray]:
+        """Length-sorted batches of ``batch_size`` pairs, each cut to its longest pair."""
+        module = self.scoring_module()
+        p, step = prepared, self.cfg.batch_size
+        parts = []
         with self.inference():
-            return bucketed_scores(
-                pairs,
-                [len(cl) for cl in lists],
-                self.cfg.batch_size,
-                lambda batch: self.module(*self._pad(batch)),
-                length=lambda pair: len(pair[0]),
-            )
+            for start in range(0, len(p.order), step):
+                end = min(start + step, len(p.order))
+                width = int(p.host_length[end - 1])  # sorted: the batch's longest is its last
+                positions = torch.arange(width, device=p.input_ids.device)[None, :]
+                attention = positions < p.length[start:end, None]
+                types = (positions >= p.query_end[start:end, None]) & attention
+                ids = p.input_ids[start:end, :width]
+                parts.append(module(ids, attention.long(), types.long()).float())
+            values = torch.cat(parts).cpu().numpy() if parts else np.zeros(0, np.float32)
+        flat = np.zeros(len(p.order), dtype=np.float32)
+        flat[p.order] = values
+        bounds = np.cumsum([0, *p.n_items])
+        return [flat[bounds[k] : bounds[k + 1]].copy() for k in range(len(p.n_items))]
+
+    def score(self, lists: Sequence[CandidateList]) -> list[np.ndarray]:
+        return self.score_prepared(self.prepare_scoring(lists))

@@ -11,7 +11,7 @@ import pytest
 import torch
 from toydata import gold_split
 
-from bench.data.model import Candidate, CandidateList, Query
+from bench.data.model import Candidate, CandidateList, Query, RankingSplit
 from rankers.base import RankerError
 from rankers.crossjem import CrossJEMRanker
 from rankers.crossjem.inputs import build_row, pack_groups
@@ -76,10 +76,14 @@ def test_pack_groups_hand_example() -> None:
     assert pack_groups(items, 8) == [[2, 0, 1, 3]]
 
 
-def test_pack_groups_prefers_least_growth_over_first_fit() -> None:
-    # union_len 6: [1,2,3] opens group 0; [4,5,6,7] does not fit there (7) and opens group 1;
-    # [6,7] fits in both (group 0 would grow by 2, group 1 by 0): it joins group 1
+def test_pack_groups_is_next_fit_in_canonical_order() -> None:
+    # canonical order [1,2,3] (0), [4,5,6,7] (1), [6,7] (2); union_len 6: [4,5,6,7] would make
+    # 7 tokens and opens group 1; [6,7] joins the current group (it adds nothing there), groups
+    # are runs of the canonical order, never revisited
     assert pack_groups([[1, 2, 3], [4, 5, 6, 7], [6, 7]], 6) == [[0], [1, 2]]
+    # [1,2] (3) sorts before [1,2,9] (0) and [3,4] (1): shorter prefix first; an empty item
+    # sorts first and adds nothing
+    assert pack_groups([[1, 2, 9], [3, 4], [5, 6, 7], [1, 2], []], 4) == [[4, 3, 0], [1], [2]]
 
 
 def test_pack_groups_is_order_independent_and_rejects_oversized_items() -> None:
@@ -131,6 +135,79 @@ def test_logits_equal_hand_pooled_classifier(tiny_bert: Path, item_positions: bo
             expected = float(w @ (total / len(slot.pool)) + b)
             assert logits[0, slot.item].item() == pytest.approx(expected, abs=1e-5)
     assert mask.tolist() == [[True] * 5]
+
+
+def _random_lists(rng: random.Random, n_lists: int) -> list[tuple[str, list[str]]]:
+    words = "python list sort java dict value tuple reverse key map set the a of in by".split()
+
+    def text(k: int) -> str:
+        return " ".join(rng.choice(words) for _ in range(k))
+
+    return [
+        (
+            text(rng.randrange(1, 5)),
+            [text(rng.randrange(0, 9)) for _ in range(rng.randrange(0, 25))],
+        )
+        for _ in range(n_lists)
+    ]
+
+
+@pytest.mark.parametrize("union_len", [8, 12, 40])
+def test_packed_inputs_equal_the_simple_implementation(tiny_bert: Path, union_len: int) -> None:
+    """The array-built rows, pooling sets and item positions are exactly the oracle's."""
+    from rankers.crossjem.model import collate
+
+    ranker = _ranker(tiny_bert, union_len=union_len, max_item_len=8)
+    rng = random.Random(union_len)
+    for _ in range(5):
+        lists = _random_lists(rng, 3)
+        fast = ranker.pack(lists)
+        simple = collate([ranker.rows(q, items) for q, items in lists])
+        for name in fast.ARRAYS:
+            np.testing.assert_array_equal(getattr(fast, name), getattr(simple, name), name)
+        assert fast.n_items == simple.n_items
+
+
+def test_packed_inputs_use_the_index_time_token_store(tiny_bert: Path) -> None:
+    ranker = _ranker(tiny_bert, union_len=16, max_item_len=8)
+    lists = [_list(ITEMS)]
+    before = ranker.score(lists)[0]
+    ranker.index(RankingSplit("toy", "test", lists, {}))
+    assert len(ranker.item_tokens) == len(set(ITEMS))
+    np.testing.assert_array_equal(ranker.score(lists)[0], before)  # same scores, bit for bit
+    off = _ranker(tiny_bert, union_len=16, max_item_len=8, pretokenise=False)
+    off.index(RankingSplit("toy", "test", lists, {}))
+    assert len(off.item_tokens) == 0
+    np.testing.assert_array_equal(off.score(lists)[0], before)
+
+
+@pytest.mark.parametrize("union_len", [242, 12])
+def test_scores_equal_the_simple_implementation(tiny_bert: Path, union_len: int) -> None:
+    """score() (packed inputs, length buckets, index pooling) against the oracle's rows."""
+    ranker = _ranker(tiny_bert, union_len=union_len, max_item_len=8, item_positions=True)
+    lists = [_list(ITEMS, "q1"), _list(ITEMS[2:7], "q2", query="java sort"), _list([], "q3")]
+    with ranker.inference():
+        logits, _ = ranker.forward(
+            ranker.prepare_simple([(cl.query.text, cl.texts) for cl in lists])
+        )
+    for b, (cl, s) in enumerate(zip(lists, ranker.score(lists), strict=True)):
+        np.testing.assert_allclose(s, logits[b, : len(cl)].numpy(), atol=1e-5)
+
+
+def test_bfloat16_scoring_casts_the_weights_once(tiny_bert: Path) -> None:
+    ranker = _ranker(tiny_bert, dtype="bfloat16", union_len=16, max_item_len=8)
+    fp32 = _ranker(tiny_bert, union_len=16, max_item_len=8)
+    lists = [_list(ITEMS)]
+    low, ref = ranker.score(lists)[0], fp32.score(lists)[0]
+    assert ranker.compute_dtype() == "bfloat16 weights" and fp32.compute_dtype() == "float32"
+    cast = ranker.scoring_module()
+    assert cast is ranker.scoring_module()  # cached: not re-cast per call
+    assert next(cast.parameters()).dtype == torch.bfloat16
+    assert next(ranker.module.parameters()).dtype == torch.float32  # training weights untouched
+    np.testing.assert_allclose(low, ref, atol=0.05)
+    with torch.no_grad():  # a weight update invalidates the cast copy
+        next(ranker.module.parameters()).add_(1.0)
+    assert ranker.scoring_module() is not cast
 
 
 def test_item_positions_cannot_see_word_order(tiny_bert: Path) -> None:
@@ -298,8 +375,8 @@ def test_length_buckets_hand_example() -> None:
 def test_length_bucketed_scoring_equals_one_padded_batch(tiny_bert: Path) -> None:
     ranker = _ranker(tiny_bert, union_len=16, max_item_len=8, batch_queries=2)
     lists = [_list(ITEMS, "q1"), _list(ITEMS[2:7], "q2", query="java sort")]
-    passes = ranker.scoring_passes([(cl.query.text, cl.texts) for cl in lists])
-    assert len(passes) > 1  # rows of different lengths were not padded together
+    (batch,) = ranker.prepare_scoring(lists)
+    assert len(batch.buckets) > 1  # rows of different lengths were not padded together
     with ranker.inference():
         logits, _ = ranker.forward(ranker.prepare([(cl.query.text, cl.texts) for cl in lists]))
     for b, (cl, s) in enumerate(zip(lists, ranker.score(lists), strict=True)):

@@ -11,7 +11,11 @@ groups whose unions fit, one encoder row per group (paper: 700 items in 7 passes
 
 Scores must not depend on candidate order: the union is sorted and pooling is a set operation,
 and packing visits items in a canonical order (by token ids) rather than the given one. Identical
-token sequences get identical inputs; greedy packing puts them in the same group.
+token sequences get identical inputs; packing puts them in the same group.
+
+This module is the simple implementation, kept as the test oracle of the vectorised one that
+scoring and training use (:mod:`rankers.crossjem.packed`): both must give the same rows, pooling
+sets and scores.
 
 Item positions (paper section 5.3): each pooled union token of item ``j`` also records its
 position inside item ``j`` - the first occurrence when the token repeats within the item - so the
@@ -45,32 +49,30 @@ class Row:
 
 
 def pack_groups(items: Sequence[Sequence[int]], union_len: int) -> list[list[int]]:
-    """Greedy, overlap-aware packing of items into groups whose token union has <= union_len ids.
+    """Next-fit packing of items, in canonical order, into groups whose token union has
+    <= union_len ids. Returns item indices per group.
 
     Items are visited in canonical order (token ids, then index, which only breaks ties between
-    identical items); each joins the group whose union grows least and still fits (lowest group
-    on ties), else opens a new group. Returns item indices per group.
+    identical items): similar items are neighbours, and identical ones always share a group (they
+    add no token). Each item joins the current group while the union still fits, else opens the
+    next one, so groups are runs of the canonical order. On wikiqa's BM25 top-700 lists this
+    makes 38.6 groups per list against 37.5 for a best-fit rule (+0.6% encoder tokens), and it
+    can be computed with array operations (:mod:`rankers.crossjem.packed`).
     """
     order = sorted(range(len(items)), key=lambda i: (tuple(items[i]), i))
     groups: list[list[int]] = []
-    unions: list[set[int]] = []
+    union: set[int] = set()
     for i in order:
         tokens = set(items[i])
         if len(tokens) > union_len:
             raise ValueError(
                 f"item {i} has {len(tokens)} distinct tokens, more than union_len={union_len}"
             )
-        best, best_growth = -1, union_len + 1
-        for g, union in enumerate(unions):
-            growth = len(tokens - union)
-            if growth < best_growth and len(union) + growth <= union_len:
-                best, best_growth = g, growth
-        if best < 0:
+        if not groups or len(union | tokens) > union_len:
             groups.append([])
-            unions.append(set())
-            best = len(groups) - 1
-        groups[best].append(i)
-        unions[best] |= tokens
+            union = set()
+        groups[-1].append(i)
+        union |= tokens
     return groups
 
 

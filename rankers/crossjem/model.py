@@ -1,7 +1,10 @@
 """The CROSS-JEM module: encoder, selective mean pooling, shared linear classifier.
 
-All items of all rows are pooled with one (rows, items, seq) mask and one batched matmul, and
-scored with one linear layer, so a forward pass costs one encoder call whatever the list size.
+Pooling reads index tensors, not a dense (rows, items, seq) mask: every item of a row shares the
+row's query part (summed once per row), and each item adds the hidden states of its own union
+tokens (one ``index_add`` over all pooled tokens of the batch). Sums are taken in float32 whatever
+the encoder's dtype, so bf16 scoring does not lose the counts' precision. A forward pass costs
+one encoder call per length bucket, whatever the list size.
 """
 
 from __future__ import annotations
@@ -10,88 +13,94 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
 from rankers.crossjem.inputs import Row
-from rankers.encoders import pad_rows, scatter_to_lists
+from rankers.crossjem.packed import Bucket, PackedRows
+from rankers.encoders import scatter_to_lists, upload
 
 
 @dataclasses.dataclass
 class CrossJEMBatch:
-    """Encoder rows of several queries, with where each pooled item belongs.
-
-    ``pool[r, g]`` is the selective pooling mask of the ``g``-th item of row ``r``;
-    ``offsets[r, g, p]`` is 1 when that item has a pooled token at item position ``p`` (for the
-    item-position variant); ``list_index``/``item_index`` map valid slots back to (query, item).
-    """
+    """:class:`~rankers.crossjem.packed.PackedRows` on the device (same fields as tensors),
+    plus the host copies of ``slot_list``/``slot_item`` that scoring scatters scores with."""
 
     input_ids: Tensor
-    attention_mask: Tensor
-    token_type_ids: Tensor
-    pool: Tensor
-    offsets: Tensor
-    slot_mask: Tensor
-    list_index: Tensor
-    item_index: Tensor
+    row_len: Tensor
+    query_end: Tensor
+    slot_row: Tensor
+    slot_count: Tensor
+    slot_list: Tensor
+    slot_item: Tensor
+    tok_slot: Tensor
+    tok_row: Tensor
+    tok_pos: Tensor
+    tok_offset: Tensor
+    buckets: list[Bucket]
     n_items: list[int]
+    host_slot_list: np.ndarray
+    host_slot_item: np.ndarray
 
-    def to(self, device: str) -> CrossJEMBatch:
-        moved = {
-            f.name: getattr(self, f.name).to(device)
-            for f in dataclasses.fields(self)
-            if isinstance(getattr(self, f.name), Tensor)
-        }
-        return dataclasses.replace(self, **moved)
+    @classmethod
+    def upload(cls, packed: PackedRows, device: str) -> CrossJEMBatch:
+        """One host-to-device copy for the whole batch (pinned and non-blocking on CUDA)."""
+        tensors = upload({name: getattr(packed, name) for name in PackedRows.ARRAYS}, device)
+        return cls(
+            **tensors,
+            buckets=packed.buckets,
+            n_items=list(packed.n_items),
+            host_slot_list=packed.slot_list,
+            host_slot_item=packed.slot_item,
+        )
 
 
-def collate(
-    rows_per_list: Sequence[Sequence[Row]], pad_id: int, max_item_len: int
-) -> CrossJEMBatch:
-    """Pad the rows of several queries into one batch (query ``b``'s rows map to list ``b``)."""
+def collate(rows_per_list: Sequence[Sequence[Row]]) -> PackedRows:
+    """The simple implementation's rows (:func:`~rankers.crossjem.inputs.build_rows`) as one
+    bucket of :class:`PackedRows`, query ``b``'s rows mapping to list ``b``: the oracle that
+    :func:`~rankers.crossjem.packed.pack_lists` is tested against."""
     rows = [(b, row) for b, rows in enumerate(rows_per_list) for row in rows]
-    n_items = [sum(len(row.slots) for row in rows) for rows in rows_per_list]
-    input_ids = pad_rows([row.input_ids for _, row in rows], pad_id)
-    seq = input_ids.shape[1] if rows else 0
-    width = max((len(row.slots) for _, row in rows), default=0)
-    # gather every index first, then one vectorised write per tensor (this runs per query)
-    pool_idx: list[list[int]] = [[], [], []]
-    off_idx: list[list[int]] = [[], [], []]
-    slots: list[list[int]] = [[], [], [], []]  # row, slot, list, item
+    width = max((len(row.input_ids) for _, row in rows), default=0)
+    input_ids = np.zeros((len(rows), width), dtype=np.int64)
+    row_len, query_end = [], []
+    slots: dict[str, list[int]] = {k: [] for k in ("row", "count", "list", "item")}
+    toks: dict[str, list[int]] = {k: [] for k in ("slot", "row", "pos", "offset")}
     for r, (b, row) in enumerate(rows):
-        for g, slot in enumerate(row.slots):
-            for idx, positions in ((pool_idx, slot.pool), (off_idx, slot.offsets)):
-                idx[0].extend([r] * len(positions))
-                idx[1].extend([g] * len(positions))
-                idx[2].extend(positions)
-            for column, value in zip(slots, (r, g, b, slot.item), strict=True):
-                column.append(value)
-    pool = torch.zeros(len(rows), width, seq)
-    pool[_index(pool_idx)] = 1.0
-    offsets = torch.zeros(len(rows), width, max_item_len)
-    offsets[_index(off_idx)] = 1.0
-    where = _index(slots[:2])
-    slot_mask = torch.zeros(len(rows), width, dtype=torch.bool)
-    slot_mask[where] = True
-    list_index = torch.zeros(len(rows), width, dtype=torch.long)
-    list_index[where] = torch.tensor(slots[2], dtype=torch.long)
-    item_index = torch.zeros(len(rows), width, dtype=torch.long)
-    item_index[where] = torch.tensor(slots[3], dtype=torch.long)
-    return CrossJEMBatch(
+        input_ids[r, : len(row.input_ids)] = row.input_ids
+        start = row.token_type_ids.index(1) if 1 in row.token_type_ids else len(row.input_ids)
+        row_len.append(len(row.input_ids))
+        query_end.append(start)
+        for slot in row.slots:
+            own = slot.pool[start - 1 :]  # after the shared part: positions 1 .. start - 1
+            assert slot.pool[: start - 1] == tuple(range(1, start))
+            for pos, offset in zip(own, slot.offsets, strict=True):
+                toks["slot"].append(len(slots["row"]))
+                toks["row"].append(r)
+                toks["pos"].append(pos)
+                toks["offset"].append(offset)
+            for key, value in zip(slots, (r, len(slot.pool), b, slot.item), strict=True):
+                slots[key].append(value)
+
+    def arr(values: list[int]) -> np.ndarray:
+        return np.asarray(values, dtype=np.int64)
+
+    n = len(rows)
+    return PackedRows(
         input_ids=input_ids,
-        attention_mask=pad_rows([[1] * len(row.input_ids) for _, row in rows], 0),
-        token_type_ids=pad_rows([row.token_type_ids for _, row in rows], 0),
-        pool=pool,
-        offsets=offsets,
-        slot_mask=slot_mask,
-        list_index=list_index,
-        item_index=item_index,
-        n_items=n_items,
+        row_len=arr(row_len),
+        query_end=arr(query_end),
+        slot_row=arr(slots["row"]),
+        slot_count=arr(slots["count"]),
+        slot_list=arr(slots["list"]),
+        slot_item=arr(slots["item"]),
+        tok_slot=arr(toks["slot"]),
+        tok_row=arr(toks["row"]),
+        tok_pos=arr(toks["pos"]),
+        tok_offset=arr(toks["offset"]),
+        buckets=[Bucket(0, n, 0, len(slots["row"]), 0, len(toks["slot"]), width)] if n else [],
+        n_items=[sum(len(row.slots) for row in rows) for rows in rows_per_list],
     )
-
-
-def _index(columns: Sequence[list[int]]) -> tuple[Tensor, ...]:
-    return tuple(torch.tensor(c, dtype=torch.long) for c in columns)
 
 
 def sinusoids(length: int, dim: int) -> Tensor:
@@ -121,29 +130,30 @@ class CrossJEMModule(nn.Module):
 
     def forward(self, batch: CrossJEMBatch) -> tuple[Tensor, Tensor]:
         """Logits (B, N_max) for every item of every query in the batch, and the item mask."""
-        if batch.input_ids.shape[0] == 0:
-            return scatter_to_lists(
-                torch.zeros(0, device=batch.input_ids.device),
-                batch.list_index.flatten(),
-                batch.item_index.flatten(),
-                batch.n_items,
-            )
+        device = batch.input_ids.device
+        parts = [self.bucket_logits(batch, b) for b in batch.buckets]
+        logits = torch.cat(parts) if parts else torch.zeros(0, device=device)
+        return scatter_to_lists(logits, batch.slot_list, batch.slot_item, batch.n_items)
+
+    def bucket_logits(self, batch: CrossJEMBatch, b: Bucket) -> Tensor:
+        """float32 logits of the slots ``[b.s0, b.s1)``: one encoder call over rows ``[r0, r1)``."""
+        ids = batch.input_ids[b.r0 : b.r1, : b.width]
+        positions = torch.arange(b.width, device=ids.device)[None, :]
+        row_len = batch.row_len[b.r0 : b.r1, None]
+        query_end = batch.query_end[b.r0 : b.r1, None]
+        attention = positions < row_len
+        types = (positions >= query_end) & attention
         hidden = self.encoder(
-            input_ids=batch.input_ids,
-            attention_mask=batch.attention_mask,
-            token_type_ids=batch.token_type_ids,
-        ).last_hidden_state
-        pool = batch.pool.to(hidden.dtype)
-        summed = pool @ hidden  # (rows, items, hidden): all items in one matmul
+            input_ids=ids, attention_mask=attention.long(), token_type_ids=types.long()
+        ).last_hidden_state.float()
+        shared_mask = ((positions >= 1) & (positions < query_end)).float()
+        shared = torch.bmm(shared_mask[:, None, :], hidden).squeeze(1)  # (rows, hidden)
+        slot_row = batch.slot_row[b.s0 : b.s1]
+        tok_slot = batch.tok_slot[b.t0 : b.t1]
+        own = hidden[batch.tok_row[b.t0 : b.t1], batch.tok_pos[b.t0 : b.t1]]
         if self.item_positions:
-            summed = summed + batch.offsets.to(hidden.dtype) @ self.position_table.to(hidden.dtype)
-        # counts from the float32 mask: bf16 cannot hold every count above 256 exactly
-        pooled = summed / batch.pool.sum(dim=-1, keepdim=True).clamp_min(1.0)
-        logits = self.classifier(self.dropout(pooled)).squeeze(-1)
-        valid = batch.slot_mask
-        return scatter_to_lists(
-            logits[valid].float(),
-            batch.list_index[valid],
-            batch.item_index[valid],
-            batch.n_items,
-        )
+            own = own + self.position_table[batch.tok_offset[b.t0 : b.t1]].float()
+        summed = shared[slot_row].index_add(0, tok_slot, own)
+        pooled = summed / batch.slot_count[b.s0 : b.s1, None].float().clamp_min(1.0)
+        weight = self.classifier.weight
+        return self.classifier(self.dropout(pooled.to(weight.dtype))).squeeze(-1).float()

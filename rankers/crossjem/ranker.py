@@ -8,12 +8,14 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 import numpy as np
+import torch
 from torch import Tensor, nn
 
 from bench.data.model import CandidateList
 from rankers.base import RankerConfig, RankerError
-from rankers.crossjem.inputs import Row, build_rows, length_buckets
+from rankers.crossjem.inputs import Row, build_rows
 from rankers.crossjem.model import CrossJEMBatch, CrossJEMModule, collate
+from rankers.crossjem.packed import PackedRows, pack_lists
 from rankers.encoders import EncoderConfig, EncoderRanker, check_positions, token_ids
 
 log = logging.getLogger(__name__)
@@ -23,15 +25,6 @@ QueryItems = tuple[str, Sequence[str]]
 #: most padding a scoring forward pass may add, as a fraction of its real tokens: the encoder
 #: computes on padding, so scoring sorts rows by length and batches them in runs within this
 PAD_TOLERANCE = 0.05
-
-
-@dataclasses.dataclass(frozen=True)
-class ScoringPass:
-    """One forward pass of scoring: each row of ``batch`` is its own entry (items renumbered
-    0..k-1); ``targets[r]`` says which list of the call and which of its items row ``r`` holds."""
-
-    batch: CrossJEMBatch
-    targets: list[tuple[int, tuple[int, ...]]]
 
 
 @dataclasses.dataclass
@@ -83,17 +76,29 @@ class CrossJEMRanker(EncoderRanker):
 
     # -- inputs --------------------------------------------------------------------------------
     def rows(self, query: str, items: Sequence[str]) -> list[Row]:
-        """The encoder rows of one query (one per packed group of items)."""
+        """The encoder rows of one query, built by the simple implementation
+        (:func:`~rankers.crossjem.inputs.build_rows`): the oracle of :meth:`pack`."""
         cfg = self.cfg
         q = token_ids(self.tokenizer, [query], cfg.max_query_len)[0]
         ids = token_ids(self.tokenizer, items, cfg.max_item_len)
         return build_rows(q, ids, cfg.union_len, self.special.cls, self.special.sep)
 
+    def pack(self, lists: Sequence[QueryItems], tolerance: float | None = None) -> PackedRows:
+        """Host-side inputs of several lists with array operations
+        (:func:`~rankers.crossjem.packed.pack_lists`); item ids from the index-time store."""
+        sp = self.special
+        queries = self.query_tokens([q for q, _ in lists])
+        items = [self.lookup_items(texts) for _, texts in lists]
+        return pack_lists(queries, items, self.cfg.union_len, sp.cls, sp.sep, sp.pad, tolerance)
+
     def prepare(self, lists: Sequence[QueryItems]) -> CrossJEMBatch:
-        """Tokenised, packed and padded batch for :meth:`forward` (on this ranker's device)."""
-        rows = [self.rows(query, items) for query, items in lists]
-        batch = collate(rows, self.special.pad, self.cfg.max_item_len)
-        return batch.to(self.device)
+        """Packed batch for :meth:`forward` (training: one bucket), on this ranker's device."""
+        return CrossJEMBatch.upload(self.pack(lists), self.device)
+
+    def prepare_simple(self, lists: Sequence[QueryItems]) -> CrossJEMBatch:
+        """:meth:`prepare` through the simple implementation (tests compare the two)."""
+        packed = collate([self.rows(query, items) for query, items in lists])
+        return CrossJEMBatch.upload(packed, self.device)
 
     def forward(
         self, batch: CrossJEMBatch, module: nn.Module | None = None
@@ -104,41 +109,39 @@ class CrossJEMRanker(EncoderRanker):
         return (module if module is not None else self.module)(batch)
 
     # -- scoring -------------------------------------------------------------------------------
-    def scoring_passes(self, lists: Sequence[QueryItems]) -> list[ScoringPass]:
-        """Everything :meth:`score` does before the encoder: tokenise and pack every list, then
-        batch all rows by length (:func:`length_buckets`), so little padding is computed.
-        A row's logits do not depend on the rows batched with it."""
-        rows = [(b, row) for b, (q, items) in enumerate(lists) for row in self.rows(q, items)]
-        passes = []
-        for bucket in length_buckets([len(row.input_ids) for _, row in rows], PAD_TOLERANCE):
-            picked = [rows[i] for i in bucket]
-            local = [
-                [
-                    dataclasses.replace(
-                        row,
-                        slots=tuple(
-                            dataclasses.replace(slot, item=k) for k, slot in enumerate(row.slots)
-                        ),
-                    )
-                ]
-                for _, row in picked
-            ]
-            batch = collate(local, self.special.pad, self.cfg.max_item_len).to(self.device)
-            targets = [(b, tuple(slot.item for slot in row.slots)) for b, row in picked]
-            passes.append(ScoringPass(batch, targets))
-        return passes
+    host_step: ClassVar[str | None] = (
+        "query WordPiece; item ids from the index-time store (WordPiece in end-to-end mode); "
+        "canonical order, next-fit packing, unions and pooling indices with NumPy; length "
+        "buckets; one host-to-device copy per batch of queries"
+    )
 
-    def score(self, lists: Sequence[CandidateList]) -> list[np.ndarray]:
-        out: list[np.ndarray] = []
+    def prepare_scoring(self, lists: Sequence[CandidateList]) -> list[CrossJEMBatch]:
+        """One batch per ``batch_queries`` lists: rows sorted by length into buckets."""
         step = self.cfg.batch_queries
+        return [
+            CrossJEMBatch.upload(
+                self.pack([(cl.query.text, cl.texts) for cl in lists[i : i + step]], PAD_TOLERANCE),
+                self.device,
+            )
+            for i in range(0, len(lists), step)
+        ]
+
+    def score_prepared(self, prepared: list[CrossJEMBatch]) -> list[np.ndarray]:
+        """Every bucket through the (cast) module; one device-to-host copy per batch."""
+        module = self.scoring_module()
+        out: list[np.ndarray] = []
         with self.inference():
-            for start in range(0, len(lists), step):
-                chunk = lists[start : start + step]
-                scores = [np.zeros(len(cl), dtype=np.float32) for cl in chunk]
-                for p in self.scoring_passes([(cl.query.text, cl.texts) for cl in chunk]):
-                    logits, _ = self.forward(p.batch)
-                    values = logits.float().cpu().numpy()
-                    for r, (b, items) in enumerate(p.targets):
-                        scores[b][list(items)] = values[r, : len(items)]
+            for batch in prepared:
+                parts = [module.bucket_logits(batch, b) for b in batch.buckets]
+                values = torch.cat(parts).cpu().numpy() if parts else np.zeros(0, np.float32)
+                scores = [np.zeros(n, dtype=np.float32) for n in batch.n_items]
+                flat = np.zeros(sum(batch.n_items), dtype=np.float32)
+                offsets = np.cumsum([0, *batch.n_items])[:-1]
+                flat[offsets[batch.host_slot_list] + batch.host_slot_item] = values
+                for k, n in enumerate(batch.n_items):
+                    scores[k][:] = flat[offsets[k] : offsets[k] + n]
                 out.extend(scores)
         return out
+
+    def score(self, lists: Sequence[CandidateList]) -> list[np.ndarray]:
+        return self.score_prepared(self.prepare_scoring(lists))

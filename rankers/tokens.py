@@ -1,0 +1,140 @@
+"""Item token store: WordPiece ids of a collection's items, tokenised once at index time.
+
+Dual encoders precompute item embeddings; a cross-encoder cannot, but it can hold its items'
+token ids (a production ranker keeps its keywords tokenised). :class:`ItemTokens` tokenises every
+item of ``index()`` once, so scoring only tokenises the query and gathers item rows. Items it has
+not seen are tokenised at lookup time (and not kept), so a store never changes scores: looked-up
+ids are exactly what the tokenizer gives, in both modes.
+
+Everything is held in padded int64 matrices (pad ``-1``), so a list's items are gathered with one
+fancy index instead of a Python loop over tokens:
+
+* ``ids``: the item's WordPiece ids in text order, cut to ``max_len``;
+* ``distinct``: its distinct ids sorted ascending (what CROSS-JEM's union and pooling use), with
+  ``first``: the position in the item of each one's first occurrence (CROSS-JEM item positions).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+PAD = -1
+
+
+@dataclasses.dataclass(frozen=True)
+class ItemArrays:
+    """Token arrays of ``n`` items, rows aligned with the texts asked for."""
+
+    ids: np.ndarray  # (n, width) int64, pad -1
+    lens: np.ndarray  # (n,) int64
+    distinct: np.ndarray  # (n, width) int64: sorted distinct ids, pad -1 at the end
+    first: np.ndarray  # (n, width) int64: first position in the item of each distinct id
+    n_distinct: np.ndarray  # (n,) int64
+
+    def __len__(self) -> int:
+        return int(self.lens.shape[0])
+
+    def row(self, i: int) -> list[int]:
+        """Item ``i``'s ids as a list (the simple implementation's input)."""
+        return self.ids[i, : self.lens[i]].tolist()
+
+
+def pad_ragged(rows: Sequence[Sequence[int]], width: int) -> tuple[np.ndarray, np.ndarray]:
+    """(len(rows), width) int64 matrix padded with -1, and the row lengths; no per-token loop."""
+    lens = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
+    out = np.full((len(rows), width), PAD, dtype=np.int64)
+    if len(rows) and width:
+        flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=lens.sum())
+        mask = np.arange(width)[None, :] < lens[:, None]
+        out[mask] = flat
+    return out, lens
+
+
+def distinct_sorted(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row of a padded id matrix: distinct ids ascending, the position of each one's first
+    occurrence, and how many there are (vectorised: one sort of id * width + position)."""
+    n, width = ids.shape
+    if width == 0:
+        empty = np.zeros((n, 0), dtype=np.int64)
+        return empty, empty.copy(), np.zeros(n, dtype=np.int64)
+    valid = ids != PAD
+    big = np.iinfo(np.int64).max // 2
+    key = np.where(valid, ids * width + np.arange(width)[None, :], big)
+    key.sort(axis=1)
+    tok, pos = key // width, key % width
+    keep = key != big
+    keep[:, 1:] &= tok[:, 1:] != tok[:, :-1]  # first occurrence: smallest position per id
+    # move kept entries to the left of each row, order preserved
+    order = np.argsort(~keep, axis=1, kind="stable")
+    keep = np.take_along_axis(keep, order, axis=1)
+    distinct = np.where(keep, np.take_along_axis(tok, order, axis=1), PAD)
+    first = np.where(keep, np.take_along_axis(pos, order, axis=1), PAD)
+    return distinct, first, keep.sum(axis=1)
+
+
+class ItemTokens:
+    """WordPiece ids of items (no special tokens, cut to ``max_len``), kept per text."""
+
+    def __init__(self, tokenizer: Any, max_len: int) -> None:
+        self.tokenizer = tokenizer
+        self.max_len = max_len
+        self._row: dict[str, int] = {}
+        self._arrays: ItemArrays | None = None
+
+    def __len__(self) -> int:
+        return len(self._row)
+
+    def tokenise(self, texts: Sequence[str]) -> ItemArrays:
+        """Tokenise ``texts`` now (one batched tokenizer call), without keeping them."""
+        if texts:
+            enc = self.tokenizer(
+                list(texts), add_special_tokens=False, truncation=True, max_length=self.max_len
+            )
+            rows = enc["input_ids"]
+        else:
+            rows = []
+        ids, lens = pad_ragged(rows, self.max_len)
+        distinct, first, n_distinct = distinct_sorted(ids)
+        return ItemArrays(ids, lens, distinct, first, n_distinct)
+
+    def add(self, texts: Iterable[str]) -> int:
+        """Tokenise and keep the texts not yet held; returns how many were new."""
+        new = [t for t in dict.fromkeys(texts) if t not in self._row]
+        if not new:
+            return 0
+        arrays = self.tokenise(new)
+        start = len(self._row)
+        for k, text in enumerate(new):
+            self._row[text] = start + k
+        if self._arrays is None:
+            self._arrays = arrays
+        else:
+            self._arrays = ItemArrays(
+                *(
+                    np.concatenate([getattr(self._arrays, f.name), getattr(arrays, f.name)])
+                    for f in dataclasses.fields(ItemArrays)
+                )
+            )
+        return len(new)
+
+    def lookup(self, texts: Sequence[str]) -> ItemArrays:
+        """Arrays for ``texts`` in order: held rows gathered, the others tokenised now."""
+        get = self._row.get
+        rows = np.fromiter((get(t, -1) for t in texts), dtype=np.int64, count=len(texts))
+        missing = np.flatnonzero(rows < 0)
+        if len(missing) == len(texts):
+            return self.tokenise(texts)
+        assert self._arrays is not None
+        held = ItemArrays(
+            *(getattr(self._arrays, f.name)[rows] for f in dataclasses.fields(ItemArrays))
+        )
+        if len(missing):
+            fresh = self.tokenise([texts[i] for i in missing])
+            for f in dataclasses.fields(ItemArrays):
+                getattr(held, f.name)[missing] = getattr(fresh, f.name)
+        return held
