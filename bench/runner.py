@@ -249,8 +249,10 @@ def _process_role() -> tuple[bool, Callable[[], None]]:
         from accelerate import PartialState
     except ImportError:
         return True, lambda: None
+    from rankers.training import wait_for_everyone
+
     state = PartialState()
-    return state.is_main_process, state.wait_for_everyone
+    return state.is_main_process, lambda: wait_for_everyone(state)
 
 
 def run(opts: RunOptions) -> ResultRecord:

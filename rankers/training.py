@@ -59,7 +59,7 @@ from rankers.losses import RankingLoss, get_loss
 
 if TYPE_CHECKING:
     import torch
-    from accelerate import Accelerator
+    from accelerate import Accelerator, PartialState
     from torch import nn
 
 log = logging.getLogger(__name__)
@@ -462,6 +462,24 @@ def find_checkpoint(folder: Path, key: str) -> tuple[Path, dict[str, Any]] | Non
     return state, meta
 
 
+def wait_for_everyone(accelerator: Accelerator | PartialState) -> None:
+    """A barrier across the training processes.
+
+    Accelerate's ``wait_for_everyone`` passes ``device_ids=[local rank]`` to
+    ``torch.distributed.barrier``, which then allocates its tensor on ``cuda:<rank>`` whenever
+    CUDA is visible, even for a gloo (CPU) process group: two CPU processes on a one-GPU machine
+    fail at the first barrier (rank 1 has no ``cuda:1``). CPU training waits with a plain
+    barrier, which torch runs on the CPU for gloo groups."""
+    if accelerator.num_processes <= 1:
+        return
+    if accelerator.device.type == "cpu":
+        import torch.distributed
+
+        torch.distributed.barrier()
+    else:
+        accelerator.wait_for_everyone()
+
+
 def save_checkpoint(accelerator: Accelerator, folder: Path, key: str, progress: Progress) -> Path:
     """Save the full state (all processes), publish it atomically, drop older states."""
     name = f"epoch{progress.epochs_done:03d}-step{progress.step:07d}"
@@ -469,9 +487,9 @@ def save_checkpoint(accelerator: Accelerator, folder: Path, key: str, progress: 
     if accelerator.is_main_process:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-    accelerator.wait_for_everyone()
+    wait_for_everyone(accelerator)
     accelerator.save_state(str(tmp))
-    accelerator.wait_for_everyone()
+    wait_for_everyone(accelerator)
     if accelerator.is_main_process:
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
@@ -481,7 +499,7 @@ def save_checkpoint(accelerator: Accelerator, folder: Path, key: str, progress: 
             if old.is_dir() and old.name != name:
                 shutil.rmtree(old, ignore_errors=True)
         log.info("checkpoint: %s", final)
-    accelerator.wait_for_everyone()
+    wait_for_everyone(accelerator)
     return final
 
 

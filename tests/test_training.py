@@ -321,6 +321,34 @@ def tiny_bert_no_dropout(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+def test_cpu_processes_wait_without_cuda_device_ids(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Accelerate's barrier names cuda:<local rank> whenever CUDA is visible, even for gloo: two
+    CPU processes on a one-GPU machine failed there. CPU processes must use a plain barrier."""
+    import types
+
+    import torch.distributed
+
+    from rankers.training import wait_for_everyone
+
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+    monkeypatch.setattr(torch.distributed, "barrier", lambda *a, **k: calls.append((a, k)))
+    accelerate_calls: list[str] = []
+
+    def state(device: str, processes: int) -> Any:
+        return types.SimpleNamespace(
+            num_processes=processes,
+            device=torch.device(device),
+            wait_for_everyone=lambda: accelerate_calls.append(device),
+        )
+
+    wait_for_everyone(state("cpu", 1))
+    assert calls == [] and accelerate_calls == []  # one process: nothing to wait for
+    wait_for_everyone(state("cpu", 2))
+    assert calls == [((), {})] and accelerate_calls == []  # no device_ids for gloo
+    wait_for_everyone(state("cuda:0", 2))
+    assert accelerate_calls == ["cuda:0"]  # GPU processes keep Accelerate's NCCL barrier
+
+
 def test_two_processes_train_like_one(tiny_bert_no_dropout: Path, tmp_path: Path) -> None:
     tiny_bert = tiny_bert_no_dropout
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
