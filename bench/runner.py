@@ -126,7 +126,9 @@ def label_for(ranker: Ranker, fitted: bool, subset: int | None = None) -> str:
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "rankers" / "configs"
 #: ranker options that change speed or placement, never the trained weights
-NON_TRAINING_FIELDS = frozenset({"batch_size", "batch_queries", "checkpoint_steps", "precompute"})
+NON_TRAINING_FIELDS = frozenset(
+    {"batch_size", "batch_queries", "checkpoint_steps", "precompute", "pretokenise"}
+)
 
 
 def ranker_options(

@@ -93,6 +93,9 @@ class ColBERTRankerConfig(RankerConfig):
     attend_to_mask_tokens: bool = False
     #: documents (and queries) per forward pass when scoring
     batch_size: int = 64
+    #: scoring weights cast once to: auto (bfloat16 on CUDA, float32 on CPU), float32,
+    #: bfloat16, float16; training always runs float32
+    dtype: str = "auto"
     lr: float = 3e-6
     #: queries per training step (colbert-ai ``bsize``)
     train_batch_size: int = 32
@@ -114,6 +117,10 @@ class ColBERTRankerConfig(RankerConfig):
     seed: int = 0
 
     def __post_init__(self) -> None:
+        from rankers.encoders import DTYPES
+
+        if self.dtype not in DTYPES:
+            raise RankerError(f"option dtype={self.dtype!r}: expected one of {', '.join(DTYPES)}")
         if self.similarity != "cosine":
             raise RankerError(f"option similarity={self.similarity!r}: only 'cosine' is supported")
         for name in ("query_maxlen", "doc_maxlen", "batch_size", "train_batch_size", "epochs"):
@@ -220,6 +227,9 @@ class ColBERTRanker(Ranker):
         self._dtok: Any = None
         self._provenance: dict[str, Any] = {}
         self.training_summary: dict[str, Any] | None = None
+        from rankers.encoders import CastCache
+
+        self._cast = CastCache()
 
     @property
     def cfg(self) -> ColBERTRankerConfig:
@@ -247,6 +257,23 @@ class ColBERTRanker(Ranker):
             self._build(ref.path)
         assert self._model is not None
         return self._model
+
+    def scoring_model(self) -> ColBERT:
+        """:attr:`colbert`, or its copy cast once to the scoring dtype (see ``dtype``)."""
+        from rankers.encoders import scoring_dtype
+
+        return self._cast.get(self.colbert, scoring_dtype(self.cfg.dtype, self.device))
+
+    def compute_dtype(self) -> str:
+        from rankers.encoders import scoring_dtype
+
+        name = str(scoring_dtype(self.cfg.dtype, self.device)).removeprefix("torch.")
+        return name if name == "float32" else f"{name} weights"
+
+    def weights_note(self, checkpoint: str | None) -> str:
+        if checkpoint or self._provenance.get("checkpoint"):
+            return f"trained ({checkpoint or self._provenance.get('checkpoint')})"
+        return "untrained projection on the pre-trained encoder (same cost as trained)"
 
     @property
     def query_tokenizer(self) -> Any:
@@ -339,7 +366,7 @@ class ColBERTRanker(Ranker):
         """(n, query_maxlen, dim) normalised query vectors, [MASK] augmentation included."""
         import torch
 
-        model = self.colbert
+        model = self.scoring_model()
         if not queries:
             return torch.zeros(0, self.cfg.query_maxlen, model.colbert_config.dim)
         ids, mask = self.query_tokenizer.tensorize(list(queries))
@@ -355,7 +382,7 @@ class ColBERTRanker(Ranker):
         """(n, longest, dim) document vectors and (n, longest) mask (False: padding/punctuation)."""
         ids, mask = self.doc_tokenizer.tensorize(list(docs))
         with self._inference():
-            D, D_mask = self.colbert.doc(ids, mask, keep_dims="return_mask")
+            D, D_mask = self.scoring_model().doc(ids, mask, keep_dims="return_mask")
         return D, D_mask.squeeze(-1)
 
     def score(self, lists: Sequence[CandidateList]) -> list[np.ndarray]:
@@ -368,7 +395,7 @@ class ColBERTRanker(Ranker):
 
         if not lists:
             return []
-        model = self.colbert
+        model = self.scoring_model()
         Q = self.encode_queries([cl.query.text for cl in lists])
         texts = [t for cl in lists for t in cl.texts]
         flat = np.zeros(len(texts), dtype=np.float32)

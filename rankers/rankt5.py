@@ -68,7 +68,8 @@ class RankT5Config(RankerConfig):
     max_length: int = 256
     #: pairs per forward pass when scoring
     batch_size: int = 32
-    #: auto: bf16 autocast on CUDA; CPU always runs float32
+    #: scoring: weights cast once to this dtype (auto: bfloat16 on CUDA, float32 on CPU);
+    #: training on CUDA: the autocast dtype, with float32 master weights
     dtype: str = "auto"
     seed: int = 0
     #: a rankers.losses name; ce = the paper's listwise softmax cross-entropy
@@ -122,6 +123,9 @@ class RankT5Ranker(Ranker):
         self._start_id = -1
         self._info: dict[str, Any] = {}
         self.training_summary: dict[str, Any] | None = None
+        from rankers.encoders import CastCache
+
+        self._cast = CastCache()
 
     @property
     def cfg(self) -> RankT5Config:
@@ -220,24 +224,36 @@ class RankT5Ranker(Ranker):
 
     @contextlib.contextmanager
     def inference(self) -> Iterator[None]:
-        """eval mode, no autograd, bf16/fp16 autocast on CUDA when ``dtype`` asks for it."""
+        """eval mode and no autograd (the dtype is the scoring module's: :meth:`scoring_module`)."""
         import torch
-
-        from rankers.encoders import DTYPES
 
         module = self.module
         was_training = module.training
         module.eval()
-        autocast = DTYPES[self.cfg.dtype] if self.device.startswith("cuda") else None
         try:
             with torch.inference_mode():
-                if autocast is not None:
-                    with torch.autocast("cuda", dtype=autocast):
-                        yield
-                else:
-                    yield
+                yield
         finally:
             module.train(was_training)
+
+    def scoring_module(self) -> Any:
+        """:attr:`module`, or its copy cast once to the scoring dtype (see ``dtype``)."""
+        from rankers.encoders import scoring_dtype
+
+        return self._cast.get(self.module, scoring_dtype(self.cfg.dtype, self.device))
+
+    def compute_dtype(self) -> str:
+        from rankers.encoders import scoring_dtype
+
+        name = str(scoring_dtype(self.cfg.dtype, self.device)).removeprefix("torch.")
+        return name if name == "float32" else f"{name} weights"
+
+    def weights_note(self, checkpoint: str | None) -> str:
+        if checkpoint:
+            return f"trained ({checkpoint})"
+        if self.untrained_weights():
+            return "untrained cross-attention on the pre-trained encoder (same cost as trained)"
+        return "pre-trained weights"
 
     # -- inputs and forward --------------------------------------------------------------------
     def pair_ids(self, query: str, documents: Sequence[str]) -> list[list[int]]:
@@ -308,12 +324,13 @@ class RankT5Ranker(Ranker):
         from rankers.encoders import bucketed_scores
 
         rows = [ids for cl in lists for ids in self.pair_ids(cl.query.text, cl.texts)]
+        module = self.scoring_module()
         with self.inference():
             return bucketed_scores(
                 rows,
                 [len(cl) for cl in lists],
                 self.cfg.batch_size,
-                lambda batch: self.logits(*self._pad(batch)),
+                lambda batch: self.logits(*self._pad(batch), module=module),
             )
 
     # -- training ------------------------------------------------------------------------------

@@ -336,3 +336,13 @@ def test_options_are_validated(tmp_path: Path) -> None:
         ColBERTRanker().load(tmp_path)
     with pytest.raises(RankerError, match="cannot load"):
         _ranker(tmp_path / "missing-model").score([HAND])
+
+
+def test_bfloat16_scoring_casts_a_copy_once(tiny_bert: Path) -> None:
+    low, ref = _ranker(tiny_bert, dtype="bfloat16"), _ranker(tiny_bert)
+    assert (low.compute_dtype(), ref.compute_dtype()) == ("bfloat16 weights", "float32")
+    np.testing.assert_allclose(low.score([HAND])[0], ref.score([HAND])[0], atol=0.1)
+    assert low.scoring_model() is low.scoring_model()
+    assert next(low.colbert.parameters()).dtype == torch.float32  # training weights untouched
+    with pytest.raises(RankerError, match="dtype='fp8'"):
+        ColBERTRankerConfig.from_options({"dtype": "fp8"})

@@ -258,3 +258,11 @@ def test_options_and_errors(tiny_t5: Path, tiny_bert: Path, tmp_path: Path) -> N
         _ranker(tmp_path / "missing").score([HAND])
     with pytest.raises(RankerError, match="not a rankt5 checkpoint"):
         RankT5Ranker().load(tmp_path)
+
+
+def test_bfloat16_scoring_casts_a_copy_once(tiny_t5: Path) -> None:
+    low, ref = _ranker(tiny_t5, dtype="bfloat16"), _ranker(tiny_t5)
+    assert (low.compute_dtype(), ref.compute_dtype()) == ("bfloat16 weights", "float32")
+    np.testing.assert_allclose(low.score([HAND])[0], ref.score([HAND])[0], atol=0.1)
+    assert low.scoring_module() is low.scoring_module()
+    assert next(low.module.parameters()).dtype == torch.float32
