@@ -127,7 +127,14 @@ def label_for(ranker: Ranker, fitted: bool, subset: int | None = None) -> str:
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "rankers" / "configs"
 #: ranker options that change speed or placement, never the trained weights
 NON_TRAINING_FIELDS = frozenset(
-    {"batch_size", "batch_queries", "checkpoint_steps", "precompute", "pretokenise"}
+    {
+        "batch_size",
+        "batch_queries",
+        "checkpoint_steps",
+        "precompute",
+        "pretokenise",
+        "pad_tolerance",
+    }
 )
 
 

@@ -153,7 +153,15 @@ class EncoderConfig(RankerConfig):
 
 #: config fields a checkpoint does not override: they change speed or placement, not the model
 RUNTIME_FIELDS = frozenset(
-    {"checkpoint", "dtype", "batch_size", "batch_queries", "checkpoint_steps", "pretokenise"}
+    {
+        "checkpoint",
+        "dtype",
+        "batch_size",
+        "batch_queries",
+        "checkpoint_steps",
+        "pretokenise",
+        "pad_tolerance",
+    }
 )
 
 

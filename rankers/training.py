@@ -73,7 +73,9 @@ LATEST_FILE = "latest.json"
 #: default teacher-score cache, beside the work directory
 TEACHER_CACHE_DIR = "teacher-scores"
 #: config fields that change neither the training path nor the weights (scoring speed, saving)
-NON_TRAINING_FIELDS = frozenset({"batch_size", "batch_queries", "checkpoint_steps", "pretokenise"})
+NON_TRAINING_FIELDS = frozenset(
+    {"batch_size", "batch_queries", "checkpoint_steps", "pretokenise", "pad_tolerance"}
+)
 #: config dtype -> Accelerate mixed precision on CUDA (CPU always trains in float32)
 MIXED_PRECISION = {"auto": "bf16", "bfloat16": "bf16", "float16": "fp16", "float32": "no"}
 _NO_SIGNAL = "no query in the batch has signal"

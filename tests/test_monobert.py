@@ -99,3 +99,45 @@ def test_options_are_validated() -> None:
         MonoBERTRanker.Config.from_options({"dtype": "fp8"})
     with pytest.raises(RankerError, match="cannot load encoder"):
         _ = _ranker("/nonexistent/model-dir").module
+
+
+@pytest.mark.parametrize("pretokenise", [True, False])
+def test_pair_matrix_scores_equal_the_simple_pairs(tiny_bert: Path, pretokenise: bool) -> None:
+    """score() (pair matrix from stored ids, one copy, sliced batches) against pairs()."""
+    from bench.data.model import RankingSplit
+
+    ranker = _ranker(tiny_bert, batch_size=4, pretokenise=pretokenise)
+    lists = [_list(TEXTS), _list(TEXTS[::-1], "q2", query="java"), _list([], "q3")]
+    ranker.index(RankingSplit("toy", "test", lists[:1], {}))
+    assert len(ranker.item_tokens) == (len(TEXTS) if pretokenise else 0)
+    assert ranker.scoring_mode() == ("pre-tokenised" if pretokenise else "end-to-end")
+    prepared = ranker.prepare_scoring(lists)
+    pairs = [p for cl in lists for p in ranker.pairs(cl.query.text, cl.texts)]
+    for k, i in enumerate(prepared.order.tolist()):  # same ids, sorted by length
+        ids, types = pairs[i]
+        length = int(prepared.length[k])
+        assert prepared.input_ids[k, :length].tolist() == ids
+        assert int(prepared.query_end[k]) == types.index(1)
+    with ranker.inference():
+        expected = ranker.module(*ranker._pad(pairs)).numpy()
+    got = np.concatenate(ranker.score(lists))
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+
+
+def test_bfloat16_scoring_is_close_and_keeps_float32_weights(tiny_bert: Path) -> None:
+    low, ref = _ranker(tiny_bert, dtype="bfloat16"), _ranker(tiny_bert)
+    assert (low.compute_dtype(), ref.compute_dtype()) == ("bfloat16 weights", "float32")
+    np.testing.assert_allclose(
+        low.score([_list(TEXTS)])[0], ref.score([_list(TEXTS)])[0], atol=0.05
+    )
+    assert next(low.module.parameters()).dtype == torch.float32
+
+
+def test_latency_variants_time_both_scoring_modes(tiny_bert: Path) -> None:
+    variants = _ranker(tiny_bert).latency_variants([32, 64])
+    assert [(v.column, v.options) for v in variants] == [
+        ("monobert", {"batch_size": 32, "pretokenise": True}),
+        ("monobert", {"batch_size": 64, "pretokenise": True}),
+        ("monobert (end-to-end)", {"batch_size": 32, "pretokenise": False}),
+        ("monobert (end-to-end)", {"batch_size": 64, "pretokenise": False}),
+    ]

@@ -22,9 +22,12 @@ log = logging.getLogger(__name__)
 
 #: a query text and its item texts: what training and scoring both start from
 QueryItems = tuple[str, Sequence[str]]
-#: most padding a scoring forward pass may add, as a fraction of its real tokens: the encoder
-#: computes on padding, so scoring sorts rows by length and batches them in runs within this
-PAD_TOLERANCE = 0.05
+#: most padding a scoring forward pass may add, as a fraction of its real tokens (option
+#: ``pad_tolerance``, default by device). On CPU the encoder's time is proportional to the tokens
+#: it computes, padding included, so rows are sorted by length and cut into runs within 5%. On a
+#: GPU these batches are far from saturating the device and each encoder call costs fixed launch
+#: overhead, so the default accepts up to 100% padding: in practice one call per batch of queries.
+PAD_TOLERANCE = {"cpu": 0.05, "cuda": 1.0}
 
 
 @dataclasses.dataclass
@@ -35,6 +38,9 @@ class CrossJEMConfig(EncoderConfig):
     item_positions: bool = False
     #: queries per forward pass when scoring (each may take several rows)
     batch_queries: int = 8
+    #: most padding per scoring encoder call, as a fraction of real tokens (None: 0.05 on CPU,
+    #: 1.0 on CUDA); rows are sorted by length and cut into calls within it
+    pad_tolerance: float | None = None
     #: listwise by default; the paper's rpl needs teacher scores (see rankers.losses)
     loss: str = "listnet"
 
@@ -47,6 +53,8 @@ class CrossJEMConfig(EncoderConfig):
             )
         if self.batch_queries < 1:
             raise RankerError(f"option batch_queries={self.batch_queries}: must be >= 1")
+        if self.pad_tolerance is not None and self.pad_tolerance < 0:
+            raise RankerError(f"option pad_tolerance={self.pad_tolerance}: must be >= 0")
 
 
 class CrossJEMRanker(EncoderRanker):
@@ -117,10 +125,12 @@ class CrossJEMRanker(EncoderRanker):
 
     def prepare_scoring(self, lists: Sequence[CandidateList]) -> list[CrossJEMBatch]:
         """One batch per ``batch_queries`` lists: rows sorted by length into buckets."""
-        step = self.cfg.batch_queries
+        step, tolerance = self.cfg.batch_queries, self.cfg.pad_tolerance
+        if tolerance is None:
+            tolerance = PAD_TOLERANCE["cuda" if self.device.startswith("cuda") else "cpu"]
         return [
             CrossJEMBatch.upload(
-                self.pack([(cl.query.text, cl.texts) for cl in lists[i : i + step]], PAD_TOLERANCE),
+                self.pack([(cl.query.text, cl.texts) for cl in lists[i : i + step]], tolerance),
                 self.device,
             )
             for i in range(0, len(lists), step)
