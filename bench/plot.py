@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from bench.results import ResultRecord
 
 if TYPE_CHECKING:
-    from bench.latency_bench import LatencyRecord
+    from bench.latency import LatencyRecord
 
 log = logging.getLogger(__name__)
 
@@ -61,13 +61,11 @@ def _newest_per_label(records: Sequence[ResultRecord]) -> list[ResultRecord]:
 
 
 def _benchmark_column(record: ResultRecord) -> str:
-    """The latency-benchmark column a run record corresponds to."""
-    from bench.latency_bench import DUAL
+    """The latency-benchmark column a run record corresponds to (the ranker's own latency
+    variants decide, e.g. a DPR run with precomputed items -> ``dpr (precomputed)``)."""
+    from bench.latency import column_for
 
-    if record.ranker in DUAL:
-        mode = "precomputed" if record.config.get("precompute") else "query time"
-        return f"{record.ranker} ({mode})"
-    return record.ranker
+    return column_for(record.ranker, record.config)
 
 
 def choose_metric(records: Sequence[ResultRecord], metric: str | None = None) -> str:
@@ -220,7 +218,7 @@ def plot_dataset(
     metric = choose_metric(records, metric)
     benchmark = None
     if use_benchmark:
-        from bench.latency_bench import load_latency_records
+        from bench.latency import load_latency_records
 
         found = load_latency_records(root, dataset, split)
         if not found:

@@ -21,6 +21,7 @@ _REGISTRY: dict[str, str] = {
     "crossjem": "rankers.crossjem:CrossJEMRanker",
     "colbert": "rankers.colbert:ColBERTRanker",
     "rankt5": "rankers.rankt5:RankT5Ranker",
+    "st-crossencoder": "rankers.stcross:STCrossEncoderRanker",
 }
 
 ALIASES: dict[str, str] = {

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -69,12 +70,22 @@ class BM25Config(RankerConfig):
     k1: float = 0.9
     b: float = 0.4
 
+    def __post_init__(self) -> None:
+        """BM25's parameters have a meaning only in these ranges; checked before any work."""
+        if not self.k1 >= 0:
+            raise RankerError(f"option k1={self.k1!r}: must be >= 0")
+        if not 0 <= self.b <= 1:
+            raise RankerError(f"option b={self.b!r}: must be between 0 and 1")
+
 
 class BM25Ranker(Ranker):
     name = "bm25"
     family = "sparse"
     Config = BM25Config
     pointwise = True
+    host_step: ClassVar[str | None] = (
+        "query tokenisation: lower-case + \\w+ split (items were tokenised in index())"
+    )
 
     def __init__(self, config: BM25Config | None = None, device: str = "cpu") -> None:
         super().__init__(config, device)
@@ -87,3 +98,24 @@ class BM25Ranker(Ranker):
         if self._index is None:
             raise RankerError("BM25Ranker.index(split) must be called before score()")
         return [self._index.score(cl.query.text, cl.docids) for cl in lists]
+
+    # -- latency hooks: BM25Index.score in its two halves --------------------------------------
+    def prepare_scoring(self, lists: Sequence[CandidateList]) -> list[tuple[list[str], list[str]]]:
+        """Each list's query tokens and docids."""
+        return [(tokenize(cl.query.text), cl.docids) for cl in lists]
+
+    def score_prepared(self, prepared: list[tuple[list[str], list[str]]]) -> list[np.ndarray]:
+        index = self._index
+        if index is None:
+            raise RankerError("BM25Ranker.index(split) must be called before score()")
+        out = []
+        for tokens, docids in prepared:
+            missing = [d for d in docids if d not in index.position]
+            if missing:
+                raise RankerError(f"docid {missing[0]!r} is not in the BM25 collection")
+            rows = [index.position[d] for d in docids]
+            out.append(np.asarray(index.model.get_batch_scores(tokens, rows), dtype=np.float64))
+        return out
+
+    def scoring_mode(self) -> str:
+        return "pre-tokenised"

@@ -42,7 +42,7 @@ import numpy as np
 
 from bench.data.model import CandidateList, RankingSplit, relevant
 from bench.metrics import build_run, evaluate, rank_order
-from rankers.base import Ranker, RankerConfig, RankerError
+from rankers.base import LatencyVariant, Ranker, RankerConfig, RankerError
 from rankers.models import ModelRef, resolve_model, state_hash, weights_hash
 
 if TYPE_CHECKING:
@@ -520,6 +520,35 @@ class DenseRanker(Ranker):
         """New weights: re-embed the split indexed before, so score() stays query-only."""
         if self._indexed is not None:
             self.index(self._indexed)
+
+    # -- latency hooks -------------------------------------------------------------------------
+    def latency_variants(self, batch_sizes: Sequence[int] | None = None) -> list[LatencyVariant]:
+        """Both scoring modes, each its own column: item embeddings precomputed in index() (the
+        production setting) and everything encoded at query time; times each batch size."""
+        out = []
+        for precompute, mode in ((True, "precomputed"), (False, "query time")):
+            column = f"{self.name} ({mode})"
+            options: dict[str, Any] = {"precompute": precompute}
+            if not batch_sizes:
+                out.append(LatencyVariant(column, options, column))
+            for bs in dict.fromkeys(batch_sizes or ()):
+                label = f"{self.name} ({mode}, batch_size={bs})"
+                out.append(LatencyVariant(label, {**options, "batch_size": bs}, column))
+        return out
+
+    def scoring_mode(self) -> str:
+        return "items pre-encoded" if self.config.precompute else "end-to-end"
+
+    def compute_dtype(self) -> str:
+        first = next(iter(self.model.parameters()), None)
+        return "n/a" if first is None else str(first.dtype).removeprefix("torch.")
+
+    def weights_note(self, checkpoint: str | None) -> str:
+        if checkpoint:
+            return f"trained ({checkpoint})"
+        if self.training_summary is not None:
+            return "fine-tuned in this process"
+        return "pre-trained encoder, not fine-tuned"
 
     # -- provenance ----------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:

@@ -105,3 +105,88 @@ def expected_new_weights(what: str) -> Iterator[None]:
     finally:
         hf_logging.set_verbosity(level)
     log.info("new weights (initialised, to be trained): %s", what)
+
+
+#: sentence-transformers files of a model folder that describe its pipeline, not its weights
+_ST_FILES = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json")
+
+
+def write_random_bert(
+    path: str | Path,
+    hidden: int,
+    layers: int,
+    heads: int,
+    intermediate: int,
+    seed: int = 0,
+    tokenizer_from: str = "minilm-l6",
+) -> Path:
+    """A BERT of the given size with random weights, and the tokenizer (so the vocabulary) of
+    ``tokenizer_from``: timing a paper-size encoder needs its shape, not trained weights.
+
+    Written once: a folder whose config already has this size is reused (a different size is
+    rewritten). The folder is written beside ``path`` and renamed, so an interrupted write
+    leaves nothing half-made. The sentence-transformers pipeline files of ``tokenizer_from``
+    (modules, pooling) are copied with the pooling width set to ``hidden``, so a bi-encoder
+    loads the same pipeline on these weights.
+    """
+    import json
+    import shutil
+
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    path = Path(path)
+    sizes = {
+        "hidden_size": hidden,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "intermediate_size": intermediate,
+    }
+    config_file = path / "config.json"
+    if config_file.is_file():
+        found = json.loads(config_file.read_text(encoding="utf-8"))
+        if all(found.get(k) == v for k, v in sizes.items()):
+            return path
+        log.info("%s holds another size (%s); rewriting it", path, found)
+    source = Path(resolve_model(tokenizer_from).path)
+    tokenizer = AutoTokenizer.from_pretrained(str(source))
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        max_position_embeddings=512,
+        pad_token_id=tokenizer.pad_token_id,
+        **sizes,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = BertModel(config)
+    work = path.with_name(path.name + ".tmp")
+    shutil.rmtree(work, ignore_errors=True)
+    model.save_pretrained(work)
+    tokenizer.save_pretrained(work)
+    _copy_pipeline(source, work, hidden)
+    shutil.rmtree(path, ignore_errors=True)
+    work.rename(path)
+    log.info("wrote a random-weight BERT (%s, seed %d) to %s", sizes, seed, path)
+    return path
+
+
+def _copy_pipeline(source: Path, target: Path, hidden: int) -> None:
+    """Copy a sentence-transformers folder's pipeline files, module configs resized."""
+    import json
+    import shutil
+
+    if not (source / "modules.json").is_file():
+        return
+    for name in _ST_FILES:
+        if (source / name).is_file():
+            shutil.copy2(source / name, target / name)
+    for module in json.loads((source / "modules.json").read_text(encoding="utf-8")):
+        sub = module.get("path") or ""
+        config_file = source / sub / "config.json"
+        if not sub or not config_file.is_file():
+            continue
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+        if "word_embedding_dimension" in config:
+            config["word_embedding_dimension"] = hidden
+        (target / sub).mkdir(parents=True, exist_ok=True)
+        (target / sub / "config.json").write_text(json.dumps(config, indent=2))

@@ -138,7 +138,24 @@ def test_logits_equal_hand_pooled_classifier(tiny_bert: Path, item_positions: bo
 
 
 def _random_lists(rng: random.Random, n_lists: int) -> list[tuple[str, list[str]]]:
-    words = "python list sort java dict value tuple reverse key map set the a of in by".split()
+    words = [
+        "python",
+        "list",
+        "sort",
+        "java",
+        "dict",
+        "value",
+        "tuple",
+        "reverse",
+        "key",
+        "map",
+        "set",
+        "the",
+        "a",
+        "of",
+        "in",
+        "by",
+    ]
 
     def text(k: int) -> str:
         return " ".join(rng.choice(words) for _ in range(k))

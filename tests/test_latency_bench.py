@@ -1,17 +1,22 @@
 """Latency benchmark protocol pieces (no timing assertions): lists, token statistics, warm-up,
-best-of selection, speed-ups, the table, check records, and one tiny end-to-end run."""
+entries from ranker hooks, host-step and model-only timing, best-of selection, speed-ups, the
+table, records, check records, --arch weights, and tiny end-to-end runs."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+import rankers
 from bench.checks import OK, run_checks
 from bench.data.model import Candidate, CandidateList, Query, RankingSplit
 from bench.efficiency import EncoderShape
-from bench.latency_bench import (
+from bench.latency import (
+    ArchPreset,
     BenchOptions,
     LatencyRecord,
     LatencyRow,
@@ -19,21 +24,27 @@ from bench.latency_bench import (
     bm25_lists,
     build_latency_table,
     check_records,
+    column_for,
     entries_for,
     list_tokens,
     load_latency_records,
     mark_best,
     merge_records,
+    protocol,
     render_latency,
     run_benchmark,
     speedup_summary,
+    time_host_step,
     time_interleaved,
+    time_model_only,
     time_scoring,
-    time_tokeniser,
     token_summary,
 )
-from rankers.base import Ranker
+from rankers.base import LatencyVariant, Ranker, RankerConfig, RankerError
 from rankers.encoders import write_tiny_bert
+from rankers.models import write_random_bert
+
+PROJECT = Path(__file__).resolve().parent.parent
 
 DOCS = {
     "d1": "python list sort",
@@ -137,64 +148,220 @@ def test_interleaved_rankers_take_turns_after_their_warmup() -> None:
     assert [len(t.call_s) for t in trackers] == [4, 4]
 
 
-def test_tokeniser_timing_counts_tokens_of_one_pass() -> None:
-    seen: list[int] = []
-
-    def tokenise(lists):  # noqa: ANN001, ANN202
-        seen.append(len(lists))
-        return 10 * len(lists)
-
-    tracker, per_query = time_tokeniser(tokenise, _lists(3), batch_queries=1, repeats=2)
-    assert len(seen) == 1 + 6 and len(tracker.call_s) == 6
-    assert per_query == 10.0
+# -- a toy ranker that declares its own latency hooks ------------------------------------------
+@dataclass
+class ToyConfig(RankerConfig):
+    model: str = "toy-weights"
+    mode: str = "fast"
+    batch_size: int = 4
 
 
-def test_entries_cover_both_dual_modes_and_batch_sizes() -> None:
+class ToyRanker(Ranker):
+    """Two scoring modes, each its own column, at every batch size asked for."""
+
+    name = "toy"
+    family = "joint"
+    Config = ToyConfig
+    host_step = "toy: lower-casing each query"
+
+    def __init__(self, config: ToyConfig | None = None, device: str = "cpu") -> None:
+        super().__init__(config, device)
+        self.prepared: list[int] = []  # ids of inputs prepare_scoring returned
+        self.consumed: list[int] = []  # ids of inputs score_prepared received
+
+    def latency_variants(self, batch_sizes=None):  # type: ignore[override]
+        sizes = batch_sizes or [self.config.batch_size]
+        return [
+            LatencyVariant(f"toy ({m}, bs={bs})", {"mode": m, "batch_size": bs}, f"toy ({m})")
+            for m in ("fast", "slow")
+            for bs in sizes
+        ]
+
+    def scoring_mode(self) -> str:
+        return "pre-tokenised" if self.config.mode == "fast" else "end-to-end"
+
+    def compute_dtype(self) -> str:
+        return "int8"
+
+    def weights_note(self, checkpoint: str | None) -> str:
+        return f"toy weights ({checkpoint})"
+
+    def prepare_scoring(self, lists):  # type: ignore[override]
+        prepared = [(cl.query.text.lower(), len(cl)) for cl in lists]
+        self.prepared.append(id(prepared))
+        return prepared
+
+    def score_prepared(self, prepared):  # type: ignore[override]
+        self.consumed.append(id(prepared))
+        return [np.arange(n, 0, -1, dtype=float) for _, n in prepared]
+
+    def score(self, lists):  # type: ignore[override]
+        return [np.arange(len(cl), 0, -1, dtype=float) for cl in lists]
+
+
+class BareToyRanker(ToyRanker):
+    """No host step and the base class's variants (one row per batch size)."""
+
+    name = "toy-bare"
+    host_step = None
+
+    def latency_variants(self, batch_sizes=None):  # type: ignore[override]
+        return Ranker.latency_variants(self, batch_sizes)
+
+
+@pytest.fixture()
+def toys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Register the toy rankers, as a module of the project would be."""
+    monkeypatch.setitem(rankers._REGISTRY, "toy", f"{__name__}:ToyRanker")
+    monkeypatch.setitem(rankers._REGISTRY, "toy-bare", f"{__name__}:BareToyRanker")
+
+
+def test_host_step_and_model_only_time_the_two_halves() -> None:
+    ranker = ToyRanker()
+    host = time_host_step(ranker, _lists(5), batch_queries=2, repeats=2)
+    assert len(ranker.prepared) == 1 + 2 * 3 and not ranker.consumed  # one untimed call first
+    assert host.queries == [2, 2, 1] * 2
+    ranker = ToyRanker()
+    model = time_model_only(ranker, _lists(5), batch_queries=2, repeats=2)
+    assert model.queries == [2, 2, 1] * 2 and len(model.call_s) == 6
+    # every timed call got inputs prepared beforehand, each used exactly once
+    assert ranker.consumed == ranker.prepared
+    # several rankers take turns on the model half too, each on its own prepared inputs
+    a, b = ToyRanker(), ToyRanker()
+    trackers = time_interleaved([a, b], _lists(3), warmup=1, repeats=2, part="model")
+    assert [len(t.call_s) for t in trackers] == [6, 6]
+    assert a.consumed == a.prepared and b.consumed == b.prepared and len(a.prepared) == 7
+    with pytest.raises(ValueError, match="part must be one of score, host, model"):
+        time_interleaved([a], _lists(1), part="tokens")
+
+
+def test_entries_come_from_each_rankers_latency_variants(toys: None) -> None:
     entries = entries_for(
-        ["bm25", "dpr", "monobert", "st-crossencoder", "crossjem"],
+        ["bm25", "toy", "dpr", "toy-bare", "st-crossencoder", "crossjem"],
         "wikiqa",
         30,
         1,
-        monobert_batch_sizes=(32, "all"),
-        peer_batch_sizes=(32, 64),
+        batch_sizes={"toy": (8, "all"), "toy-bare": (2,), "st-crossencoder": (32, 64)},
     )
-    assert [e.label for e in entries] == [
-        "bm25",
-        "dpr (precomputed)",
-        "dpr (query time)",
-        "monobert (batch_size=32)",
-        "monobert (batch_size=30)",
-        "st-crossencoder (batch_size=32)",
-        "st-crossencoder (batch_size=64)",
-        "crossjem",
+    assert [(e.label, e.column) for e in entries] == [
+        ("bm25", "bm25"),
+        ("toy (fast, bs=8)", "toy (fast)"),
+        ("toy (fast, bs=30)", "toy (fast)"),  # "all": the 30 pairs of one call
+        ("toy (slow, bs=8)", "toy (slow)"),
+        ("toy (slow, bs=30)", "toy (slow)"),
+        ("dpr (precomputed)", "dpr (precomputed)"),
+        ("dpr (query time)", "dpr (query time)"),
+        ("toy-bare (batch_size=2)", "toy-bare"),
+        ("st-crossencoder (batch_size=32)", "st-crossencoder"),
+        ("st-crossencoder (batch_size=64)", "st-crossencoder"),
+    ] + [(v.label, v.column) for v in rankers.create_ranker("crossjem").latency_variants()]
+    toy = entries[2]
+    assert toy.ranker == "toy" and toy.options == {"mode": "fast", "batch_size": 30}
+    assert [e.options["precompute"] for e in entries[5:7]] == [True, False]
+    for crossjem in [e for e in entries if e.ranker == "crossjem"]:
+        assert crossjem.options["batch_queries"] == 1 and crossjem.options["union_len"] == 272
+    with pytest.raises(ValueError, match="batch size for toy must be an integer >= 1 or 'all'"):
+        entries_for(["toy"], "wikiqa", 30, 1, batch_sizes={"toy": (0,)})
+
+
+def test_column_for_a_run_configuration(toys: None) -> None:
+    assert column_for("dpr", {"precompute": True}) == "dpr (precomputed)"
+    assert column_for("dpr", {}) == "dpr (query time)"
+    assert column_for("toy", {"mode": "slow", "batch_size": 4}) == "toy (slow)"
+    assert column_for("bm25", {"k1": 0.9}) == "bm25"
+    assert column_for("dpr", {"no_such_option": 1}) == "dpr"  # config no longer fits
+
+
+def test_dense_variants_times_batch_sizes_within_each_mode() -> None:
+    ranker = rankers.create_ranker("dpr")
+    got = [(v.label, v.column, v.options) for v in ranker.latency_variants([16])]
+    assert got == [
+        (
+            "dpr (precomputed, batch_size=16)",
+            "dpr (precomputed)",
+            {"precompute": True, "batch_size": 16},
+        ),
+        (
+            "dpr (query time, batch_size=16)",
+            "dpr (query time)",
+            {"precompute": False, "batch_size": 16},
+        ),
     ]
-    assert [e.options["precompute"] for e in entries[1:3]] == [True, False]
-    crossjem = entries[-1]
-    assert crossjem.options["batch_queries"] == 1 and crossjem.options["union_len"] == 272
+    assert ranker.weights_note(None) == "pre-trained encoder, not fine-tuned"
 
 
-def _row(label: str, column: str, n: int, p50: float, mean: float) -> LatencyRow:
+def test_bm25_prepared_halves_score_like_score() -> None:
+    ranker = rankers.create_ranker("bm25")
+    split = _split()
+    ranker.index(split)
+    prepared = ranker.prepare_scoring(split.lists)
+    assert prepared[0][0] == ["python", "list", "sort"]
+    for a, b in zip(ranker.score_prepared(prepared), ranker.score(split.lists), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert ranker.host_step and ranker.scoring_mode() == "pre-tokenised"
+    assert ranker.weights_note(None) == "n/a"
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"queries": 0}, "--queries must be >= 1, not 0"),
+        ({"repeats": 0}, "--repeats must be >= 1, not 0"),
+        ({"warmup": -1}, "--warmup must be >= 0, not -1"),
+        ({"batch_queries": 0}, "--batch-queries must be >= 1"),
+        ({"n_values": (30, 0)}, "--n-items: list sizes must be integers >= 1, not 0"),
+        ({"n_values": ()}, "--n-items: give at least one"),
+        ({"arch": "bert-huge"}, "--arch 'bert-huge' is unknown; known: minilm-l6"),
+        ({"arch": "bert-base", "checkpoints": {"monobert": "x"}}, "cannot be combined"),
+        ({"batch_sizes": {"monobert": ("many",)}}, "batch size for monobert"),
+        ({"rankers": ("bm25", "monobart")}, "unknown ranker 'monobart'"),
+    ],
+)
+def test_options_are_checked_before_any_work(change: dict, message: str) -> None:
+    # the dataset does not exist: validation has to fail before anything is loaded
+    with pytest.raises((ValueError, RankerError), match=message):
+        run_benchmark(BenchOptions(dataset="no-such-dataset", **change))
+
+
+def _row(label: str, column: str, n: int, p50: float, mean: float, **extra) -> LatencyRow:
     return LatencyRow(
         label=label,
-        ranker=column,
+        ranker=column.split(" ")[0],
         column=column,
         family="early",
         n=n,
         batch_queries=1,
-        options={},
+        options=extra.pop("options", {}),
         weights="untrained",
         dtype="float32",
-        latency={"p50_ms": p50, "mean_ms": mean},
-        tokenisation=None,
-        tokens={},
+        latency={"p50_ms": p50, "mean_ms": mean, "candidates_per_s": 1000.0 * n / mean},
+        **extra,
     )
 
 
+def _split_timing(host: float, model: float) -> dict:
+    return {
+        "host": {"p50_ms": host, "mean_ms": host, "covers": "tokeniser", "share_of_mean": 0.25},
+        "model": {"p50_ms": model, "mean_ms": model, "share_of_mean": 0.75},
+    }
+
+
 def _record() -> LatencyRecord:
+    t = _split_timing(7.5, 22.5)
     rows = [
         _row("bm25", "bm25", 30, 0.5, 0.5),
-        _row("monobert (batch_size=32)", "monobert", 30, 40.0, 42.0),
-        _row("monobert (batch_size=64)", "monobert", 30, 30.0, 33.0),
+        _row("monobert (batch_size=32)", "monobert", 30, 40.0, 42.0, options={"batch_size": 32}),
+        _row(
+            "monobert (batch_size=64)",
+            "monobert",
+            30,
+            30.0,
+            33.0,
+            options={"batch_size": 64},
+            tokenisation=t["host"],
+            model_only=t["model"],
+            mode="pre-tokenised",
+        ),
         _row("crossjem", "crossjem", 30, 10.0, 11.0),
         _row("monobert (batch_size=32)", "monobert", 100, 90.0, 100.0),
         _row("crossjem", "crossjem", 100, 20.0, 25.0),
@@ -233,7 +400,32 @@ def test_best_of_column_and_speedups() -> None:
     assert sp30["measured_mean"] == pytest.approx(3.0)  # 33 / 11
     assert sp30["measured_p50"] == pytest.approx(3.0)  # 30 / 10
     assert sp30["fraction_of_prediction"] == pytest.approx(1.5)  # 3.0 / 2.0
+    assert "end_to_end" not in sp30  # no end-to-end columns were timed
     assert rec.block(100).speedup["measured_mean"] == pytest.approx(4.0)
+
+
+def test_end_to_end_speedup_is_a_second_entry() -> None:
+    rows = [
+        _row("monobert (bs=64)", "monobert", 30, 30.0, 33.0),
+        _row("crossjem", "crossjem", 30, 10.0, 11.0),
+        _row("monobert e2e", "monobert (end-to-end)", 30, 60.0, 66.0),
+        _row("crossjem e2e", "crossjem (end-to-end)", 30, 20.0, 33.0),
+    ]
+    mark_best(rows)
+    cost = {"predicted_speedup": 2.0, "token_ratio": 2.0}
+    block = ListBlock(30, 5, {"cost": cost, "compression_mean": 2.5})
+    sp = block.speedup = speedup_summary(rows, block)
+    assert sp["measured_mean"] == pytest.approx(3.0) and sp["fraction_of_prediction"] == 1.5
+    e2e = sp["end_to_end"]
+    assert (e2e["baseline"], e2e["model"]) == ("monobert e2e", "crossjem e2e")
+    assert e2e["measured_mean"] == pytest.approx(2.0) and e2e["measured_p50"] == 3.0
+    only_e2e = speedup_summary(rows[2:], block)
+    assert set(only_e2e) == {"end_to_end"}
+    table = build_latency_table(
+        LatencyRecord("d", "s", "", {}, "h", "cpu", 1, 1, [block], rows, {}, {})
+    )
+    assert table.header()[-3:] == ["speed-up predicted", "speed-up end-to-end", "C"]
+    assert table.text_rows()[0][-4:] == ["3.00x", "2.00x", "2.00x", "2.5"]
 
 
 def test_latency_table_layout() -> None:
@@ -251,14 +443,33 @@ def test_latency_table_layout() -> None:
         ["30", "0.50", "30.00", "10.00", "3.00x", "2.00x", "2.5"],
         ["100", "–", "90.00", "20.00", "4.00x", "5.00x", "6.0"],
     ]
+    # where the time goes: only the best monobert row at N=30 has a host step
+    assert table.breakdown_rows() == [["30", "monobert", "30.00", "7.50", "22.50", "25%"]]
     md = render_latency(table, "markdown")
     assert "| 30 | **0.50** | 30.00 | 10.00 | 3.00x | 2.00x | 2.5 |" in md
+    assert "| 30 | monobert | 30.00 | 7.50 | 22.50 | 25% |" in md
+    assert "Host step of monobert: tokeniser." in md
+    assert "Scoring mode: pre-tokenised (monobert)." in md
+    assert "No host step (timed as whole calls only): bm25, crossjem." in md
     assert (
         "monobert at N=30, each configuration (best shown): batch_size=32: 40.00, "
         "batch_size=64: 30.00." in md
     )
+    data = json.loads(render_latency(table, "json"))
+    assert data["rows"][0]["cells"]["monobert"] == 30.0
+    assert data["rows"][0]["breakdown"]["monobert"]["model_only"] == 22.5
     with pytest.raises(ValueError, match="unknown latency table format"):
         render_latency(table, "latex")
+
+
+def test_throughput_table_bolds_the_highest() -> None:
+    table = build_latency_table(_record(), stat="candidates_per_s")
+    row30 = table.text_rows(bold=lambda s: f"*{s}*")[0]
+    assert row30[1:4] == ["*60,000*", "909", "2,727"]  # 30 pairs in 0.5 ms, 33 ms, 11 ms
+    assert table.breakdown_stat == "p50_ms"
+    assert "pairs/s (candidates_per_s)" in table.notes[0]
+    with pytest.raises(ValueError, match="valid: total_s, p50_ms.*candidates_per_s"):
+        build_latency_table(_record(), stat="pairs_per_s")
 
 
 def test_records_of_one_setting_merge_into_one_table() -> None:
@@ -272,6 +483,29 @@ def test_records_of_one_setting_merge_into_one_table() -> None:
     new.threads = 1
     with pytest.raises(ValueError, match="different settings"):
         merge_records([old, new])
+
+
+def test_record_round_trips_through_json_with_the_new_fields() -> None:
+    rec = _record()
+    back = LatencyRecord.from_json(json.loads(json.dumps(rec.to_json())))
+    assert back == rec
+    row = back.rows[2]
+    assert row.mode == "pre-tokenised" and row.model_only == {
+        "p50_ms": 22.5,
+        "mean_ms": 22.5,
+        "share_of_mean": 0.75,
+    }
+    assert back.rows[0].tokenisation is None and back.rows[0].model_only is None
+
+
+def test_records_written_before_the_new_fields_still_load() -> None:
+    old = sorted((PROJECT / "results" / "reference" / "latency").glob("*.json"))
+    assert old
+    for path in old:
+        rec = LatencyRecord.from_json(json.loads(path.read_text()), path)
+        assert rec.rows and all(r.mode == "" and r.model_only is None for r in rec.rows)
+        table = build_latency_table(rec)
+        assert table.n_values and "monobert" in table.columns
 
 
 def test_check_records_feed_ratio_expectations(tmp_path: Path) -> None:
@@ -288,6 +522,87 @@ def test_check_records_feed_ratio_expectations(tmp_path: Path) -> None:
     assert result.status == OK and result.actual == pytest.approx(4.0)
 
 
+def _toy_options(shared_data: Path, results_dir: Path, **change) -> BenchOptions:
+    options = {
+        "dataset": "wikiqa",
+        "split": "test",
+        "n_values": (10,),
+        "queries": 2,
+        "repeats": 2,
+        "warmup": 1,
+        "rankers": ("bm25", "toy", "toy-bare"),
+        "batch_sizes": {"toy": (8,), "toy-bare": (2, 3)},
+        "threads": 1,
+        "data_dir": shared_data,
+        "results_dir": results_dir,
+    }
+    return BenchOptions(**{**options, **change})
+
+
+def test_toy_rankers_hooks_become_rows(toys: None, shared_data: Path, results_dir: Path) -> None:
+    rec = run_benchmark(_toy_options(shared_data, results_dir))
+    assert [(r.label, r.column) for r in rec.rows] == [
+        ("bm25", "bm25"),
+        ("toy (fast, bs=8)", "toy (fast)"),
+        ("toy (slow, bs=8)", "toy (slow)"),
+        ("toy-bare (batch_size=2)", "toy-bare"),
+        ("toy-bare (batch_size=3)", "toy-bare"),
+    ]
+    by_label = {r.label: r for r in rec.rows}
+    fast, bare = by_label["toy (fast, bs=8)"], by_label["toy-bare (batch_size=2)"]
+    assert (fast.mode, fast.dtype, fast.weights) == ("pre-tokenised", "int8", "toy weights (None)")
+    assert by_label["toy (slow, bs=8)"].mode == "end-to-end"
+    for row in (fast, by_label["bm25"]):
+        assert row.tokenisation is not None and row.model_only is not None
+        assert row.tokenisation["calls"] == row.model_only["calls"] == 2 * 2
+        assert row.tokenisation["covers"] and row.tokenisation["share_of_mean"] > 0
+    assert bare.tokenisation is None and bare.model_only is None
+    assert by_label["bm25"].weights == "n/a" and by_label["bm25"].mode == "pre-tokenised"
+    assert sum(r.best for r in rec.rows) == 4  # one per column
+    assert rec.config["batch_sizes"]["toy-bare"] == [2, 3] and rec.config["arch"] == "minilm-l6"
+    [loaded] = load_latency_records(results_dir, "wikiqa")
+    assert loaded.to_json() == json.loads(json.dumps(rec.to_json()))
+    table = build_latency_table(loaded)
+    assert set(table.breakdown[10]) == {"bm25", "toy (fast)", "toy (slow)"}
+
+
+def test_random_bert_is_written_once_with_the_asked_size(tmp_path: Path) -> None:
+    path = write_random_bert(tmp_path / "rb", hidden=32, layers=2, heads=2, intermediate=64)
+    config = json.loads((path / "config.json").read_text())
+    assert (config["hidden_size"], config["num_hidden_layers"]) == (32, 2)
+    assert (config["num_attention_heads"], config["intermediate_size"]) == (2, 64)
+    assert config["vocab_size"] == 30522  # MiniLM's vocabulary and tokenizer
+    assert (path / "vocab.txt").is_file() and (path / "modules.json").is_file()
+    pooling = json.loads((path / "1_Pooling" / "config.json").read_text())
+    assert pooling["word_embedding_dimension"] == 32
+    stamp = (path / "model.safetensors").stat().st_mtime_ns
+    write_random_bert(path, hidden=32, layers=2, heads=2, intermediate=64)
+    assert (path / "model.safetensors").stat().st_mtime_ns == stamp  # reused, not rewritten
+    write_random_bert(path, hidden=32, layers=1, heads=2, intermediate=64)
+    assert json.loads((path / "config.json").read_text())["num_hidden_layers"] == 1
+
+
+def test_arch_times_random_weights_of_the_preset(
+    toys: None, shared_data: Path, results_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tiny = ArchPreset(layers=2, hidden=32, heads=2, intermediate=64)
+    monkeypatch.setitem(protocol.ARCHS, "tiny-test", tiny)
+    rec = run_benchmark(_toy_options(shared_data, results_dir, arch="tiny-test"))
+    folder = results_dir / "models" / "random" / "tiny-test-seed0"
+    config = json.loads((folder / "config.json").read_text())
+    assert (config["num_hidden_layers"], config["hidden_size"]) == (2, 32)
+    assert (config["num_attention_heads"], config["intermediate_size"]) == (2, 64)
+    assert rec.config["arch"] == "tiny-test" and rec.config["arch_model"] == str(folder)
+    for row in rec.rows:
+        if row.ranker == "bm25":  # no model option: its own note
+            assert row.weights == "n/a"
+        else:
+            assert row.weights == "random weights, timing only (tiny-test)"
+            assert row.options["model"] == str(folder)
+    # the cost model measures the arch's encoder too
+    assert rec.blocks[0].tokens["encoder"] == {"layers": 2, "hidden": 32, "intermediate": 64}
+
+
 @pytest.fixture(scope="module")
 def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
@@ -295,6 +610,7 @@ def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_tiny_end_to_end_run(shared_data: Path, tiny_bert: Path, results_dir: Path) -> None:
     model = {"model": str(tiny_bert)}
+    names = ("bm25", "dpr", "monobert", "st-crossencoder", "crossjem")
     opts = BenchOptions(
         dataset="wikiqa",
         split="test",
@@ -302,40 +618,32 @@ def test_tiny_end_to_end_run(shared_data: Path, tiny_bert: Path, results_dir: Pa
         queries=2,
         repeats=1,
         warmup=1,
-        rankers=("bm25", "dpr", "monobert", "st-crossencoder", "crossjem"),
-        monobert_batch_sizes=(16, "all"),
-        peer_batch_sizes=(16,),
+        rankers=names,
+        batch_sizes={"monobert": (16, "all"), "st-crossencoder": (16,)},
         threads=1,
-        options={"dpr": model, "monobert": model, "crossjem": model, "st-crossencoder": model},
+        options={name: model for name in names if name != "bm25"},
         data_dir=shared_data,
         results_dir=results_dir,
     )
     rec = run_benchmark(opts)
-    assert [r.label for r in rec.rows] == [
-        "bm25",
-        "dpr (precomputed)",
-        "dpr (query time)",
-        "monobert (batch_size=16)",
-        "monobert (batch_size=30)",
-        "st-crossencoder (batch_size=16)",
-        "crossjem",
-    ]
+    assert list(dict.fromkeys(r.ranker for r in rec.rows)) == list(names)
+    columns = {r.column for r in rec.rows}
+    assert {"bm25", "dpr (precomputed)", "dpr (query time)", "st-crossencoder"} <= columns
     for row in rec.rows:
         assert row.n == 30 and row.latency["calls"] == 2 and row.latency["candidates"] == 60
-        assert row.tokenisation is not None and row.tokenisation["covers"]
-    by_label = {r.label: r for r in rec.rows}
+        has_host = rankers.get_ranker_class(row.ranker).host_step is not None
+        assert (row.tokenisation is not None) == has_host == (row.model_only is not None)
+        assert row.mode and row.dtype and row.weights
+    peer = next(r for r in rec.rows if r.ranker == "st-crossencoder")
+    assert peer.tokenisation is not None and peer.tokenisation["covers"].startswith("CrossEncoder")
+    assert peer.dtype == "float32"
+    assert peer.weights == "untrained head on the pre-trained encoder (same cost as trained)"
+    dpr = next(r for r in rec.rows if r.column == "dpr (precomputed)")
+    assert dpr.weights == "pre-trained encoder, not fine-tuned" and dpr.dtype == "float32"
     block = rec.block(30)
-    # the tokeniser's own count agrees with the cost model's token count
-    assert (
-        by_label["crossjem"].tokens["tokens_per_query"] == block.tokens["crossjem_tokens_per_query"]
-    )
-    assert (
-        by_label["monobert (batch_size=16)"].tokens["tokens_per_query"]
-        == block.tokens["monobert_tokens_per_query"]
-    )
     assert set(block.speedup) >= {"measured_mean", "predicted_flops", "fraction_of_prediction"}
     assert block.tokens["max_item_len"] == 32 and block.tokens["union_len"] == 272
     assert rec.path is not None and rec.path.parent == results_dir / "latency" / "wikiqa"
     [loaded] = load_latency_records(results_dir, "wikiqa")
-    assert loaded.to_json() == rec.to_json()
+    assert loaded.to_json() == json.loads(json.dumps(rec.to_json()))
     assert "| 30 |" in render_latency(build_latency_table(loaded), "markdown")

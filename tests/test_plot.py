@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.latency_bench import LatencyRecord, LatencyRow, ListBlock, mark_best
+from bench.latency import LatencyRecord, LatencyRow, ListBlock, mark_best
 from bench.plot import (
     Point,
     accuracy_latency_points,
@@ -71,18 +71,16 @@ def test_points_from_run_records() -> None:
 def test_points_take_benchmark_latency_for_the_matching_column() -> None:
     def row(label: str, column: str, ranker: str, p50: float) -> LatencyRow:
         return LatencyRow(
-            label,
-            ranker,
-            column,
-            "dual",
-            100,
-            1,
-            {},
-            "",
-            "float32",
-            {"p50_ms": p50, "mean_ms": p50},
-            None,
-            {},
+            label=label,
+            ranker=ranker,
+            column=column,
+            family="dual",
+            n=100,
+            batch_queries=1,
+            options={},
+            weights="",
+            dtype="float32",
+            latency={"p50_ms": p50, "mean_ms": p50},
         )
 
     rows = [

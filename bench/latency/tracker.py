@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -42,6 +42,25 @@ class LatencySummary:
         out = asdict(self)
         out.update(out.pop("extra"))
         return out
+
+
+#: the LatencySummary figures a latency table can show (``bench latency --stat``)
+SUMMARY_STATS: tuple[str, ...] = tuple(
+    f.name for f in fields(LatencySummary) if str(f.type).startswith("float")
+)
+
+
+def check_stat(stat: str) -> str:
+    """``stat`` when it is one of :data:`SUMMARY_STATS`, else a ValueError naming them all, so
+    a typo fails before minutes of timing rather than after."""
+    if stat not in SUMMARY_STATS:
+        raise ValueError(f"unknown statistic {stat!r}; valid: {', '.join(SUMMARY_STATS)}")
+    return stat
+
+
+def higher_is_better(stat: str) -> bool:
+    """Throughputs (``*_per_s``) are better high; times are better low."""
+    return stat.endswith("_per_s")
 
 
 class LatencyTracker:
@@ -79,12 +98,6 @@ class LatencyTracker:
             self.device_s.append(start_event.elapsed_time(end_event) / 1000.0)
         self.queries.append(queries)
         self.candidates.append(candidates)
-
-    def reset(self) -> None:
-        self.call_s.clear()
-        self.device_s.clear()
-        self.queries.clear()
-        self.candidates.clear()
 
     def summary(self, **extra: Any) -> LatencySummary:
         return summarise(self.call_s, self.queries, self.candidates, self.device_s, **extra)

@@ -1,0 +1,158 @@
+"""The lists every ranker is timed on, and their token statistics.
+
+The dataset's own lists are short (WikiQA: at most 30 items), so the benchmark builds lists of
+exactly N items with a real first stage - BM25 over the split's whole candidate collection - which
+keeps the token overlap between candidates realistic (CROSS-JEM's speed depends on it). The token
+statistics of those lists feed the cost model (:mod:`bench.efficiency`), whose predicted CROSS-JEM
+speed-up over monoBERT is set beside the measured one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from bench import efficiency
+from bench.data.model import Candidate, CandidateList, RankingSplit
+from bench.results import config_hash
+
+if TYPE_CHECKING:
+    from rankers.bm25 import BM25Index
+
+
+def bm25_lists(
+    split: RankingSplit,
+    n: int,
+    *,
+    index: BM25Index | None = None,
+    queries: int | None = None,
+) -> RankingSplit:
+    """The first ``queries`` queries of ``split``, each with its BM25 top ``n`` items (BM25
+    order, first-stage score kept) over the split's whole candidate collection."""
+    from rankers.bm25 import BM25Index
+
+    collection = split.collection()
+    if len(collection) < n:
+        raise ValueError(
+            f"{split.dataset}/{split.split}: the candidate collection has {len(collection)} "
+            f"distinct items, fewer than N={n}; choose N <= {len(collection)}"
+        )
+    if n < 1:
+        raise ValueError(f"N must be >= 1, not {n}")
+    index = index or BM25Index(collection)
+    lists = []
+    for cl in split.lists[:queries]:
+        docids = index.top_k(cl.query.text, n)
+        scores = index.score(cl.query.text, docids)
+        cands = tuple(
+            Candidate(d, collection[d], float(s)) for d, s in zip(docids, scores, strict=True)
+        )
+        lists.append(CandidateList(cl.query, cands))
+    keep = {cl.query.qid for cl in lists}
+    return dataclasses.replace(
+        split,
+        lists=lists,
+        qrels={q: r for q, r in split.qrels.items() if q in keep},
+        checksum=config_hash({"data": split.checksum, "bm25_top": n, "queries": len(lists)}),
+        notes=[
+            *split.notes,
+            f"BM25 top {n} over the split's {len(collection)} distinct items "
+            f"for the first {len(lists)} queries",
+        ],
+    )
+
+
+@dataclass(frozen=True)
+class QueryTokens:
+    """WordPiece lengths of one list as the encoder rankers truncate it."""
+
+    query_len: int  # L_q after truncation
+    item_lens: tuple[int, ...]  # each item's L_k after truncation
+    union: efficiency.UnionStats  # over all N items
+    group_unions: tuple[int, ...]  # |U_g| of each CROSS-JEM packed group
+
+
+def list_tokens(
+    tokenizer: Any,
+    lists: Sequence[CandidateList],
+    *,
+    max_query_len: int,
+    max_item_len: int,
+    union_len: int,
+) -> list[QueryTokens]:
+    """Per list: lengths, token union and CROSS-JEM's packed groups (as its ``rows()`` builds)."""
+    from rankers.crossjem.inputs import pack_groups
+    from rankers.encoders import token_ids
+
+    out = []
+    for cl in lists:
+        q = token_ids(tokenizer, [cl.query.text], max_query_len)[0]
+        items = token_ids(tokenizer, cl.texts, max_item_len)
+        groups = pack_groups(items, union_len)
+        out.append(
+            QueryTokens(
+                query_len=len(q),
+                item_lens=tuple(len(ids) for ids in items),
+                union=efficiency.union_stats(items, max_item_len),
+                group_unions=tuple(len({t for i in g for t in items[i]}) for g in groups),
+            )
+        )
+    return out
+
+
+def token_summary(tokens: Sequence[QueryTokens], shape: efficiency.EncoderShape) -> dict[str, Any]:
+    """Means over queries of the quantities the paper's complexity analysis uses, plus the cost
+    model's totals (its predicted speed-up is the ratio of mean costs)."""
+    costs = [efficiency.estimate(t.query_len, t.item_lens, t.group_unions, shape) for t in tokens]
+    cost = efficiency.total(costs)
+
+    def mean(values: Sequence[float]) -> float:
+        return float(np.mean(values)) if len(values) else float("nan")
+
+    return {
+        "queries": len(tokens),
+        "max_item_len": tokens[0].union.max_item_len if tokens else None,
+        "query_len_mean": mean([t.query_len for t in tokens]),
+        "item_len_mean": mean([k for t in tokens for k in t.item_lens]),
+        "item_tokens_mean": mean([t.union.item_tokens for t in tokens]),  # the paper's m
+        "union_mean": mean([t.union.union for t in tokens]),  # the paper's N_u
+        "union_max": max((t.union.union for t in tokens), default=0),
+        "groups_mean": mean([len(t.group_unions) for t in tokens]),
+        "compression_mean": mean([t.union.compression for t in tokens]),
+        "realised_compression_mean": mean([t.union.realised_compression for t in tokens]),
+        "monobert_tokens_per_query": cost.monobert_tokens / max(len(tokens), 1),
+        "crossjem_tokens_per_query": cost.crossjem_tokens / max(len(tokens), 1),
+        "encoder": dataclasses.asdict(shape),
+        "cost": cost.to_dict(),
+    }
+
+
+def token_settings(dataset: str, options: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """L_q, L_k, L_u and model of CROSS-JEM's configuration on ``dataset`` (monoBERT shares L_q
+    and L_k): the cost model compares exactly these two, whichever rankers are timed."""
+    from bench.runner import ranker_options
+    from rankers.crossjem import CrossJEMConfig
+
+    cfg = CrossJEMConfig.from_options(ranker_options("crossjem", dataset, options.get("crossjem")))
+    assert isinstance(cfg, CrossJEMConfig)
+    return {
+        "model": cfg.model,
+        "max_query_len": cfg.max_query_len,
+        "max_item_len": cfg.max_item_len,
+        "union_len": cfg.union_len,
+    }
+
+
+def encoder_shape_and_tokenizer(model: str) -> tuple[efficiency.EncoderShape, Any]:
+    """The cost model's encoder shape and the tokenizer of ``model`` (alias, id or folder)."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    from rankers.models import resolve_model
+
+    path = resolve_model(model).path
+    shape = efficiency.EncoderShape.from_config(AutoConfig.from_pretrained(path))
+    return shape, AutoTokenizer.from_pretrained(path)

@@ -1,0 +1,640 @@
+"""The timing protocol of `bench latency`: what is timed, how, and the record it produces.
+
+Per N and ranker (:func:`run_benchmark`): each ranker of ``--rankers`` is created with its
+resolved options and asked for its :meth:`~rankers.base.Ranker.latency_variants` (batch sizes,
+scoring modes); every variant is one :class:`Entry`, created, ``index()``-ed on the lists, given
+``warmup`` untimed calls, then timed over ``repeats`` passes with
+:class:`~bench.latency.tracker.LatencyTracker`, ``batch_queries`` lists per ``score()`` call, the
+rankers taking turns call by call (:func:`time_interleaved`) so that load from other processes is
+shared fairly. The rankers with a host step (:attr:`~rankers.base.Ranker.host_step`) are then
+timed in their two halves, taking turns the same way: ``prepare_scoring`` alone and
+``score_prepared`` on inputs prepared beforehand, so the record shows where the time goes.
+
+Nothing here knows a ranker by name: what differs per ranker comes from its hooks. The one
+exception is the cost model's configuration (CROSS-JEM's L_q, L_k, L_u in
+:func:`~bench.latency.lists.token_settings`), which is what the paper's prediction is about.
+
+``--arch`` times paper-size encoders: a BERT of the preset's size with random weights is written
+once under ``results/models/random/`` and given as ``model`` to every ranker that has one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench import provenance
+from bench.data.model import CandidateList, RankingSplit
+from bench.latency.lists import (
+    bm25_lists,
+    encoder_shape_and_tokenizer,
+    list_tokens,
+    token_settings,
+    token_summary,
+)
+from bench.latency.records import (
+    LatencyRecord,
+    LatencyRow,
+    ListBlock,
+    mark_best,
+    speedup_summary,
+    write_latency_record,
+)
+from bench.latency.tracker import LatencySummary, LatencyTracker
+from bench.results import config_hash
+from rankers.base import Ranker, RankerConfig, RankerError
+
+log = logging.getLogger(__name__)
+
+#: rankers timed by default, in the paper's table order (st-crossencoder: monoBERT's peer)
+DEFAULT_RANKERS: tuple[str, ...] = ("bm25", "dpr", "monobert", "st-crossencoder", "crossjem")
+#: ``"all"``: every pair of a call in one forward pass
+ALL = "all"
+BatchSize = int | str
+#: batch sizes timed when none are given: monoBERT's best is reported, not a strawman's
+DEFAULT_BATCH_SIZES: dict[str, tuple[BatchSize, ...]] = {
+    "monobert": (32, 64, 128, ALL),
+    "st-crossencoder": (32, 64, 128),
+}
+#: environment that changes CPU timings, recorded with every result. Under CPU contention
+#: OpenMP's default spin-waiting can make 2-thread forward passes ~30x slower;
+#: OMP_WAIT_POLICY=PASSIVE (set before torch loads) avoids that.
+THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY", "TOKENIZERS_PARALLELISM")
+
+
+@dataclass(frozen=True)
+class ArchPreset:
+    """A BERT shape to time with random weights (timing does not depend on the weights)."""
+
+    layers: int
+    hidden: int
+    heads: int
+    intermediate: int
+
+
+DEFAULT_ARCH = "minilm-l6"
+#: ``--arch`` presets; None: the rankers' configured (real, pre-trained) weights
+ARCHS: dict[str, ArchPreset | None] = {
+    "minilm-l6": None,
+    "distilbert-6l": ArchPreset(layers=6, hidden=768, heads=12, intermediate=3072),
+    "bert-base": ArchPreset(layers=12, hidden=768, heads=12, intermediate=3072),
+}
+
+
+def random_weights_note(arch: str) -> str:
+    return f"random weights, timing only ({arch})"
+
+
+@dataclass
+class BenchOptions:
+    """Everything `bench latency` takes; :meth:`validate` checks it before any work."""
+
+    dataset: str
+    split: str | None = None
+    n_values: Sequence[int] = (30, 100)
+    rankers: Sequence[str] = DEFAULT_RANKERS
+    batch_queries: int = 1
+    #: lists timed per N: the first ``queries`` queries of the split (None: all)
+    queries: int | None = 20
+    repeats: int = 3
+    warmup: int = 3
+    device: str = "cpu"
+    threads: int | None = 2
+    seed: int = 0
+    #: ranker name -> batch sizes to time (``"all"``: a call's pairs in one pass), given to the
+    #: ranker's latency_variants(); a ranker without an entry gets latency_variants(None)
+    batch_sizes: Mapping[str, Sequence[BatchSize]] = field(
+        default_factory=lambda: dict(DEFAULT_BATCH_SIZES)
+    )
+    #: encoder to time: a key of :data:`ARCHS`
+    arch: str = DEFAULT_ARCH
+    #: ranker name -> save() folder of trained weights (latency needs none)
+    checkpoints: Mapping[str, str] = field(default_factory=dict)
+    #: ranker name -> option overrides (like `bench run --set`)
+    options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    data_dir: str | Path | None = None
+    results_dir: str | Path | None = None
+
+    def validate(self) -> None:
+        """Raise ValueError (RankerError for an unknown ranker) naming the bad option."""
+        from rankers import canonical_name
+
+        if not self.n_values:
+            raise ValueError("--n-items: give at least one list size N")
+        for n in self.n_values:
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise ValueError(f"--n-items: list sizes must be integers >= 1, not {n!r}")
+        for name, value, low in (
+            ("--batch-queries", self.batch_queries, 1),
+            ("--queries", self.queries, 1),
+            ("--repeats", self.repeats, 1),
+            ("--warmup", self.warmup, 0),
+        ):
+            if value is not None and value < low:
+                raise ValueError(f"{name} must be >= {low}, not {value}")
+        if self.arch not in ARCHS:
+            raise ValueError(f"--arch {self.arch!r} is unknown; known: {', '.join(ARCHS)}")
+        trained = self.checkpoints or any("checkpoint" in o for o in self.options.values())
+        if ARCHS[self.arch] is not None and trained:
+            raise ValueError(
+                f"--arch {self.arch} times random weights; it cannot be combined with "
+                "trained checkpoints"
+            )
+        if not self.rankers:
+            raise ValueError("--rankers: name at least one ranker")
+        for name in [*self.rankers, *self.batch_sizes, *self.options, *self.checkpoints]:
+            canonical_name(name)
+        for name, sizes in self.batch_sizes.items():
+            resolve_batch_sizes(sizes, 1, owner=name)
+
+
+def resolve_batch_sizes(sizes: Sequence[BatchSize], everything: int, owner: str = "") -> list[int]:
+    """Batch sizes as integers, ``"all"`` replaced by ``everything`` (the pairs of one call),
+    duplicates dropped in order."""
+    out = []
+    for bs in sizes:
+        if bs == ALL:
+            out.append(everything)
+            continue
+        try:
+            value = int(bs)
+        except (TypeError, ValueError):
+            value = 0
+        if isinstance(bs, bool) or value < 1:
+            where = f" for {owner}" if owner else ""
+            raise ValueError(f"batch size{where} must be an integer >= 1 or {ALL!r}, not {bs!r}")
+        out.append(value)
+    return list(dict.fromkeys(out))
+
+
+def _fields(config_cls: type[RankerConfig]) -> set[str]:
+    return {f.name for f in dataclasses.fields(config_cls)}
+
+
+def _canonical_keys(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    from rankers import canonical_name
+
+    return {canonical_name(k): v for k, v in mapping.items()}
+
+
+# -- what is timed -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Entry:
+    """One timed configuration: its row label, the registered ranker and the options that make
+    it, and its table column (the fastest row of a column is the column's figure)."""
+
+    label: str
+    ranker: str
+    options: dict[str, Any] = field(default_factory=dict)
+    column: str = ""
+
+
+def entries_for(
+    rankers: Sequence[str],
+    dataset: str,
+    n: int,
+    batch_queries: int,
+    *,
+    batch_sizes: Mapping[str, Sequence[BatchSize]] | None = None,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
+) -> list[Entry]:
+    """The rows to time at list size ``n``: for each ranker, its resolved options (config file,
+    then ``options``; ``batch_queries`` when its config has that field) and one entry per
+    :meth:`~rankers.base.Ranker.latency_variants` (creating a ranker loads nothing)."""
+    from bench.runner import ranker_options
+    from rankers import canonical_name, get_ranker_class
+
+    options = _canonical_keys(options or {})
+    sizes = _canonical_keys(batch_sizes or {})
+    out: list[Entry] = []
+    for key in dict.fromkeys(canonical_name(name) for name in rankers):
+        cls = get_ranker_class(key)
+        base = ranker_options(key, dataset, options.get(key))
+        if "batch_queries" in _fields(cls.Config):
+            base["batch_queries"] = batch_queries
+        ranker = cls(cls.Config.from_options(base), device="cpu")
+        wanted = resolve_batch_sizes(sizes[key], n * batch_queries, key) if key in sizes else None
+        for variant in ranker.latency_variants(wanted):
+            out.append(Entry(variant.label, key, {**base, **variant.options}, variant.column))
+    return out
+
+
+def checkpoint_for(ranker: str, checkpoints: Mapping[str, str]) -> str | None:
+    """The ranker's own checkpoint, else that of the ranker whose weights it declares it can
+    borrow (``borrows_checkpoint_of``: the sentence-transformers peer takes monoBERT's encoder)."""
+    from rankers import get_ranker_class
+
+    checkpoints = _canonical_keys(checkpoints)
+    own = checkpoints.get(ranker)
+    if own:
+        return own
+    source = getattr(get_ranker_class(ranker), "borrows_checkpoint_of", None)
+    return checkpoints.get(source) if source else None
+
+
+def create_entry(entry: Entry, device: str, checkpoint: str | None = None) -> Ranker:
+    """The ranker of ``entry``; ``checkpoint`` (a ``save()`` folder) loads trained weights,
+    through the config's ``checkpoint`` option where it has one, else :meth:`Ranker.load`."""
+    from rankers import create_ranker, get_ranker_class
+
+    options = dict(entry.options)
+    takes_checkpoint = "checkpoint" in _fields(get_ranker_class(entry.ranker).Config)
+    if checkpoint and takes_checkpoint:
+        options["checkpoint"] = checkpoint
+    ranker = create_ranker(entry.ranker, options, device=device)
+    if checkpoint and not takes_checkpoint:
+        ranker.load(Path(checkpoint))
+    return ranker
+
+
+def column_for(ranker: str, config: Mapping[str, Any]) -> str:
+    """The latency-table column a ranker configured with ``config`` is timed in: that of its
+    first latency variant whose options ``config`` agrees with (e.g. a DPR run with
+    ``precompute=true`` -> ``dpr (precomputed)``); the ranker's name when none does or the
+    config no longer fits the ranker."""
+    from rankers import get_ranker_class
+
+    try:
+        cls = get_ranker_class(ranker)
+        probe = cls(cls.Config.from_options(dict(config)), device="cpu")
+    except (RankerError, TypeError, ValueError) as exc:
+        log.debug("column of %s: %s", ranker, exc)
+        return ranker
+    resolved = probe.config.to_dict()
+    for variant in probe.latency_variants(None):
+        if all(resolved.get(k) == v for k, v in variant.options.items()):
+            return variant.column
+    return ranker
+
+
+# -- timing --------------------------------------------------------------------------------------
+def _check_scores(ranker: Ranker, out: Sequence[Any], batch: Sequence[CandidateList]) -> None:
+    if [len(s) for s in out] != [len(cl) for cl in batch]:
+        raise RankerError(f"{ranker.name} returned scores that do not match its lists")
+
+
+def _calls(lists: Sequence[CandidateList], batch_queries: int) -> list[list[CandidateList]]:
+    from bench.runner import batches
+
+    calls = list(batches(lists, batch_queries))
+    if not calls:
+        raise ValueError("no candidate lists to time")
+    return calls
+
+
+def _volume(batch: Sequence[CandidateList]) -> dict[str, int]:
+    return {"queries": len(batch), "candidates": sum(len(cl) for cl in batch)}
+
+
+#: what :func:`time_interleaved` times: whole ``score()`` calls, the host step
+#: (``prepare_scoring``) alone, or the model (``score_prepared``) alone
+PARTS = ("score", "host", "model")
+
+
+def _timed_call(ranker: Ranker, part: str, batch: list[CandidateList], prepared: Any) -> Any:
+    if part == "host":
+        return ranker.prepare_scoring(batch)
+    if part == "model":
+        return ranker.score_prepared(prepared)
+    return ranker.score(batch)
+
+
+def time_interleaved(
+    rankers: Sequence[Ranker],
+    lists: Sequence[CandidateList],
+    *,
+    batch_queries: int = 1,
+    warmup: int = 3,
+    repeats: int = 3,
+    part: str = "score",
+) -> list[LatencyTracker]:
+    """``warmup`` untimed calls per ranker, then ``repeats`` timed passes over ``lists``
+    (``batch_queries`` lists per call); one tracker per ranker, timed calls only.
+
+    The rankers take turns call by call (the order rotating), so a burst of load from other
+    processes on a shared machine falls on all of them alike rather than on whichever ran then.
+    ``part`` (:data:`PARTS`): ``score`` times whole ``score()`` calls; ``host`` times
+    ``prepare_scoring`` alone; ``model`` times ``score_prepared`` alone, each pass first
+    preparing every call's inputs (untimed) and using each prepared input once. The tracker
+    synchronises CUDA around every call, and its events give device time too.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, not {repeats}")
+    if part not in PARTS:
+        raise ValueError(f"part must be one of {', '.join(PARTS)}, not {part!r}")
+    calls = _calls(lists, batch_queries)
+    model = part == "model"
+    for ranker in rankers:
+        for i in range(warmup):
+            batch = calls[i % len(calls)]
+            _timed_call(ranker, part, batch, ranker.prepare_scoring(batch) if model else None)
+    trackers = [LatencyTracker(r.device) for r in rankers]
+    turn = 0
+    for _ in range(repeats):
+        inputs = [[r.prepare_scoring(b) if model else None for b in calls] for r in rankers]
+        for c, batch in enumerate(calls):
+            order = [(turn + k) % len(rankers) for k in range(len(rankers))]
+            turn += 1
+            for k in order:
+                prepared, inputs[k][c] = inputs[k][c], None
+                with trackers[k].track(**_volume(batch)):
+                    out = _timed_call(rankers[k], part, batch, prepared)
+                if part != "host":
+                    _check_scores(rankers[k], out, batch)
+    return trackers
+
+
+def time_scoring(
+    ranker: Ranker,
+    lists: Sequence[CandidateList],
+    *,
+    batch_queries: int = 1,
+    warmup: int = 3,
+    repeats: int = 3,
+) -> LatencyTracker:
+    """:func:`time_interleaved` for one ranker."""
+    return time_interleaved(
+        [ranker], lists, batch_queries=batch_queries, warmup=warmup, repeats=repeats
+    )[0]
+
+
+def time_host_step(
+    ranker: Ranker,
+    lists: Sequence[CandidateList],
+    *,
+    batch_queries: int = 1,
+    repeats: int = 3,
+) -> LatencyTracker:
+    """``ranker.prepare_scoring`` alone on the same calls (one untimed call first)."""
+    return time_interleaved(
+        [ranker], lists, batch_queries=batch_queries, warmup=1, repeats=repeats, part="host"
+    )[0]
+
+
+def time_model_only(
+    ranker: Ranker,
+    lists: Sequence[CandidateList],
+    *,
+    batch_queries: int = 1,
+    repeats: int = 3,
+) -> LatencyTracker:
+    """``ranker.score_prepared`` alone on inputs prepared beforehand (one untimed call first)."""
+    return time_interleaved(
+        [ranker], lists, batch_queries=batch_queries, warmup=1, repeats=repeats, part="model"
+    )[0]
+
+
+def _split_timings(
+    rankers: Sequence[Ranker],
+    lists: Sequence[CandidateList],
+    opts: BenchOptions,
+    extra: dict[str, Any],
+) -> list[tuple[LatencySummary, LatencySummary] | None]:
+    """Per ranker: (host step, model only) summaries, the rankers with a host step taking turns
+    as in the whole-call timing (one untimed call each first); None without a host step."""
+    split = [r for r in rankers if r.host_step is not None]
+    if not split:
+        return [None] * len(rankers)
+    kwargs = {"batch_queries": opts.batch_queries, "warmup": 1, "repeats": opts.repeats}
+    host = time_interleaved(split, lists, part="host", **kwargs)
+    model = time_interleaved(split, lists, part="model", **kwargs)
+    found = {
+        id(r): (
+            h.summary(
+                **extra,
+                interleaved=len(split),
+                scope="ranker.prepare_scoring per call",
+                covers=r.host_step,
+            ),
+            m.summary(
+                **extra,
+                interleaved=len(split),
+                scope="ranker.score_prepared per call (inputs prepared beforehand)",
+            ),
+        )
+        for r, h, m in zip(split, host, model, strict=True)
+    }
+    return [found.get(id(r)) for r in rankers]
+
+
+def _with_share(summary: LatencySummary, whole_mean_ms: float) -> dict[str, Any]:
+    """A part's summary with its share of the whole call's mean time."""
+    return {**summary.to_dict(), "share_of_mean": summary.mean_ms / whole_mean_ms}
+
+
+def _weights(ranker: Ranker, checkpoint: str | None, arch: str) -> str:
+    if ARCHS.get(arch) is not None and "model" in _fields(type(ranker.config)):
+        return random_weights_note(arch)
+    return ranker.weights_note(checkpoint)
+
+
+def time_entries(
+    entries: Sequence[Entry], split: RankingSplit, opts: BenchOptions, device: str
+) -> list[LatencyRow]:
+    """Create and index every entry, time them interleaved on one N's lists, then time the host
+    step and the model alone of each one that has a host step."""
+    loaded = []
+    for entry in entries:
+        checkpoint = checkpoint_for(entry.ranker, opts.checkpoints)
+        ranker = create_entry(entry, device, checkpoint)
+        ranker.index(split)
+        loaded.append((entry, checkpoint, ranker))
+    trackers = time_interleaved(
+        [r for _, _, r in loaded],
+        split.lists,
+        batch_queries=opts.batch_queries,
+        warmup=opts.warmup,
+        repeats=opts.repeats,
+    )
+    n = len(split.lists[0])
+    extra = {
+        "batch_queries": opts.batch_queries,
+        "warmup_calls": opts.warmup,
+        "repeats": opts.repeats,
+        "n": n,
+    }
+    halves = _split_timings([r for _, _, r in loaded], split.lists, opts, extra)
+    rows = []
+    for (entry, checkpoint, ranker), tracker, split_timing in zip(
+        loaded, trackers, halves, strict=True
+    ):
+        latency = tracker.summary(
+            **extra, interleaved=len(loaded), scope="ranker.score per call (tokenisation included)"
+        ).to_dict()
+        host, model_only = (
+            (None, None)
+            if split_timing is None
+            else (_with_share(part, latency["mean_ms"]) for part in split_timing)
+        )
+        rows.append(
+            LatencyRow(
+                label=entry.label,
+                ranker=entry.ranker,
+                column=entry.column,
+                family=ranker.family,
+                n=n,
+                batch_queries=opts.batch_queries,
+                options=ranker.config.to_dict(),
+                weights=_weights(ranker, checkpoint, opts.arch),
+                dtype=ranker.compute_dtype(),
+                latency=latency,
+                tokenisation=host,
+                model_only=model_only,
+                mode=ranker.scoring_mode(),
+                ranker_info=ranker.describe(),
+            )
+        )
+        log.info(
+            "%s N=%d: p50 %.2f ms/query, mean %.2f ms, %.0f pairs/s%s",
+            entry.label,
+            n,
+            latency["p50_ms"],
+            latency["mean_ms"],
+            latency["candidates_per_s"],
+            f"; host step {100 * host['share_of_mean']:.0f}% of the mean" if host else "",
+        )
+    return rows
+
+
+def arch_model(arch: str, seed: int, root: Path) -> Path | None:
+    """The folder of ``arch``'s random-weight BERT (written on first use), or None for the
+    rankers' configured weights. Vocabulary and tokenizer are MiniLM-L6's."""
+    preset = ARCHS[arch]
+    if preset is None:
+        return None
+    from rankers.models import write_random_bert
+
+    return write_random_bert(
+        root / "models" / "random" / f"{arch}-seed{seed}",
+        hidden=preset.hidden,
+        layers=preset.layers,
+        heads=preset.heads,
+        intermediate=preset.intermediate,
+        seed=seed,
+    )
+
+
+def _with_model(
+    options: Mapping[str, Mapping[str, Any]], rankers: Sequence[str], model: Path | None
+) -> dict[str, dict[str, Any]]:
+    """``options`` with ``model`` set for every ranker of ``rankers`` whose config has one."""
+    from rankers import get_ranker_class
+
+    out = {k: dict(v) for k, v in _canonical_keys(options).items()}
+    if model is None:
+        return out
+    for name in rankers:
+        if "model" in _fields(get_ranker_class(name).Config):
+            out[name] = {**out.get(name, {}), "model": str(model)}
+    return out
+
+
+def run_benchmark(opts: BenchOptions) -> LatencyRecord:
+    """Time every ranker of ``opts`` at every N on BM25 top-N lists; write and return the record.
+
+    Raises ValueError for invalid options (before any work) and when the split's collection has
+    fewer than N items.
+    """
+    from bench.data import load_split
+    from bench.device import device_info, resolve_device, seed_everything, set_threads
+    from bench.settings import results_root
+    from rankers import canonical_name
+    from rankers.bm25 import BM25Index
+
+    opts.validate()
+    rankers = list(dict.fromkeys(canonical_name(r) for r in opts.rankers))
+    root = results_root(opts.results_dir)
+    device = resolve_device(opts.device)
+    seed_everything(opts.seed)
+    threads = set_threads(opts.threads)
+    split = load_split(opts.dataset, opts.split, opts.data_dir)
+    collection = split.collection()
+    too_big = [n for n in opts.n_values if n > len(collection)]
+    if too_big:
+        raise ValueError(
+            f"{split.dataset}/{split.split}: the candidate collection has {len(collection)} "
+            f"distinct items, fewer than N={too_big[0]}; choose N <= {len(collection)}"
+        )
+    model = arch_model(opts.arch, opts.seed, root)
+    # the cost model's encoder is CROSS-JEM's, so it takes the arch's model as well
+    options = _with_model(opts.options, [*rankers, "crossjem"], model)
+    settings = token_settings(split.dataset, options)
+    shape, tokenizer = encoder_shape_and_tokenizer(settings["model"])
+    index = BM25Index(collection)
+    blocks: list[ListBlock] = []
+    rows: list[LatencyRow] = []
+    for n in opts.n_values:
+        lists = bm25_lists(split, n, index=index, queries=opts.queries)
+        summary = token_summary(
+            list_tokens(
+                tokenizer,
+                lists.lists,
+                max_query_len=settings["max_query_len"],
+                max_item_len=settings["max_item_len"],
+                union_len=settings["union_len"],
+            ),
+            shape,
+        )
+        block = ListBlock(
+            n=n,
+            queries=len(lists),
+            tokens={**summary, **settings},
+            repeats=opts.repeats,
+            warmup=opts.warmup,
+        )
+        entries = entries_for(
+            rankers,
+            split.dataset,
+            n,
+            opts.batch_queries,
+            batch_sizes=opts.batch_sizes,
+            options=options,
+        )
+        rows.extend(time_entries(entries, lists, opts, device))
+        mark_best(rows)
+        block.speedup = speedup_summary(rows, block)
+        blocks.append(block)
+    config = {
+        "n_values": list(opts.n_values),
+        "rankers": rankers,
+        "batch_queries": opts.batch_queries,
+        "queries": opts.queries,
+        "repeats": opts.repeats,
+        "warmup": opts.warmup,
+        "seed": opts.seed,
+        "batch_sizes": {k: list(v) for k, v in _canonical_keys(opts.batch_sizes).items()},
+        "arch": opts.arch,
+        "arch_model": str(model) if model else None,
+        "checkpoints": dict(opts.checkpoints),
+        "options": options,
+        "first_stage": "bm25 (k1=0.9, b=0.4) over the split's candidate collection",
+    }
+    record = LatencyRecord(
+        dataset=split.dataset,
+        split=split.split,
+        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        config=config,
+        config_hash=config_hash(
+            {"config": config, "data": split.checksum, "device": device, "threads": threads}
+        ),
+        device=device,
+        threads=threads,
+        batch_queries=opts.batch_queries,
+        blocks=blocks,
+        rows=rows,
+        data={**split.info(), "collection": len(collection)},
+        provenance={
+            **provenance.collect(),
+            "device": device_info(device),
+            "env": {k: os.environ.get(k) for k in THREAD_ENV},
+        },
+    )
+    write_latency_record(record, root)
+    log.info("wrote %s", record.path)
+    return record

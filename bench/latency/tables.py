@@ -1,0 +1,374 @@
+"""The paper's latency table from latency records, and where the time goes.
+
+:func:`build_latency_table` turns one record (or several of one setting, :func:`merge_records`)
+into a :class:`LatencyTable`: one row per N, one column per table column (its fastest
+configuration), the CROSS-JEM speed-up over monoBERT measured and predicted, and the compression
+factor C. A second, small table splits each column's best row into its host step and its model
+alone, for rankers that have a host step. :func:`render_latency` prints both as a rich table,
+markdown or JSON.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from bench.latency.records import LatencyRecord, LatencyRow, ListBlock
+from bench.latency.tracker import check_stat, higher_is_better
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+    from rich.table import Table
+
+#: column order: the paper's latency table (first stage, dual, late, early, seq2seq, joint)
+_COLUMN_FAMILY_ORDER = ("firststage", "sparse", "dual", "late", "early", "seq2seq", "joint")
+LATENCY_FORMATS = ("table", "markdown", "json")
+
+
+def stat_unit(stat: str) -> str:
+    """What a cell of ``stat`` measures, for titles and notes."""
+    if stat.endswith("_ms"):
+        return "ms per query"
+    if stat == "candidates_per_s":
+        return "pairs/s"
+    if stat == "queries_per_s":
+        return "queries/s"
+    return "s in total"
+
+
+def _number(value: float, stat: str) -> str:
+    return f"{value:,.0f}" if higher_is_better(stat) else f"{value:,.2f}"
+
+
+def _times(value: float | None, missing: str) -> str:
+    return missing if value is None else f"{value:.2f}x"
+
+
+@dataclass
+class LatencyTable:
+    """``stat`` per N (rows) and column (its fastest configuration), then the CROSS-JEM speed-up
+    over monoBERT measured and predicted (and measured end to end when both end-to-end columns
+    were timed), and the compression factor C. ``breakdown`` holds, per N and column with a
+    host step, ``breakdown_stat`` of the best row's whole call, host step and model alone."""
+
+    title: str
+    stat: str
+    columns: list[str]
+    n_values: list[int]
+    cells: dict[int, dict[str, float | None]]
+    speedups: dict[int, dict[str, Any]]
+    compression: dict[int, float]
+    notes: list[str]
+    breakdown: dict[int, dict[str, dict[str, float | None]]] = field(default_factory=dict)
+    breakdown_stat: str = "p50_ms"
+    breakdown_notes: list[str] = field(default_factory=list)
+
+    @property
+    def end_to_end(self) -> bool:
+        return any("end_to_end" in sp for sp in self.speedups.values())
+
+    def header(self) -> list[str]:
+        extra = ["speed-up end-to-end"] if self.end_to_end else []
+        return ["N", *self.columns, "speed-up measured", "speed-up predicted", *extra, "C"]
+
+    def text_rows(self, bold: Callable[[str], str] = str, missing: str = "–") -> list[list[str]]:
+        """Cell texts; the best ranker of each N (fastest, or highest throughput) in ``bold``."""
+        pick = max if higher_is_better(self.stat) else min
+        out = []
+        for n in self.n_values:
+            values = self.cells[n]
+            present = [v for v in values.values() if v is not None]
+            best = pick(present) if present else None
+            texts = [str(n)]
+            for col in self.columns:
+                v = values.get(col)
+                text = missing if v is None else _number(v, self.stat)
+                texts.append(bold(text) if v is not None and v == best else text)
+            sp = self.speedups.get(n) or {}
+            texts.append(_times(sp.get("measured_mean"), missing))
+            texts.append(_times(sp.get("predicted_flops"), missing))
+            if self.end_to_end:
+                texts.append(_times((sp.get("end_to_end") or {}).get("measured_mean"), missing))
+            texts.append(f"{self.compression[n]:.1f}" if n in self.compression else missing)
+            out.append(texts)
+        return out
+
+    def breakdown_header(self) -> list[str]:
+        return ["N", "column", "score()", "host step", "model only", "host share"]
+
+    def breakdown_rows(self, missing: str = "–") -> list[list[str]]:
+        out = []
+        for n in self.n_values:
+            for col, parts in self.breakdown.get(n, {}).items():
+                texts = [
+                    missing if parts[k] is None else _number(parts[k], self.breakdown_stat)
+                    for k in ("total", "host", "model_only")
+                ]
+                share = parts.get("host_share")
+                out.append(
+                    [str(n), col, *texts, missing if share is None else f"{100 * share:.0f}%"]
+                )
+        return out
+
+
+def _column_order(record: LatencyRecord) -> list[str]:
+    family = {r.column: r.family for r in record.rows}
+    first = {c: i for i, c in enumerate(dict.fromkeys(r.column for r in record.rows))}
+
+    def key(col: str) -> tuple[int, int]:
+        fam = family[col]
+        rank = _COLUMN_FAMILY_ORDER.index(fam) if fam in _COLUMN_FAMILY_ORDER else 99
+        return rank, first[col]
+
+    return sorted(first, key=key)
+
+
+def merge_records(records: Sequence[LatencyRecord]) -> LatencyRecord:
+    """One record from several runs of one setting (e.g. N=700 timed with fewer queries): their
+    N blocks side by side; an N present in several comes from the newest."""
+    if not records:
+        raise ValueError("no latency records to merge")
+    records = sorted(records, key=lambda r: r.created)
+    keys = {(r.dataset, r.split, r.device, r.threads, r.batch_queries) for r in records}
+    if len(keys) > 1:
+        found = "; ".join(
+            f"{d}/{s} {dev} threads={t} batch_queries={b}" for d, s, dev, t, b in sorted(keys)
+        )
+        raise ValueError(f"latency records of different settings cannot share a table: {found}")
+    blocks: dict[int, tuple[ListBlock, list[LatencyRow]]] = {}
+    for rec in records:
+        for b in rec.blocks:
+            blocks[b.n] = (b, [r for r in rec.rows if r.n == b.n])
+    newest = records[-1]
+    ordered = sorted(blocks)
+    return dataclasses.replace(
+        newest,
+        blocks=[blocks[n][0] for n in ordered],
+        rows=[r for n in ordered for r in blocks[n][1]],
+        config={**newest.config, "merged": [str(r.path) for r in records]},
+    )
+
+
+def _breakdown(
+    record: LatencyRecord, columns: Sequence[str], stat: str
+) -> dict[int, dict[str, dict[str, float | None]]]:
+    out: dict[int, dict[str, dict[str, float | None]]] = {}
+    for b in record.blocks:
+        for col in columns:
+            row = record.best(b.n, col)
+            if row is None or row.tokenisation is None:
+                continue
+            out.setdefault(b.n, {})[col] = {
+                "total": row.latency.get(stat),
+                "host": row.tokenisation.get(stat),
+                "model_only": (row.model_only or {}).get(stat),
+                "host_share": row.tokenisation.get("share_of_mean"),
+            }
+    return out
+
+
+def _variant_labels(rows: Sequence[LatencyRow]) -> list[str]:
+    """What tells the rows of one column apart: the options whose values differ between them
+    (``batch_size=32``), else their labels."""
+    keys = sorted({k for r in rows for k in r.options})
+    differ = [k for k in keys if len({repr(r.options.get(k)) for r in rows}) > 1]
+    if not differ:
+        return [r.label for r in rows]
+    return [", ".join(f"{k}={r.options.get(k)}" for k in differ) for r in rows]
+
+
+def _groups(pairs: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
+    """text -> the columns it applies to, from (column, text) pairs: each text said once."""
+    groups: dict[str, list[str]] = {}
+    for col, text in pairs:
+        if col not in groups.setdefault(text, []):
+            groups[text].append(col)
+    return groups
+
+
+def _grouped(pairs: Sequence[tuple[str, str]]) -> str:
+    """``text (col, col); text (col)``."""
+    return "; ".join(f"{text} ({', '.join(cols)})" for text, cols in _groups(pairs).items())
+
+
+def _notes(record: LatencyRecord, columns: Sequence[str], stat: str) -> list[str]:
+    rows = sorted(record.rows, key=lambda r: columns.index(r.column))
+    protocol = "; ".join(
+        f"N={b.n}: {b.queries} queries x {b.repeats} repeats after {b.warmup} untimed calls"
+        for b in record.blocks
+    )
+    arch = record.config.get("arch")
+    notes = [
+        f"{stat_unit(stat)} ({stat}) on {record.device}, {record.threads} threads, "
+        f"{record.batch_queries} list(s) per score() call, tokenisation included ({protocol})"
+        + (f"; encoder: {arch}" if arch else "")
+        + ".",
+        "Lists: BM25 top N over the split's whole candidate collection. "
+        f"Bold: {'highest' if higher_is_better(stat) else 'fastest'} at N.",
+    ]
+    if rows:
+        dtypes = sorted({r.dtype for r in rows if r.dtype != "n/a"})
+        weights = _grouped([(r.column, r.weights) for r in rows if r.weights != "n/a"])
+        notes.append(f"dtype: {', '.join(dtypes) or 'n/a'}; weights: {weights or 'n/a'}.")
+        modes = _grouped([(r.column, r.mode) for r in rows if r.mode])
+        if modes:
+            notes.append(f"Scoring mode: {modes}.")
+    for col in columns:
+        for b in record.blocks:
+            variants = [r for r in rows if r.column == col and r.n == b.n]
+            if len(variants) > 1:
+                parts = [
+                    f"{text}: {_number(r.latency[stat], stat)}"
+                    for text, r in zip(_variant_labels(variants), variants, strict=True)
+                ]
+                notes.append(
+                    f"{col} at N={b.n}, each configuration (best shown): " + ", ".join(parts) + "."
+                )
+    notes.append(
+        "Speed-up: best monoBERT / CROSS-JEM mean latency; predicted: ratio of the "
+        "cost model's encoder FLOPs (bench.efficiency) on the same lists. "
+        "C = L_k N / |U| (mean over queries)."
+    )
+    return notes
+
+
+def _breakdown_notes(record: LatencyRecord, columns: Sequence[str]) -> list[str]:
+    covers = [
+        (c, r.tokenisation["covers"])
+        for c in columns
+        for r in record.rows
+        if r.column == c and r.best and r.tokenisation
+    ]
+    if not covers:
+        return []
+    notes = [
+        "score(): the whole call; host step: prepare_scoring alone; model only: score_prepared "
+        "on inputs prepared beforehand (device time on CUDA in the record); host share: of the "
+        "mean."
+    ]
+    notes += [f"Host step of {', '.join(cols)}: {text}." for text, cols in _groups(covers).items()]
+    bare = [c for c in columns if c not in dict(covers)]
+    if bare:
+        notes.append("No host step (timed as whole calls only): " + ", ".join(bare) + ".")
+    return notes
+
+
+def build_latency_table(
+    records: LatencyRecord | Sequence[LatencyRecord], stat: str = "p50_ms"
+) -> LatencyTable:
+    """The table model of one latency record, or of several merged (:func:`merge_records`);
+    ``stat`` is a :data:`~bench.latency.tracker.SUMMARY_STATS` name (p50_ms, mean_ms,
+    candidates_per_s...). The breakdown uses ``stat`` when it is a time, else p50_ms."""
+    check_stat(stat)
+    record = records if isinstance(records, LatencyRecord) else merge_records(records)
+    columns = _column_order(record)
+    n_values = [b.n for b in record.blocks]
+    cells: dict[int, dict[str, float | None]] = {}
+    for n in n_values:
+        cells[n] = {}
+        for col in columns:
+            row = record.best(n, col)
+            value = None if row is None else row.latency.get(stat)
+            cells[n][col] = None if value is None else float(value)
+    bstat = stat if stat.endswith("_ms") else "p50_ms"
+    return LatencyTable(
+        title=f"Latency: {record.dataset} / {record.split}",
+        stat=stat,
+        columns=columns,
+        n_values=n_values,
+        cells=cells,
+        speedups={b.n: b.speedup for b in record.blocks},
+        compression={b.n: b.tokens["compression_mean"] for b in record.blocks},
+        notes=_notes(record, columns, stat),
+        breakdown_notes=_breakdown_notes(record, columns),
+        breakdown=_breakdown(record, columns, bstat),
+        breakdown_stat=bstat,
+    )
+
+
+def _markdown(header: Sequence[str], rows: Sequence[Sequence[str]], text_columns: int) -> list[str]:
+    aligns = [":---"] * text_columns + ["---:"] * (len(header) - text_columns)
+    return [
+        "| " + " | ".join(h.replace("|", "\\|") for h in header) + " |",
+        "|" + "|".join(aligns) + "|",
+        *("| " + " | ".join(t) + " |" for t in rows),
+    ]
+
+
+def _rich(
+    title: str, header: Sequence[str], rows: Sequence[Sequence[str]], text_columns: int
+) -> Table:
+    from rich.markup import escape
+    from rich.table import Table
+
+    out = Table(title=escape(title))
+    for i, name in enumerate(header):
+        out.add_column(escape(name), justify="left" if i < text_columns else "right")
+    for texts in rows:
+        out.add_row(*texts)
+    return out
+
+
+def render_latency(table: LatencyTable, fmt: str = "table") -> str | RenderableType:
+    """``table``: rich tables (print with a Console); ``markdown`` and ``json``: text."""
+    from bench.tables import json_safe
+
+    breakdown_title = f"Where the time goes ({table.breakdown_stat}, best row of each column)"
+    if fmt == "table":
+        from rich.console import Group
+        from rich.markup import escape
+
+        main = _rich(table.title, table.header(), table.text_rows(lambda s: f"[bold]{s}[/bold]"), 1)
+        main.caption, main.caption_justify = escape(" ".join(table.notes)), "left"
+        if not table.breakdown:
+            return main
+        parts = _rich(breakdown_title, table.breakdown_header(), table.breakdown_rows(), 2)
+        parts.caption = escape(" ".join(table.breakdown_notes))
+        parts.caption_justify = "left"
+        return Group(main, parts)
+    if fmt == "markdown":
+        lines = [
+            f"**{table.title}**",
+            "",
+            *_markdown(table.header(), table.text_rows(bold=lambda s: f"**{s}**"), 1),
+            "",
+            *(f"{note}  " for note in table.notes),
+        ]
+        if table.breakdown:
+            lines += [
+                "",
+                f"**{breakdown_title}**",
+                "",
+                *_markdown(table.breakdown_header(), table.breakdown_rows(), 2),
+                "",
+                *(f"{note}  " for note in table.breakdown_notes),
+            ]
+        return "\n".join(lines) + "\n"
+    if fmt == "json":
+        rows = [
+            {
+                "n": n,
+                "cells": {c: json_safe(v) for c, v in table.cells[n].items()},
+                "speedup": table.speedups.get(n) or None,
+                "compression": table.compression.get(n),
+                "breakdown": {
+                    c: {k: json_safe(v) for k, v in parts.items()}
+                    for c, parts in table.breakdown.get(n, {}).items()
+                },
+            }
+            for n in table.n_values
+        ]
+        out = {
+            "title": table.title,
+            "stat": table.stat,
+            "unit": stat_unit(table.stat),
+            "breakdown_stat": table.breakdown_stat,
+            "rows": rows,
+            "notes": table.notes,
+            "breakdown_notes": table.breakdown_notes,
+        }
+        return json.dumps(out, indent=2) + "\n"
+    raise ValueError(f"unknown latency table format {fmt!r}; known: {', '.join(LATENCY_FORMATS)}")

@@ -1,0 +1,207 @@
+"""sentence-transformers ``CrossEncoder`` as a ranker: a widely used cross-encoder implementation
+beside our monoBERT, so the latency benchmark shows monoBERT is not slow by construction.
+
+Scoring is ``CrossEncoder.predict`` taken apart at its one seam: :meth:`prepare_scoring` does what
+``predict`` does before the model (its length sort, then ``CrossEncoder.preprocess`` per batch -
+WordPiece, padding - and the copy to the device) and :meth:`score_prepared` runs the model and the
+activation on those batches and restores the order. The scores are ``predict``'s, bit for bit
+(sentence-transformers 5; a test holds it to that).
+
+Weights: a folder (or hub id) with a trained sequence-classification head scores as trained. A
+plain encoder (MiniLM-L6, or the ``encoder/`` of a monoBERT checkpoint) gets a new, random head:
+fine for timing (same cost as trained), meaningless for ranking. This ranker cannot train, so
+:meth:`untrained_weights` reports that head and ``bench run`` refuses instead of scoring noise.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from bench.data.model import CandidateList
+from rankers.base import Ranker, RankerConfig, RankerError
+from rankers.models import ModelRef, resolve_model
+
+log = logging.getLogger(__name__)
+
+#: where a ranker's save() folder keeps its encoder (rankers.encoders' checkpoint layout)
+ENCODER_DIR = "encoder"
+
+
+@dataclass
+class STCrossEncoderConfig(RankerConfig):
+    #: alias, Hugging Face id or folder: a trained cross-encoder, or an encoder (new head)
+    model: str = "minilm-l6"
+    #: a save() folder with an ``encoder/`` (monoBERT's): its encoder replaces ``model``; the
+    #: classification head stays new (monoBERT's head is not CrossEncoder's)
+    checkpoint: str | None = None
+    #: pairs per forward pass (``predict``'s batch_size)
+    batch_size: int = 32
+    #: whole-pair token limit: monoBERT's L_q + L_k + 3
+    max_length: int = 67
+
+    def __post_init__(self) -> None:
+        for name in ("batch_size", "max_length"):
+            if getattr(self, name) < 1:
+                raise RankerError(f"option {name}={getattr(self, name)}: must be >= 1")
+
+
+@dataclass(frozen=True)
+class PreparedPairs:
+    """``predict``'s batches of one call: each batch's pair positions and model features
+    (on the device), and the list sizes to split the scores by."""
+
+    batches: list[tuple[np.ndarray, dict[str, Any]]]
+    list_sizes: list[int]
+
+
+def _has_trained_head(ref: ModelRef) -> bool | None:
+    """Whether the model's config names a sequence-classification architecture; None when the
+    config cannot be read without loading (a hub id that is not cached)."""
+    if ref.local:
+        config_file = Path(ref.path) / "config.json"
+        if not config_file.is_file():
+            return None
+        architectures = json.loads(config_file.read_text(encoding="utf-8")).get("architectures")
+    else:
+        try:
+            from transformers import AutoConfig
+
+            architectures = AutoConfig.from_pretrained(ref.path).architectures
+        except (OSError, ValueError):
+            return None
+    return any(str(a).endswith("ForSequenceClassification") for a in architectures or [])
+
+
+class STCrossEncoderRanker(Ranker):
+    """``CrossEncoder.predict`` over the (query, item) pairs of each call."""
+
+    name: ClassVar[str] = "st-crossencoder"
+    family: ClassVar[str] = "early"
+    Config: ClassVar[type[RankerConfig]] = STCrossEncoderConfig
+    pointwise: ClassVar[bool] = True
+    host_step: ClassVar[str | None] = (
+        "CrossEncoder.predict's length sort, then CrossEncoder.preprocess per batch "
+        "(WordPiece, padding) and the copy to the device"
+    )
+    #: the ranker whose checkpoint's encoder this one can time (the latency benchmark gives it
+    #: that checkpoint when it has none of its own)
+    borrows_checkpoint_of: ClassVar[str | None] = "monobert"
+
+    def __init__(self, config: STCrossEncoderConfig | None = None, device: str = "cpu") -> None:
+        super().__init__(config, device)
+        self.config: STCrossEncoderConfig
+        self._model: Any = None
+
+    @property
+    def ref(self) -> ModelRef:
+        """What is loaded: the checkpoint's encoder when one is given, else ``model``."""
+        if self.config.checkpoint:
+            folder = Path(self.config.checkpoint) / ENCODER_DIR
+            if not folder.is_dir():
+                raise RankerError(
+                    f"{self.name}: checkpoint {self.config.checkpoint} has no {ENCODER_DIR}/ "
+                    "folder (a monobert save() folder has one)"
+                )
+            return resolve_model(str(folder))
+        return resolve_model(self.config.model)
+
+    def untrained_weights(self) -> str | None:
+        if self.config.checkpoint is None and _has_trained_head(self.ref) is not False:
+            return None
+        return f"a new sequence-classification head on {self.ref.model_id}"
+
+    @property
+    def model(self) -> Any:
+        """The CrossEncoder, loaded on first use (quietly when its head is new by design)."""
+        if self._model is None:
+            import contextlib
+
+            from sentence_transformers import CrossEncoder
+
+            from rankers.models import expected_new_weights
+
+            untrained = self.untrained_weights()
+            quiet = expected_new_weights(untrained) if untrained else contextlib.nullcontext()
+            ref = self.ref
+            try:
+                with quiet:
+                    self._model = CrossEncoder(
+                        ref.path,
+                        num_labels=1,
+                        max_length=self.config.max_length,
+                        device=self.device,
+                    )
+            except (OSError, ValueError) as exc:
+                raise RankerError(f"{self.name}: cannot load {ref.path!r}: {exc}") from exc
+            self._model.eval()
+        return self._model
+
+    # -- scoring -------------------------------------------------------------------------------
+    def prepare_scoring(self, lists: Sequence[CandidateList]) -> PreparedPairs:
+        from sentence_transformers.util import batch_to_device
+
+        model = self.model
+        pairs = [(cl.query.text, t) for cl in lists for t in cl.texts]
+        # predict's order: longest first by its own length estimate, interleaved only when the
+        # model flattens inputs (no padding); batches are then consecutive runs of that order
+        order = np.argsort([-model._input_length(p) for p in pairs])
+        if model._can_flatten_inputs():
+            order = model._interleave_sorted_indices(order)
+        step = self.config.batch_size
+        batches = []
+        for start in range(0, len(order), step):
+            idx = order[start : start + step]
+            features = model.preprocess([pairs[i] for i in idx])
+            batches.append((idx, batch_to_device(features, model.device)))
+        return PreparedPairs(batches, [len(cl) for cl in lists])
+
+    def score_prepared(self, prepared: PreparedPairs) -> list[np.ndarray]:
+        import torch
+
+        model = self.model
+        flat = np.zeros(sum(prepared.list_sizes), dtype=np.float32)
+        with torch.inference_mode():
+            for idx, features in prepared.batches:
+                scores = model(features)["scores"]
+                if model.activation_fn is not None:
+                    scores = model.activation_fn(scores)
+                if model.num_labels == 1 and scores.ndim > 1:
+                    scores = scores.squeeze(-1)
+                flat[idx] = scores.float().cpu().numpy()
+        bounds = np.cumsum([0, *prepared.list_sizes])
+        return [flat[bounds[k] : bounds[k + 1]].copy() for k in range(len(prepared.list_sizes))]
+
+    def score(self, lists: Sequence[CandidateList]) -> list[np.ndarray]:
+        return self.score_prepared(self.prepare_scoring(lists))
+
+    # -- latency hooks -------------------------------------------------------------------------
+    def compute_dtype(self) -> str:
+        first = next(iter(self.model.parameters()), None)
+        return "n/a" if first is None else str(first.dtype).removeprefix("torch.")
+
+    def weights_note(self, checkpoint: str | None) -> str:
+        if self.untrained_weights() is None:
+            return f"trained ({self.ref.model_id})"
+        encoder = f"the encoder of {checkpoint}" if checkpoint else "the pre-trained encoder"
+        return f"untrained head on {encoder} (same cost as trained)"
+
+    # -- provenance ----------------------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        from rankers.models import state_hash, weights_hash
+
+        ref = self.ref
+        head = "trained head" if self.untrained_weights() is None else "random head"
+        return {
+            **super().describe(),
+            "model_id": ref.model_id,
+            "base_weights_hash": weights_hash(ref.path) if ref.local else None,
+            "weights_hash": state_hash(self.model),
+            "implementation": f"sentence_transformers.CrossEncoder.predict ({head})",
+        }

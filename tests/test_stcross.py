@@ -1,0 +1,101 @@
+"""The sentence-transformers CrossEncoder ranker: predict's scores from its two halves, honest
+about an untrained head, and refused by `bench run` when it would score with one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from bench.cli import app
+from bench.data.model import Candidate, CandidateList, Query
+from bench.latency.protocol import checkpoint_for
+from rankers import RankerError, create_ranker, get_ranker_class
+from rankers.encoders import write_tiny_bert
+from rankers.stcross import STCrossEncoderRanker
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
+
+
+def _lists() -> list[CandidateList]:
+    texts = ["how to sort a list in python", "sort", "java hash map", "a b c d e f g h", "x"]
+    return [
+        CandidateList(
+            Query("q1", "python list sort"),
+            tuple(Candidate(f"a{i}", t) for i, t in enumerate(texts)),
+        ),
+        CandidateList(
+            Query("q2", "hash map"), tuple(Candidate(f"b{i}", t) for i, t in enumerate(texts[:3]))
+        ),
+    ]
+
+
+def test_registered_as_an_early_interaction_ranker() -> None:
+    cls = get_ranker_class("st-crossencoder")
+    assert cls is STCrossEncoderRanker and cls.family == "early" and not cls.trainable
+    assert cls.host_step is not None
+
+
+def test_prepared_halves_give_predicts_scores(tiny_bert: Path) -> None:
+    ranker = create_ranker("st-crossencoder", {"model": str(tiny_bert), "batch_size": 3})
+    lists = _lists()
+    scores = ranker.score(lists)
+    halves = ranker.score_prepared(ranker.prepare_scoring(lists))
+    assert [len(s) for s in scores] == [5, 3]
+    for a, b in zip(scores, halves, strict=True):
+        np.testing.assert_array_equal(a, b)
+    pairs = [(cl.query.text, t) for cl in lists for t in cl.texts]
+    predicted = ranker.model.predict(pairs, batch_size=3, show_progress_bar=False)
+    np.testing.assert_array_equal(np.concatenate(scores), predicted)
+    assert ranker.compute_dtype() == "float32"
+
+
+def test_untrained_head_is_reported(tiny_bert: Path, tmp_path: Path) -> None:
+    bare = create_ranker("st-crossencoder", {"model": str(tiny_bert)})
+    assert bare.untrained_weights() == f"a new sequence-classification head on {tiny_bert}"
+    assert bare.weights_note(None) == (
+        "untrained head on the pre-trained encoder (same cost as trained)"
+    )
+    # a folder with a trained sequence-classification head scores as it is
+    from transformers import BertConfig, BertForSequenceClassification
+
+    config = BertConfig.from_pretrained(tiny_bert, num_labels=1)
+    trained = tmp_path / "trained"
+    BertForSequenceClassification(config).save_pretrained(trained)
+    ranker = create_ranker("st-crossencoder", {"model": str(trained)})
+    assert ranker.untrained_weights() is None
+    assert ranker.weights_note(None) == f"trained ({trained})"
+    # a monoBERT checkpoint lends its encoder; the head stays new
+    (tmp_path / "monobert" / "encoder").mkdir(parents=True)
+    for f in tiny_bert.iterdir():
+        (tmp_path / "monobert" / "encoder" / f.name).write_bytes(f.read_bytes())
+    borrowed = create_ranker("st-crossencoder", {"checkpoint": str(tmp_path / "monobert")})
+    assert borrowed.untrained_weights() is not None
+    assert borrowed.weights_note(str(tmp_path / "monobert")).startswith(
+        f"untrained head on the encoder of {tmp_path / 'monobert'}"
+    )
+    assert len(borrowed.score(_lists()[:1])[0]) == 5
+    with pytest.raises(RankerError, match="has no encoder/ folder"):
+        create_ranker("st-crossencoder", {"checkpoint": str(tmp_path)}).untrained_weights()
+
+
+def test_latency_benchmark_lends_it_monoberts_checkpoint() -> None:
+    assert checkpoint_for("st-crossencoder", {"monobert": "/m"}) == "/m"
+    assert checkpoint_for("st-crossencoder", {"monobert": "/m", "st-crossencoder": "/s"}) == "/s"
+    assert checkpoint_for("crossjem", {"monobert": "/m"}) is None
+
+
+def test_bench_run_refuses_an_untrained_head(shared_data: Path, results_dir: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["run", "-r", "st-crossencoder", "-d", "wikiqa", "--data-dir", str(shared_data)]
+    )
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert lines[-1].startswith("error:") and "st-crossencoder" in lines[-1]
+    assert "train" in lines[-1] and "Traceback" not in result.output
+    assert not list(results_dir.glob("runs/**/record.json"))
