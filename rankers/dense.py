@@ -74,6 +74,9 @@ class DenseConfig(RankerConfig):
     document_prefix: str = ""
     #: embed the split's items once in index(); score() then only encodes queries
     precompute: bool = False
+    #: encoding weights cast once to: auto (bfloat16 on CUDA, float32 on CPU), float32,
+    #: bfloat16, float16; fine-tuning always runs float32
+    dtype: str = "auto"
     lr: float = 2e-5
     weight_decay: float = 0.01
     epochs: int = 1
@@ -88,6 +91,10 @@ class DenseConfig(RankerConfig):
     seed: int = 42
 
     def __post_init__(self) -> None:
+        from rankers.encoders import DTYPES
+
+        if self.dtype not in DTYPES:
+            raise RankerError(f"option dtype={self.dtype!r}: expected one of {', '.join(DTYPES)}")
         if self.similarity is not None and self.similarity not in SIMILARITIES:
             raise RankerError(
                 f"option similarity={self.similarity!r}: expected one of {', '.join(SIMILARITIES)}"
@@ -148,6 +155,9 @@ class DenseRanker(Ranker):
         self._indexed: RankingSplit | None = None
         self.training_summary: dict[str, Any] | None = None
         self.mining_rounds: list[MiningRound] = []
+        from rankers.encoders import CastCache
+
+        self._cast = CastCache()
 
     # -- model ---------------------------------------------------------------------------------
     @property
@@ -199,15 +209,25 @@ class DenseRanker(Ranker):
         else:
             self._weights_hash, self._weights_of = state_hash(model), "state dict"
 
+    def encoding_model(self) -> SentenceTransformer:
+        """:attr:`model`, or its copy cast once to the scoring dtype (see ``dtype``)."""
+        from rankers.encoders import scoring_dtype
+
+        return self._cast.get(self.model, scoring_dtype(self.config.dtype, self.device))
+
     def _encode(self, texts: Sequence[str], prefix: str) -> torch.Tensor:
-        """Embeddings (on the model's device) without gradients, in eval mode."""
-        return self.model.encode(
-            [prefix + t for t in texts],
-            batch_size=self.config.batch_size,
-            convert_to_tensor=True,
-            convert_to_numpy=False,
-            show_progress_bar=False,
-            device=self.device,
+        """Embeddings (on the model's device) without gradients, in eval mode; float32 out."""
+        return (
+            self.encoding_model()
+            .encode(
+                [prefix + t for t in texts],
+                batch_size=self.config.batch_size,
+                convert_to_tensor=True,
+                convert_to_numpy=False,
+                show_progress_bar=False,
+                device=self.device,
+            )
+            .float()
         )
 
     def _similarities(self, queries: torch.Tensor, items: torch.Tensor) -> torch.Tensor:
@@ -540,8 +560,10 @@ class DenseRanker(Ranker):
         return "items pre-encoded" if self.config.precompute else "end-to-end"
 
     def compute_dtype(self) -> str:
-        first = next(iter(self.model.parameters()), None)
-        return "n/a" if first is None else str(first.dtype).removeprefix("torch.")
+        from rankers.encoders import scoring_dtype
+
+        name = str(scoring_dtype(self.config.dtype, self.device)).removeprefix("torch.")
+        return name if name == "float32" else f"{name} weights"
 
     def weights_note(self, checkpoint: str | None) -> str:
         if checkpoint:

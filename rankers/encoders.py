@@ -251,25 +251,11 @@ def write_tiny_bert(
     seed: int = 0,
 ) -> Path:
     """Save a small randomly initialised BERT with a real tokenizer: fast tests and smoke runs."""
-    from transformers import AutoTokenizer, BertConfig, BertModel
+    from rankers.models import write_random_bert
 
-    tokenizer = AutoTokenizer.from_pretrained(resolve_model(tokenizer_from).path)
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=hidden,
-        num_hidden_layers=layers,
-        num_attention_heads=heads,
-        intermediate_size=4 * hidden,
-        max_position_embeddings=512,
-        pad_token_id=tokenizer.pad_token_id,
+    return write_random_bert(
+        path, hidden, layers, heads, 4 * hidden, seed, tokenizer_from, pipeline=False
     )
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = BertModel(config)
-    path.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
 
 
 class EncoderRanker(Ranker):

@@ -119,6 +119,7 @@ def write_random_bert(
     intermediate: int,
     seed: int = 0,
     tokenizer_from: str = "minilm-l6",
+    pipeline: bool = True,
 ) -> Path:
     """A BERT of the given size with random weights, and the tokenizer (so the vocabulary) of
     ``tokenizer_from``: timing a paper-size encoder needs its shape, not trained weights.
@@ -127,7 +128,7 @@ def write_random_bert(
     rewritten). The folder is written beside ``path`` and renamed, so an interrupted write
     leaves nothing half-made. The sentence-transformers pipeline files of ``tokenizer_from``
     (modules, pooling) are copied with the pooling width set to ``hidden``, so a bi-encoder
-    loads the same pipeline on these weights.
+    loads the same pipeline on these weights (``pipeline=False``: a bare BERT folder).
     """
     import json
     import shutil
@@ -163,7 +164,8 @@ def write_random_bert(
     shutil.rmtree(work, ignore_errors=True)
     model.save_pretrained(work)
     tokenizer.save_pretrained(work)
-    _copy_pipeline(source, work, hidden)
+    if pipeline:
+        _copy_pipeline(source, work, hidden)
     shutil.rmtree(path, ignore_errors=True)
     work.rename(path)
     log.info("wrote a random-weight BERT (%s, seed %d) to %s", sizes, seed, path)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from bench.data.model import Candidate, CandidateList, Query, RankingSplit, text_id
 from rankers import create_ranker
@@ -287,3 +288,19 @@ def test_loss_masks_in_batch_positives_of_the_same_query(zero_shot: DPRRanker) -
     logp = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
     expected = -np.mean([logp[0, 0], logp[1, 1], logp[2, 2]])
     assert float(loss.detach()) == pytest.approx(float(expected), abs=1e-4)
+
+
+def test_bfloat16_encoding_casts_a_copy_once() -> None:
+    low = DPRRanker(DenseConfig.from_options({"dtype": "bfloat16"}))
+    ref = DPRRanker(DenseConfig())
+    assert (low.compute_dtype(), ref.compute_dtype()) == ("bfloat16 weights", "float32")
+    lists = [
+        CandidateList(
+            Query("q", "how to sort a list in python"),
+            (Candidate("a", "sorting a list in python"), Candidate("b", "java arrays")),
+        )
+    ]
+    got, want = low.score(lists)[0], ref.score(lists)[0]
+    np.testing.assert_allclose(got, want, atol=0.02)
+    assert low.encoding_model() is low.encoding_model()
+    assert next(low.model.parameters()).dtype == torch.float32
