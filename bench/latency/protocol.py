@@ -234,7 +234,7 @@ def checkpoint_for(ranker: str, checkpoints: Mapping[str, str]) -> str | None:
     own = checkpoints.get(ranker)
     if own:
         return own
-    source = getattr(get_ranker_class(ranker), "borrows_checkpoint_of", None)
+    source = get_ranker_class(ranker).borrows_checkpoint_of
     return checkpoints.get(source) if source else None
 
 
