@@ -23,16 +23,22 @@ Each file is a YAML list of entries. ``kind`` selects the entry type (default ``
       denominator: {ranker: crossjem, field: p50_ms, config: {model: minilm-l6}}
       min: 2.0
 
-A record matches when dataset, split and ranker are equal and each ``config`` key (dotted for
+A record matches when dataset, split and ranker are equal, each ``config`` key (dotted for
 nested values, e.g. ``model.name``) has an equal value in ``record.config`` or
-``record.run_config`` (compared as given, or as strings so YAML ``50`` matches ``"50"``); the newest
-(``created``) of the matches is checked. No match is a failure (``MISSING``). A new entry type is a
-parser and a checker registered in ``_KINDS``.
+``record.run_config`` (compared as given, or as strings so YAML ``50`` matches ``"50"``), and
+``config`` names everything the record overrides (``record.overrides``: ranker options that
+differ from the config file's settings, ``subset``, ``train_subset``, an explicit ``fit``,
+``seed``). So an entry without ``config`` is about full runs of the ranker's default settings:
+a ``--subset`` smoke run can neither satisfy nor fail it. The newest (``created``) of the matches
+is checked, and every result line names the record it used. No match is a failure
+(``MISSING``). A new entry type is a parser and a checker registered in ``_KINDS``.
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,6 +111,8 @@ class CheckResult:
     source: str = ""
     bounds: tuple[float | None, float | None] | None = None  # ratio (min, max)
     record: ResultRecord | None = None
+    #: every record the result was computed from (a ratio has two)
+    records: tuple[ResultRecord, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -138,6 +146,8 @@ class _Entry:
         if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
             name = "/".join("number" if k is float else k.__name__ for k in kinds)
             raise self.error(f"bad key {key!r}: expected {name}, got {value!r}")
+        if kind is float and not math.isfinite(value):
+            raise self.error(f"bad key {key!r}: expected a finite number, got {value!r}")
         return value
 
     def text(self, key: str, required: bool = True) -> str | None:
@@ -257,9 +267,23 @@ def _config_matches(record: ResultRecord, config: Mapping[str, Any]) -> bool:
     return True
 
 
-def find_record(records: Sequence[ResultRecord], selector: Selector) -> ResultRecord | None:
-    """The newest record matching ``selector``, or None."""
-    matches = [
+def record_overrides(record: ResultRecord) -> dict[str, Any]:
+    """What ``record`` changes from the ranker's default full run. Records written before
+    overrides were recorded (and latency-benchmark records) say only their subsets."""
+    if record.overrides is not None:
+        return dict(record.overrides)
+    run_config = record.run_config or {}
+    return {k: run_config[k] for k in ("subset", "train_subset") if run_config.get(k)}
+
+
+def _unnamed_overrides(record: ResultRecord, config: Mapping[str, Any]) -> dict[str, Any]:
+    """The record's overrides that ``config`` does not name (a dotted key names its root)."""
+    named = {key.split(".")[0] for key in config}
+    return {k: v for k, v in record_overrides(record).items() if k not in named}
+
+
+def _candidates(records: Sequence[ResultRecord], selector: Selector) -> list[ResultRecord]:
+    return [
         r
         for r in records
         if r.dataset == selector.dataset
@@ -267,7 +291,33 @@ def find_record(records: Sequence[ResultRecord], selector: Selector) -> ResultRe
         and r.ranker == selector.ranker
         and _config_matches(r, selector.config)
     ]
+
+
+def find_record(records: Sequence[ResultRecord], selector: Selector) -> ResultRecord | None:
+    """The newest record matching ``selector`` whose overrides it names, or None."""
+    matches = [
+        r for r in _candidates(records, selector) if not _unnamed_overrides(r, selector.config)
+    ]
     return max(matches, key=lambda r: r.created) if matches else None
+
+
+def _no_match(records: Sequence[ResultRecord], selector: Selector) -> str:
+    """Why nothing matched: none at all, or only records with settings the entry does not name
+    (smoke runs, other options), which are said so they can be named under ``config``."""
+    others = _candidates(records, selector)
+    if not others:
+        return f"no matching result record for {selector.describe()}"
+    seen = sorted(
+        {
+            ", ".join(f"{k}={v}" for k, v in _unnamed_overrides(r, selector.config).items())
+            for r in others
+        }
+    )
+    return (
+        f"no matching result record for {selector.describe()}: {len(others)} record(s) have "
+        f"settings this entry does not name ({'; '.join(seen)}); name them under `config` to "
+        "check those"
+    )
 
 
 def _check_metric(exp: MetricExpectation, records: Sequence[ResultRecord]) -> CheckResult:
@@ -280,37 +330,40 @@ def _check_metric(exp: MetricExpectation, records: Sequence[ResultRecord]) -> Ch
     }
     record = find_record(records, exp.selector)
     if record is None:
-        return CheckResult(MISSING, actual=None, message="no matching result record", **base)
+        return CheckResult(MISSING, actual=None, message=_no_match(records, exp.selector), **base)
+    found = {"record": record, "records": (record,)}
     if exp.metric not in record.metrics:
         have = ", ".join(record.metrics) or "none"
         return CheckResult(
             MISSING,
             actual=None,
-            record=record,
+            **found,
             **base,
             message=f"record {record.path} has no {exp.metric} (has: {have})",
         )
     actual = float(record.metrics[exp.metric])
     diff = actual - exp.expected
     if abs(diff) <= exp.tolerance + _EPS:
-        return CheckResult(OK, actual=actual, record=record, **base)
+        return CheckResult(OK, actual=actual, **found, **base)
     return CheckResult(
         FAIL,
         actual=actual,
-        record=record,
+        **found,
         **base,
         message=f"off by {diff:+.4g}, beyond the tolerance",
     )
 
 
-def _side_value(side: RatioSide, records: Sequence[ResultRecord]) -> tuple[float | None, str]:
+def _side_value(
+    side: RatioSide, records: Sequence[ResultRecord]
+) -> tuple[float | None, str, ResultRecord | None]:
     record = find_record(records, side.selector)
     if record is None:
-        return None, f"no matching result record for {side.selector.describe()}"
+        return None, _no_match(records, side.selector), None
     value = (record.latency or {}).get(side.field)
     if value is None:
-        return None, f"record {record.path} has no latency field {side.field!r}"
-    return float(value), ""
+        return None, f"record {record.path} has no latency field {side.field!r}", record
+    return float(value), "", record
 
 
 def _check_ratio(exp: RatioExpectation, records: Sequence[ResultRecord]) -> CheckResult:
@@ -323,7 +376,9 @@ def _check_ratio(exp: RatioExpectation, records: Sequence[ResultRecord]) -> Chec
         "source": exp.source,
         "bounds": (exp.min, exp.max),
     }
-    (top, why_top), (bottom, why_bottom) = _side_value(num, records), _side_value(den, records)
+    top, why_top, top_record = _side_value(num, records)
+    bottom, why_bottom, bottom_record = _side_value(den, records)
+    base["records"] = tuple(r for r in (top_record, bottom_record) if r is not None)
     if top is None or bottom is None:
         return CheckResult(MISSING, actual=None, message=why_top or why_bottom, **base)
     if bottom == 0:
@@ -363,9 +418,17 @@ def _decimals(x: float) -> int:
     return 6 if "e" in text else len(text.split(".")[1].rstrip("0"))
 
 
+def _where(record: ResultRecord) -> str:
+    """A record's folder, relative to the working directory when inside it."""
+    if record.path is None:
+        return f"record of {record.created or 'unknown date'}"
+    path = Path(record.path)
+    return os.path.relpath(path) if path.is_relative_to(Path.cwd()) else str(path)
+
+
 def format_check_line(result: CheckResult) -> str:
-    """``OK   wikiqa/test bm25 AP@10 expected 0.6123 ± 0.005 actual 0.6125``, plus the reason
-    when it is not OK."""
+    """``OK   wikiqa/test bm25 AP@10 expected 0.6123 ± 0.005 actual 0.6125 [runs/...]``: the
+    reason when it is not OK, then the record(s) the value came from."""
     if result.bounds is not None:
         lo, hi = result.bounds
         want = " and ".join(
@@ -380,4 +443,6 @@ def format_check_line(result: CheckResult) -> str:
         line = f"{result.status:<4} {result.name} expected {want}"
         digits = max(4, _decimals(result.expected), _decimals(result.tolerance))
     line += " actual " + ("-" if result.actual is None else f"{result.actual:.{digits}f}")
-    return line + (f" ({result.message})" if result.message and not result.ok else "")
+    line += f" ({result.message})" if result.message and not result.ok else ""
+    used = result.records or ((result.record,) if result.record is not None else ())
+    return line + (f" [{', '.join(_where(r) for r in used)}]" if used else "")

@@ -71,23 +71,59 @@ def _main(
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
 
 
+#: what Ctrl-C leaves behind, said when it happens (exit code 130, as a shell would give)
+INTERRUPTED = (
+    "interrupted: finished results and trained models are kept and nothing half-written is "
+    "taken for finished; rerun the same command to go on (training resumes from its last "
+    "checkpoint)"
+)
+
+
+def _error_text(exc: BaseException) -> str:
+    """One line: an OS error as ``PATH: reason``, anything else as its message."""
+    if isinstance(exc, OSError) and exc.strerror and exc.filename:
+        return f"{exc.filename}: {exc.strerror}"
+    return str(exc)
+
+
 def _friendly_errors(func: F) -> F:
-    """Known input errors become one red line and exit code 2 instead of a traceback."""
+    """Known input errors, unwritable folders and OS errors become one red line and exit code 2
+    instead of a traceback (-v re-raises them); Ctrl-C says what was kept and exits 130."""
 
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from bench.data import DatasetError
+        from bench.results import StorageError
         from rankers import RankerError
 
         try:
             return func(*args, **kwargs)
-        except (DatasetError, RankerError, ValueError, FileNotFoundError, ImportError) as exc:
+        except (DatasetError, RankerError, StorageError, ValueError, OSError, ImportError) as exc:
             if log.isEnabledFor(logging.DEBUG):
                 raise
-            err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
+            err_console.print(f"[bold red]error:[/] {escape(_error_text(exc))}")
             raise typer.Exit(2) from None
+        except KeyboardInterrupt:
+            err_console.print(f"[bold yellow]{escape(INTERRUPTED)}[/]")
+            raise typer.Exit(130) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _open_unit(value: float) -> float:
+    """A probability strictly between 0 and 1 (Typer's ranges are closed)."""
+    if not 0.0 < value < 1.0:
+        raise typer.BadParameter(f"{value} is not in the open range 0 < x < 1.")
+    return value
+
+
+#: count options shared by several commands, with their declared ranges
+Seed = Annotated[int, typer.Option(min=0, help="Seed for python, numpy and torch.")]
+Threads = Annotated[
+    int | None, typer.Option(min=1, help="torch intra-op threads (default: torch's).")
+]
+Subset = Annotated[int | None, typer.Option(min=1, help="Rank only the first N queries.")]
+TrainSubset = Annotated[int | None, typer.Option(min=1, help="Train on the first N queries.")]
 
 
 def _parse_sets(pairs: list[str] | None) -> dict[str, str]:
@@ -135,18 +171,21 @@ def datasets(
         "dropped",
     ):
         table.add_column(col, justify="left" if col in ("dataset", "layout", "split") else "right")
-    unit = "WordPiece" if tokenizer else "words"
+    unit = "WordPiece tokens" if tokenizer else "words"
     for name in list_datasets(data_dir):
+        # one broken or unreadable dataset is reported and listed, the others still are
         try:
+            layout = get_card(name, data_dir).layout
             splits = dataset_splits(name, data_dir, local_only=True)
             loaded = [load_split(name, sp, data_dir) for sp in splits]
-        except DatasetError as exc:
-            loaded, reason = [], str(exc)
+        except (DatasetError, OSError) as exc:
+            layout, loaded = "?", []
+            log.warning("%s: not available: %s", name, _error_text(exc))
         else:
-            reason = "no local copy"
+            if not loaded:
+                log.info("%s: not available: no local copy", name)
         if not loaded:
-            table.add_row(name, get_card(name, data_dir).layout, "-", *["-"] * 7)
-            log.info("%s: not available: %s", name, reason)
+            table.add_row(name, layout, "-", *["-"] * 7)
             continue
         for split in loaded:
             s = split_stats(split, tokenizer=tokenizer)
@@ -165,8 +204,9 @@ def datasets(
                 ", ".join(f"{k}: {v}" for k, v in split.dropped.items() if v) or "0",
             )
     table.caption = (
-        f"lengths: mean {unit} tokens; union/list: distinct tokens of a query's candidates "
-        "(CROSS-JEM's input); unavailable datasets are listed with '-' (-v says why)"
+        f"lengths: mean {unit}; union/list: distinct tokens of a query's candidates "
+        "(CROSS-JEM's input); unavailable datasets are listed with '-' (the log says why: a "
+        "warning for broken files, a note for no local copy)"
     )
     console.print(table)
 
@@ -239,14 +279,12 @@ def run(
         typer.Option("--fit/--no-fit", help="Fine-tune on train (dev selects) before ranking."),
     ] = False,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
-    seed: Annotated[int, typer.Option(help="Seed for python, numpy and torch.")] = 0,
-    threads: Annotated[
-        int | None, typer.Option(help="torch intra-op threads (default: torch's).")
-    ] = None,
-    batch_queries: Annotated[int, typer.Option(help="Queries per scoring call.")] = 1,
-    warmup: Annotated[int, typer.Option(help="Untimed warm-up queries before timing.")] = 5,
-    subset: Annotated[int | None, typer.Option(help="Rank only the first N queries.")] = None,
-    train_subset: Annotated[int | None, typer.Option(help="Train on the first N queries.")] = None,
+    seed: Seed = 0,
+    threads: Threads = None,
+    batch_queries: Annotated[int, typer.Option(min=1, help="Queries per scoring call.")] = 1,
+    warmup: Annotated[int, typer.Option(min=0, help="Untimed warm-up queries before timing.")] = 5,
+    subset: Subset = None,
+    train_subset: TrainSubset = None,
     force: Annotated[bool, typer.Option(help="Recompute even if a result exists.")] = False,
     data_dir: DataDir = None,
     results_dir: ResultsDir = None,
@@ -282,7 +320,7 @@ def run(
             force=force,
             data_dir=data_dir,
             results_dir=results_dir,
-            progress=sys.stderr.isatty(),
+            progress=True,  # a bar on a terminal, else a log line every tenth
         )
     )
     _print_record(record)
@@ -327,9 +365,9 @@ def train(
         list[str] | None, typer.Option("--set", help="Ranker option key=value (repeatable).")
     ] = None,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
-    seed: Annotated[int, typer.Option(help="Seed for python, numpy and torch.")] = 0,
-    threads: Annotated[int | None, typer.Option(help="torch intra-op threads.")] = None,
-    train_subset: Annotated[int | None, typer.Option(help="Train on the first N queries.")] = None,
+    seed: Seed = 0,
+    threads: Threads = None,
+    train_subset: TrainSubset = None,
     force: Annotated[bool, typer.Option(help="Retrain even if a model exists.")] = False,
     data_dir: DataDir = None,
     results_dir: ResultsDir = None,
@@ -343,7 +381,7 @@ def train(
     from bench.device import resolve_device, seed_everything, set_threads
     from bench.runner import RunOptions, fit_or_load, ranker_options
     from bench.settings import results_root
-    from rankers import canonical_name, create_ranker
+    from rankers import RankerError, canonical_name, create_ranker
 
     options = _parse_sets(set_)
     for key, value in (("model", model), ("loss", loss), ("teacher", teacher)):
@@ -367,6 +405,11 @@ def train(
     seed_everything(seed)
     set_threads(threads)
     r = create_ranker(ranker, options, device=dev)
+    if not r.trainable:
+        raise RankerError(
+            f"ranker {r.name!r} is not trainable, so `bench train` has nothing to do "
+            "(`bench rankers` shows which are)"
+        )
     summary = fit_or_load(r, opts, results_root(results_dir))
     console.print_json(data={k: v for k, v in summary.items() if k not in ("train", "dev")})
 
@@ -386,7 +429,9 @@ def compare(
         str | None, typer.Option(help="Ranker or label for significance tests (default bm25).")
     ] = None,
     test: Annotated[str, typer.Option(help="ttest or randomisation (Holm-corrected).")] = "ttest",
-    alpha: Annotated[float, typer.Option(help="Significance level.")] = 0.05,
+    alpha: Annotated[
+        float, typer.Option(callback=_open_unit, help="Significance level, 0 < alpha < 1.")
+    ] = 0.05,
     reference: Annotated[
         bool, typer.Option(help="Show the paper's numbers for sodq / msmarco-titles.")
     ] = True,
@@ -446,7 +491,7 @@ def check(
     files = expected or sorted(expected_dir().glob("*.yaml"))
     if not files:
         raise FileNotFoundError(f"no expected-value files in {expected_dir()}")
-    from bench.latency_bench import check_records, load_latency_records
+    from bench.latency import check_records, load_latency_records
 
     root = results_root(results_dir)
     results = run_checks(files, load_records(root) + check_records(load_latency_records(root)))
@@ -466,8 +511,35 @@ def _csv(value: str | None, convert: Callable[[str], Any] = str) -> tuple[Any, .
     return tuple(convert(v.strip()) for v in value.split(",") if v.strip()) if value else ()
 
 
-def _batch_size(value: str) -> int | str:
-    return value if value == "all" else int(value)
+def _ints(option: str, value: str) -> tuple[int, ...]:
+    """Comma-separated integers; a bad one is reported with the option's name."""
+    try:
+        return _csv(value, int)
+    except ValueError:
+        raise ValueError(f"{option}: expected comma-separated integers, got {value!r}") from None
+
+
+def _batch_sizes(option: str, value: str) -> tuple[int | str, ...]:
+    """Comma-separated batch sizes: integers or ``all`` (every pair of a call)."""
+    try:
+        return _csv(value, lambda v: v if v == "all" else int(v))
+    except ValueError:
+        raise ValueError(
+            f"{option}: expected comma-separated integers or 'all', got {value!r}"
+        ) from None
+
+
+def _batch_size_sets(pairs: list[str] | None) -> dict[str, tuple[int | str, ...]]:
+    """``--batch-sizes NAME=32,64,all`` (repeatable) -> {ranker name: batch sizes}."""
+    from rankers import canonical_name
+
+    out: dict[str, tuple[int | str, ...]] = {}
+    for pair in pairs or []:
+        name, sep, sizes = pair.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"--batch-sizes expects NAME=32,64,all, got {pair!r}")
+        out[canonical_name(name)] = _batch_sizes("--batch-sizes", sizes)
+    return out
 
 
 @app.command()
@@ -495,10 +567,30 @@ def latency(
     peer_batch_sizes: Annotated[
         str, typer.Option(help="st-crossencoder batch sizes to try; the best is reported.")
     ] = "32,64,128",
+    batch_sizes_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--batch-sizes",
+            help="NAME=32,64,all: batch sizes to try for ranker NAME (repeatable; wins over "
+            "the two options above).",
+        ),
+    ] = None,
+    arch: Annotated[
+        str,
+        typer.Option(
+            help="Encoder to time: minilm-l6 (its real weights), distilbert-6l or bert-base "
+            "(random weights of that size, written once under results/models/random/)."
+        ),
+    ] = "minilm-l6",
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "cpu",
     threads: Annotated[int | None, typer.Option(help="torch intra-op threads.")] = 2,
+    seed: Annotated[int, typer.Option(help="Seed (also of --arch's random weights).")] = 0,
     stat: Annotated[
-        str, typer.Option(help="Statistic in the table: p50_ms, mean_ms, p95_ms...")
+        str,
+        typer.Option(
+            help="Statistic in the table: p50_ms, mean_ms, p95_ms..., or candidates_per_s "
+            "(pairs/s)."
+        ),
     ] = "p50_ms",
     fmt: Annotated[str, typer.Option("--format", "-f", help="table, markdown or json.")] = "table",
     data_dir: DataDir = None,
@@ -506,51 +598,85 @@ def latency(
 ) -> None:
     """Time every ranker on BM25 top-N lists, like the paper's latency table.
 
-    Lists of exactly N items come from BM25 over the split's whole candidate collection.
-    Warm-up calls are not timed; CUDA is synchronised and timed with events; rankers are
-    interleaved call by call so machine load hits them alike. Reports per-query p50/p95/p99,
-    throughput, tokenisation time, the cost model's predicted CROSS-JEM speed-up over monoBERT
-    and the measured one. Records go to results/latency/DATASET/.
+    Lists of exactly N items come from BM25 over the split's whole candidate collection. Each
+    ranker is timed in the configurations it declares (batch sizes, scoring modes). Warm-up
+    calls are not timed; CUDA is synchronised and timed with events; rankers are interleaved
+    call by call so machine load hits them alike. Rankers with a host step are also timed in
+    halves: host step alone (tokenisation...) and model alone. Reports per-query p50/p95/p99,
+    throughput (pairs/s), the cost model's predicted CROSS-JEM speed-up over monoBERT and the
+    measured one. Records go to results/latency/DATASET/.
     """
     from bench.device import resolve_device
-    from bench.latency_bench import (
+    from bench.latency import (
+        LATENCY_FORMATS,
         BenchOptions,
         build_latency_table,
+        check_stat,
         render_latency,
         run_benchmark,
     )
 
-    for bq in _csv(batch_queries, int):
-        record = run_benchmark(
-            BenchOptions(
-                dataset=dataset,
-                split=split,
-                n_values=_csv(n_items, int),
-                rankers=_csv(rankers_),
-                batch_queries=bq,
-                queries=queries,
-                repeats=repeats,
-                warmup=warmup,
-                device=resolve_device(device),
-                threads=threads,
-                monobert_batch_sizes=_csv(monobert_batch_sizes, _batch_size),
-                peer_batch_sizes=_csv(peer_batch_sizes, _batch_size),
-                data_dir=data_dir,
-                results_dir=results_dir,
-            )
+    check_stat(stat)
+    if fmt not in LATENCY_FORMATS:
+        raise ValueError(f"--format {fmt!r} is unknown; known: {', '.join(LATENCY_FORMATS)}")
+    sizes = {
+        "monobert": _batch_sizes("--monobert-batch-sizes", monobert_batch_sizes),
+        "st-crossencoder": _batch_sizes("--peer-batch-sizes", peer_batch_sizes),
+        **_batch_size_sets(batch_sizes_),
+    }
+    runs = [
+        BenchOptions(
+            dataset=dataset,
+            split=split,
+            n_values=_ints("--n-items", n_items),
+            rankers=_csv(rankers_),
+            batch_queries=bq,
+            queries=queries,
+            repeats=repeats,
+            warmup=warmup,
+            device=resolve_device(device),
+            threads=threads,
+            seed=seed,
+            batch_sizes=sizes,
+            arch=arch,
+            data_dir=data_dir,
+            results_dir=results_dir,
         )
+        for bq in _ints("--batch-queries", batch_queries)
+    ]
+    if not runs:
+        raise ValueError("--batch-queries: give at least one number of queries per call")
+    for opts in runs:
+        opts.validate()
+    for opts in runs:
+        record = run_benchmark(opts)
         _emit(render_latency(build_latency_table(record, stat), fmt))
         if fmt == "table":
-            for block in record.blocks:
-                sp = block.speedup
-                if sp:
-                    console.print(
-                        f"N={block.n}: CROSS-JEM speed-up over monoBERT measured "
-                        f"{sp['measured_mean']:.2f}x (mean), {sp['measured_p50']:.2f}x (p50); "
-                        f"cost model {sp['predicted_flops']:.2f}x; "
-                        f"{100 * sp['fraction_of_prediction']:.0f}% of prediction"
-                    )
-            console.print(f"record: {record.path}")
+            _print_latency_summary(record)
+
+
+def _print_latency_summary(record: Any) -> None:
+    """Per N: the measured speed-ups against the cost model's, and each column's throughput."""
+    for block in record.blocks:
+        sp = block.speedup
+        for what, found in (
+            ("CROSS-JEM speed-up over monoBERT", sp),
+            ("end to end (items tokenised in the call)", sp.get("end_to_end")),
+        ):
+            if not found or "measured_mean" not in found:
+                continue
+            fraction = found.get("fraction_of_prediction")
+            console.print(
+                f"N={block.n}: {what} measured {found['measured_mean']:.2f}x (mean), "
+                f"{found['measured_p50']:.2f}x (p50); cost model {found['predicted_flops']:.2f}x"
+                + (f"; {100 * fraction:.0f}% of prediction" if fraction else "")
+            )
+        best = [r for r in record.rows if r.n == block.n and r.best]
+        console.print(
+            f"N={block.n}: pairs/s (best row of each column): "
+            + "; ".join(f"{r.column} {r.latency['candidates_per_s']:,.0f}" for r in best)
+        )
+    console.print(f"record: {record.path}")
 
 
 @app.command()
@@ -565,7 +691,9 @@ def plot(
     use_benchmark: Annotated[
         bool, typer.Option(help="Latency from `bench latency` records instead of `bench run`.")
     ] = False,
-    n: Annotated[int | None, typer.Option(help="With --use-benchmark: the N to take.")] = None,
+    n: Annotated[
+        int | None, typer.Option(min=1, help="With --use-benchmark: the N to take.")
+    ] = None,
     results_dir: ResultsDir = None,
 ) -> None:
     """Accuracy against p50 latency for every ranker with results; Pareto front marked."""
@@ -593,8 +721,10 @@ def demo(
         typer.Option("--dataset", "-d", help="Dataset (default: sodq, else a local set)."),
     ] = None,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
-    seed: Annotated[int, typer.Option()] = 0,
-    subset: Annotated[int | None, typer.Option(help="Rank only the first N test queries.")] = None,
+    seed: Seed = 0,
+    subset: Annotated[
+        int | None, typer.Option(min=1, help="Rank only the first N test queries.")
+    ] = None,
     force: Annotated[bool, typer.Option(help="Recompute cached rows.")] = False,
     fmt: Annotated[str, typer.Option("--format", "-f", help="Table format.")] = "table",
     data_dir: DataDir = None,
@@ -618,7 +748,7 @@ def demo(
         force=force,
         data_dir=data_dir,
         results_dir=results_dir,
-        progress=sys.stderr.isatty(),
+        progress=True,
     )
     records = run_suite(name, base)
     wanted = {r.path for r in records}
@@ -636,10 +766,10 @@ def ablate(
         list[str] | None, typer.Option("--set", help="Shared option key=value (repeatable).")
     ] = None,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
-    seed: Annotated[int, typer.Option(help="Seed shared by every variant.")] = 0,
-    threads: Annotated[int | None, typer.Option(help="torch intra-op threads.")] = None,
-    subset: Annotated[int | None, typer.Option(help="Rank only the first N queries.")] = None,
-    train_subset: Annotated[int | None, typer.Option(help="Train on the first N queries.")] = None,
+    seed: Annotated[int, typer.Option(min=0, help="Seed shared by every variant.")] = 0,
+    threads: Threads = None,
+    subset: Subset = None,
+    train_subset: TrainSubset = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help="Table format.")] = "table",
     data_dir: DataDir = None,
     results_dir: ResultsDir = None,
@@ -661,7 +791,7 @@ def ablate(
         fit=True,
         data_dir=data_dir,
         results_dir=results_dir,
-        progress=sys.stderr.isatty(),
+        progress=True,
     )
     records = run_ablation(what, base)
     table = build_comparison(records, baseline=records[0].label, reference=False)

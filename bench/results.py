@@ -3,18 +3,23 @@
 Layout: ``results/runs/{dataset}/{ranker}/{split}-{confighash}/`` holding ``record.json`` (metrics,
 latency, config, provenance), ``run.trec`` (the ranking) and ``perquery.tsv`` (per-query metrics,
 which significance tests need). A directory is complete only once ``record.json`` exists, and
-that file is written last, so an interrupted run never leaves a record that looks finished.
+that file is written last, so an interrupted run never leaves a record that looks finished. The
+record lists the SHA-256 of the other files, so a later reuse can prove they are still whole.
+
+Writes keep the umask's permissions (other users and CI steps read results), and an OS error
+while writing becomes a :class:`StorageError` that names the path.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import logging
 import os
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +30,12 @@ log = logging.getLogger(__name__)
 RECORD = "record.json"
 RUN_FILE = "run.trec"
 PER_QUERY = "perquery.tsv"
+#: a cache entry moved aside because it was damaged: ``<entry>.damaged-<time>``
+DAMAGED_MARK = ".damaged-"
+
+
+class StorageError(RuntimeError):
+    """The results or models folder cannot be written; the message names the path and why."""
 
 
 @dataclasses.dataclass
@@ -45,6 +56,14 @@ class ResultRecord:
     provenance: dict[str, Any]
     training: dict[str, Any] | None = None
     created: str = ""
+    #: file name -> SHA-256 of the entry's other files (run.trec, perquery.tsv)
+    files: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: the cache key's components (config, data, model, code), each a hash
+    key_parts: dict[str, str] | None = None
+    #: what differs from a plain `bench run -r RANKER -d DATASET` (options that differ from the
+    #: config file's settings for the dataset, subset, train_subset, an explicit --fit, the
+    #: seed); None for records written before it was recorded
+    overrides: dict[str, Any] | None = None
     path: Path | None = dataclasses.field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -74,20 +93,83 @@ def run_dir(root: Path, dataset: str, ranker: str, split: str, chash: str) -> Pa
     return root / "runs" / dataset / ranker / f"{split}-{chash}"
 
 
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+# -- storage errors ------------------------------------------------------------------------------
+def describe_os_error(exc: OSError, path: Path | str) -> str:
+    """``cannot write PATH: No space left on device``: the path that failed and the reason."""
+    where = exc.filename if exc.filename else path
+    return f"cannot write {where}: {exc.strerror or exc}"
+
+
+@contextlib.contextmanager
+def storage_errors(path: Path | str) -> Iterator[None]:
+    """Turn an OS error raised inside into a :class:`StorageError` naming ``path``."""
+    try:
+        yield
+    except StorageError:
+        raise
+    except OSError as exc:
+        raise StorageError(describe_os_error(exc, path)) from exc
+
+
+def ensure_writable(folder: Path, what: str = "results") -> None:
+    """Create ``folder`` and write a probe file in it, before any expensive work.
+
+    Permissions, a read-only mount or a parent that is a file then fail at once with the path,
+    instead of after an hour of training."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-test-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise StorageError(
+            f"the {what} folder {folder} is not writable: {describe_os_error(exc, folder)} "
+            "(choose another with --results-dir or $BENCH_RESULTS_DIR)"
+        ) from exc
+
+
+def current_umask() -> int:
+    """The process umask, read without changing it where /proc allows (threads share it)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 # -- atomic writes -------------------------------------------------------------------------------
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write to a temporary file in the same folder, fsync, then rename over ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write to a temporary file in the same folder, fsync, then rename over ``path``.
+
+    The file gets the mode a plain ``open()`` would give (0666 less the umask), not mkstemp's
+    0600. An OS error (full disk, read-only folder) is a :class:`StorageError` naming ``path``.
+    """
+    with storage_errors(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            os.fchmod(fd, 0o666 & ~current_umask())
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
@@ -127,10 +209,18 @@ def write_result(
     per_query: Mapping[str, Mapping[str, float]],
     directory: Path,
 ) -> ResultRecord:
-    """Write run, per-query metrics, then the record (last: its presence marks completion)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(directory / RUN_FILE, format_trec_run(run, record.ranker))
-    atomic_write_text(directory / PER_QUERY, format_per_query(per_query, record.metrics))
+    """Write run, per-query metrics, then the record (last: its presence marks completion).
+
+    The record lists the SHA-256 of the files written before it, so reuse can verify them."""
+    with storage_errors(directory):
+        directory.mkdir(parents=True, exist_ok=True)
+    texts = {
+        RUN_FILE: format_trec_run(run, record.ranker),
+        PER_QUERY: format_per_query(per_query, record.metrics),
+    }
+    for name, text in texts.items():
+        atomic_write_text(directory / name, text)
+    record.files = {n: hashlib.sha256(t.encode("utf-8")).hexdigest() for n, t in texts.items()}
     atomic_write_json(directory / RECORD, record.to_json())
     record.path = directory
     return record
@@ -140,9 +230,35 @@ def read_record(directory: Path) -> ResultRecord:
     path = directory / RECORD
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: not valid JSON ({exc})") from exc
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
     return ResultRecord.from_json(data, path=directory)
+
+
+def record_problem(directory: Path) -> str | None:
+    """Why the entry in ``directory`` cannot be reused (None: it is whole).
+
+    The record must parse and list its files; each must exist with its recorded SHA-256."""
+    try:
+        record = read_record(directory)
+    except (OSError, ValueError, TypeError) as exc:
+        return str(exc)
+    if not record.files:
+        return f"{directory / RECORD} lists no file checksums (written by an older version)"
+    return files_problem(directory, record.files)
+
+
+def files_problem(folder: Path, files: Mapping[str, str]) -> str | None:
+    """The first of ``files`` (relative name -> SHA-256) that is missing or changed, in words."""
+    for name, want in sorted(files.items()):
+        path = folder / name
+        if not path.is_file():
+            return f"{path} is missing"
+        if file_sha256(path) != want:
+            return f"{path} does not match its recorded checksum (changed or truncated)"
+    return None
 
 
 def load_records(
@@ -151,9 +267,12 @@ def load_records(
     split: str | None = None,
     ranker: str | None = None,
 ) -> list[ResultRecord]:
-    """Every complete record under ``root/runs``, filtered; unreadable ones are skipped."""
+    """Every complete record under ``root/runs``, filtered; unreadable ones and entries moved
+    aside as damaged are skipped."""
     records = []
     for path in sorted((root / "runs").glob(f"{dataset or '*'}/{ranker or '*'}/*/{RECORD}")):
+        if DAMAGED_MARK in path.parent.name:
+            continue
         try:
             rec = read_record(path.parent)
         except (ValueError, TypeError) as exc:

@@ -2,12 +2,15 @@
 
 dataset adapter -> candidate lists -> (train or load) -> index -> warm-up -> timed scoring ->
 metrics -> result record. Expensive work is cached by a hash of everything it depends on: a
-trained model under ``results/models/``, a finished result under ``results/runs/``. Rendering
-tables is :mod:`bench.tables`' job; nothing here prints.
+trained model under ``results/models/``, a finished result under ``results/runs/``. What the
+caches promise (keys that cover config, data and code; entries verified before reuse; one writer
+per key) is :mod:`bench.cache`'s. Rendering tables is :mod:`bench.tables`' job; nothing here
+prints.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import logging
@@ -21,24 +24,48 @@ import numpy as np
 import yaml
 
 from bench import provenance
-from bench.data import load_split
+from bench.cache import (
+    CacheKey,
+    entry_lock,
+    explain_miss,
+    manifest_problem,
+    move_aside,
+    state_problem,
+    write_manifest,
+)
+from bench.data import dev_split_name, load_split
 from bench.data.model import CandidateList, RankingSplit
 from bench.device import device_info, resolve_device, seed_everything, set_threads
-from bench.latency import LatencyTracker
+from bench.latency.tracker import LatencyTracker
 from bench.metrics import DEFAULT_MEASURES, build_run, evaluate
 from bench.progress import progress_bar
 from bench.results import (
+    RECORD,
     ResultRecord,
     atomic_write_json,
-    config_hash,
+    ensure_writable,
     read_record,
+    record_problem,
     run_dir,
+    storage_errors,
     write_result,
 )
 from bench.settings import results_root
-from rankers import Ranker, RankerError, canonical_name, create_ranker
+from rankers import Ranker, RankerError, canonical_name, create_ranker, get_ranker_class
 
 log = logging.getLogger(__name__)
+
+#: the training summary of a trained-model folder
+TRAINING_FILE = "training.json"
+#: smallest value of each count option (None, where allowed, means "not set")
+MINIMUMS = {
+    "subset": 1,
+    "train_subset": 1,
+    "warmup": 0,
+    "batch_queries": 1,
+    "threads": 1,
+    "seed": 0,
+}
 
 
 @dataclass
@@ -62,6 +89,14 @@ class RunOptions:
     results_dir: str | Path | None = None
     measures: Sequence[str] = DEFAULT_MEASURES
     progress: bool = True
+
+    def __post_init__(self) -> None:
+        """Out-of-range counts fail here, before any data is read or any model trained (0 would
+        otherwise read as "not set": ``--train-subset 0`` trained on the whole split)."""
+        for name, low in MINIMUMS.items():
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or value < low):
+                raise ValueError(f"--{name.replace('_', '-')} must be >= {low}, got {value}")
 
 
 def batches(lists: Sequence[CandidateList], size: int) -> Iterator[list[CandidateList]]:
@@ -160,7 +195,9 @@ def ranker_options(
 
 
 def _load_splits_for_fit(opts: RunOptions) -> tuple[RankingSplit, RankingSplit | None]:
-    from bench.data import dataset_splits
+    """The train split and the development split (``dev``, ``validation`` or ``val``) that
+    selects the epoch; a dataset without one gets a warning, not a silent omission."""
+    from bench.data import DEV_SPLITS, dataset_splits
 
     splits = dataset_splits(opts.dataset, opts.data_dir)
     if "train" not in splits:
@@ -168,19 +205,52 @@ def _load_splits_for_fit(opts: RunOptions) -> tuple[RankingSplit, RankingSplit |
     train = load_split(opts.dataset, "train", opts.data_dir)
     if opts.train_subset:
         train = train.subset(opts.train_subset)
-    dev = load_split(opts.dataset, "dev", opts.data_dir) if "dev" in splits else None
-    return train, dev
+    dev_name = dev_split_name(splits)
+    if dev_name is None:
+        log.warning(
+            "%s has no development split (none of %s among %s): no epoch is selected on dev, "
+            "training keeps its last epoch",
+            opts.dataset,
+            "/".join(DEV_SPLITS),
+            ", ".join(splits),
+        )
+        return train, None
+    return train, load_split(opts.dataset, dev_name, opts.data_dir)
+
+
+def _looks_like_path(value: str) -> bool:
+    return "/" in value or "\\" in value or value.startswith((".", "~"))
 
 
 def _resolve_teacher(ranker: Ranker, opts: RunOptions, root: Path) -> str | None:
     """A teacher named by ranker name is trained (or loaded) on the same data first; the student
-    then distils from its saved folder. Returns the teacher's model key (None: no named teacher)."""
+    then distils from its saved folder. Returns the teacher's model key (None: no named teacher).
+
+    A teacher is a trainable ranker's name or an existing folder; anything else fails here,
+    before any training, with a message saying which of the two it is not."""
     teacher = getattr(ranker.config, "teacher", None)
     if not teacher or Path(str(teacher)).exists():
         return None
-    teacher_name = canonical_name(str(teacher))
+    how = (
+        "a teacher is the name of a trainable ranker such as monobert, or a folder saved by "
+        "`bench train`"
+    )
+    if _looks_like_path(str(teacher)):
+        raise RankerError(f"{ranker.name}: teacher folder {teacher} does not exist ({how})")
+    try:
+        teacher_name = canonical_name(str(teacher))
+    except RankerError as exc:
+        raise RankerError(
+            f"{ranker.name}: teacher {teacher!r} is neither a ranker nor an existing folder "
+            f"({how}); {exc}"
+        ) from None
     if teacher_name == ranker.name:
         raise RankerError(f"{ranker.name}: a ranker cannot be its own teacher")
+    if not get_ranker_class(teacher_name).trainable:
+        raise RankerError(
+            f"{ranker.name}: teacher {teacher_name!r} is not a trainable ranker, so there is no "
+            f"trained model to distil from ({how})"
+        )
     options = ranker_options(teacher_name, opts.dataset)
     teacher_ranker = create_ranker(teacher_name, options, device=ranker.device)
     log.info("teacher for %s: %s trained on %s", ranker.name, teacher_name, opts.dataset)
@@ -192,64 +262,162 @@ def _resolve_teacher(ranker: Ranker, opts: RunOptions, root: Path) -> str | None
 def fit_or_load(ranker: Ranker, opts: RunOptions, root: Path) -> dict[str, Any]:
     """Train on the train split (dev selects), or load the model cached for this config.
 
-    The cache key covers the ranker config, the train and dev data, the seed, the subset and the
-    teacher's own key, so changing any of them trains anew. Training writes into ``<key>.tmp``
-    (where a resumable trainer keeps its checkpoints) and renames it when done.
+    The cache key covers the ranker config, the train and dev data (with relevance level and
+    card), the seed, the subset, the teacher's own key and the code, so changing any of them
+    trains anew. The entry is locked while it is checked and trained, so a second identical
+    training waits and then loads. Training writes into ``<key>.tmp`` (where a resumable trainer
+    keeps its checkpoints, checked before it is resumed) and renames it when done, with a
+    manifest of checksums; a folder that fails it, or fails to load, is moved aside and retrained.
     """
     if not ranker.trainable:
         raise RankerError(f"ranker {ranker.name!r} is not trainable; drop --fit")
+    ensure_writable(root / "models", "models")
     train, dev = _load_splits_for_fit(opts)
     config = ranker.config.to_dict()
     teacher_key = _resolve_teacher(ranker, opts, root)
-    key = config_hash(
-        {
+    key = CacheKey.of(
+        config={
             "ranker": ranker.name,
             # settings that change speed, not weights, do not make a new model
             "config": {k: v for k, v in config.items() if k not in NON_TRAINING_FIELDS},
-            "teacher": teacher_key,
-            "train": train.checksum,
-            "dev": dev.checksum if dev else None,
             "train_subset": opts.train_subset,
             "seed": opts.seed,
-        }
+        },
+        data={"train": train.fingerprint(), "dev": dev.fingerprint() if dev else None},
+        teacher=teacher_key,
+        code=provenance.code_fingerprint(),
     )
-    model_dir = root / "models" / opts.dataset / ranker.name / key
-    summary_file = model_dir / "training.json"
-    if summary_file.exists() and not opts.force:
-        log.info("loading trained %s from %s", ranker.name, model_dir)
-        ranker.load(model_dir)
-        return json.loads(summary_file.read_text())
+    model_dir = root / "models" / opts.dataset / ranker.name / key.digest
+    main, wait = _process_role()
+    what = f"{ranker.name} trained on {opts.dataset}"
+    with entry_lock(model_dir, what) if main else contextlib.nullcontext():
+        wait()  # the other processes go on once the main one holds the lock
+        if not opts.force:
+            summary = _load_trained(ranker, model_dir, main, wait)
+            if summary is not None:
+                return summary
+            why = explain_miss(key, model_dir, TRAINING_FILE, lambda data: data.get("code"))
+            if why and main:
+                log.info("training %s anew: %s", ranker.name, why)
+        return _train(ranker, opts, train, dev, model_dir, key, teacher_key, config)
+
+
+def _load_errors() -> tuple[type[BaseException], ...]:
+    """What loading a damaged model folder raises, beyond what the manifest catches first."""
+    import pickle
+    import zipfile
+
+    errors: tuple[type[BaseException], ...] = (
+        OSError,
+        ValueError,
+        EOFError,
+        RankerError,
+        pickle.UnpicklingError,
+        zipfile.BadZipFile,
+    )
+    try:
+        from safetensors import SafetensorError
+    except ImportError:  # pragma: no cover - a transformers dependency
+        return errors
+    return (*errors, SafetensorError)
+
+
+def _load_trained(
+    ranker: Ranker, model_dir: Path, main: bool, wait: Callable[[], None]
+) -> dict[str, Any] | None:
+    """The summary of the trained model in ``model_dir``, loaded into ``ranker``; None when there
+    is none. A folder whose files fail the manifest or that cannot be loaded is moved aside."""
+    if not model_dir.exists():
+        return None
+    problem = manifest_problem(model_dir)
+    if problem is None:
+        try:
+            summary = json.loads((model_dir / TRAINING_FILE).read_text(encoding="utf-8"))
+            log.info("loading trained %s from %s", ranker.name, model_dir)
+            ranker.load(model_dir)
+            return summary
+        except _load_errors() as exc:
+            problem = f"it cannot be loaded ({type(exc).__name__}: {exc})"
+    wait()  # every process has looked at the folder before it moves
+    if main:
+        move_aside(model_dir, problem)
+    wait()
+    return None
+
+
+def _train(
+    ranker: Ranker,
+    opts: RunOptions,
+    train: RankingSplit,
+    dev: RankingSplit | None,
+    model_dir: Path,
+    key: CacheKey,
+    teacher_key: str | None,
+    config: dict[str, Any],
+) -> dict[str, Any]:
+    """Fit into ``<model_dir>.tmp`` (resuming a sound checkpoint there), save with a manifest,
+    then rename into place."""
+    from rankers.training import CHECKPOINT_DIR
+
     log.info(
         "training %s on %s/train (%d queries)%s",
         ranker.name,
         opts.dataset,
         len(train),
-        f", selecting on dev ({len(dev)} queries)" if dev else "",
+        f", selecting on {dev.split} ({len(dev)} queries)" if dev else ", no dev split",
     )
+    main, wait = _process_role()
     work = model_dir.with_name(model_dir.name + ".tmp")
-    if opts.force:
-        shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True, exist_ok=True)
+    if main:
+        if opts.force:
+            shutil.rmtree(work, ignore_errors=True)
+        state = work / CHECKPOINT_DIR
+        problem = _resumable_state_problem(state)
+        if problem:
+            move_aside(state, f"{problem}; training starts from scratch", stem=work)
+        with storage_errors(work):
+            work.mkdir(parents=True, exist_ok=True)
+    wait()
     ranker.work_dir = work  # a resumable trainer keeps its checkpoints here
     summary = dict(ranker.fit(train, dev))
     summary.update(
-        key=key,
+        key=key.digest,
+        key_parts=key.parts,
+        code=provenance.code_fingerprint(),
         model_dir=str(model_dir),
         config=config,
         teacher_key=teacher_key,
         train=train.info(),
         dev=dev.info() if dev else None,
     )
-    main, wait = _process_role()
+    if "checkpoint" in summary:
+        # the resumable state is deleted once the model is saved; do not point at it
+        summary["checkpoint"] = None
     if main:
-        ranker.save(work)
-        atomic_write_json(work / "training.json", summary)
-        # the resumable state (optimizer, RNG) is no longer needed once the model is saved
-        shutil.rmtree(work / "checkpoint", ignore_errors=True)
-        shutil.rmtree(model_dir, ignore_errors=True)
-        work.rename(model_dir)
+        with storage_errors(work):
+            ranker.save(work)
+            atomic_write_json(work / TRAINING_FILE, summary)
+            # the resumable state (optimizer, RNG) is no longer needed once the model is saved
+            shutil.rmtree(work / CHECKPOINT_DIR, ignore_errors=True)
+            write_manifest(work)
+            shutil.rmtree(model_dir, ignore_errors=True)
+            work.rename(model_dir)
     wait()
     return summary
+
+
+def _resumable_state_problem(folder: Path) -> str | None:
+    """What is wrong with the published state of a resumable checkpoint folder (None: nothing
+    to resume, or it is sound). A missing or unreadable ``latest.json`` is the trainer's to
+    report; here the state's files are checked, so a truncated one is not loaded."""
+    from rankers.training import LATEST_FILE
+
+    try:
+        meta = json.loads((folder / LATEST_FILE).read_text(encoding="utf-8"))
+        state = folder / str(meta["state"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return state_problem(state) if state.is_dir() else None
 
 
 def _process_role() -> tuple[bool, Callable[[], None]]:
@@ -264,22 +432,58 @@ def _process_role() -> tuple[bool, Callable[[], None]]:
     return state.is_main_process, lambda: wait_for_everyone(state)
 
 
+def _overrides(
+    name: str, config: Mapping[str, Any], opts: RunOptions, fit: bool, needs_training: bool
+) -> dict[str, Any]:
+    """What makes this run differ from a plain ``bench run -r NAME -d DATASET``: options that
+    differ from the config file's settings for the dataset, a subset, a train subset, an
+    explicit ``--fit`` and a non-default seed. ``bench check`` matches an expectation only to
+    records whose overrides it names, so smoke runs never stand in for full runs."""
+    defaults = get_ranker_class(name).Config.from_options(ranker_options(name, opts.dataset))
+    default_config = defaults.to_dict()
+    out = {k: v for k, v in config.items() if default_config.get(k) != v}
+    run_level = {
+        "subset": opts.subset,
+        "train_subset": opts.train_subset if fit else None,
+        "fit": True if opts.fit and not needs_training else None,
+        "seed": opts.seed or None,
+    }
+    out.update({k: v for k, v in run_level.items() if v is not None})
+    return out
+
+
+def _reusable(out_dir: Path) -> ResultRecord | None:
+    """The finished record in ``out_dir`` if its files are whole; a damaged entry is moved
+    aside (with a warning) so it is recomputed. An unfinished one (no record) is overwritten."""
+    if not (out_dir / RECORD).exists():
+        return None
+    problem = record_problem(out_dir)
+    if problem is None:
+        return read_record(out_dir)
+    move_aside(out_dir, problem)
+    return None
+
+
 def run(opts: RunOptions) -> ResultRecord:
     """Run (or reuse) one ranker on one dataset split and write its result record."""
     root = results_root(opts.results_dir)
+    ensure_writable(root / "runs")
     device = resolve_device(opts.device)
     seed_everything(opts.seed)
     threads = set_threads(opts.threads)
     name = canonical_name(opts.ranker)
+    # the ranker's options are checked before any data is read
+    ranker = create_ranker(name, ranker_options(name, opts.dataset, opts.options), device=device)
+    untrained = ranker.untrained_weights()
+    fit = opts.fit or untrained is not None
+    if fit:
+        ensure_writable(root / "models", "models")
 
     split = load_split(opts.dataset, opts.split, opts.data_dir)
     if opts.subset:
         split = split.subset(opts.subset)
     if not split.lists:
         raise RankerError(f"{split.dataset}/{split.split} has no candidate lists to rank")
-    ranker = create_ranker(name, ranker_options(name, split.dataset, opts.options), device=device)
-    untrained = ranker.untrained_weights()
-    fit = opts.fit or untrained is not None
     if fit and not opts.fit:
         log.info(
             "%s: %s would be untrained, so it is trained first (or load trained weights with "
@@ -289,6 +493,7 @@ def run(opts: RunOptions) -> ResultRecord:
         )
     label = label_for(ranker, fit, opts.subset)
     config = ranker.config.to_dict()
+    overrides = _overrides(name, config, opts, fit, untrained is not None)
     training = fit_or_load(ranker, replace(opts, fit=True), root) if fit else None
 
     run_config = {
@@ -302,22 +507,50 @@ def run(opts: RunOptions) -> ResultRecord:
         "train_subset": opts.train_subset if fit else None,
         "measures": list(opts.measures),
     }
-    chash = config_hash(
-        {
-            "ranker": name,
-            "config": config,
-            "model": training["key"] if training else None,
-            "run": run_config,
-            "data": split.checksum,
-            "split": split.split,
-        }
+    key = CacheKey.of(
+        config={"ranker": name, "config": config, "run": run_config, "split": split.split},
+        data=split.fingerprint(),
+        model=training["key"] if training else None,
+        code=provenance.code_fingerprint(),
     )
-    out_dir = run_dir(root, split.dataset, name, split.split, chash)
-    if (out_dir / "record.json").exists() and not opts.force:
-        log.info("reusing %s (same config; --force to recompute)", out_dir)
-        return read_record(out_dir)
+    out_dir = run_dir(root, split.dataset, name, split.split, key.digest)
+    with entry_lock(out_dir, f"{name} on {split.dataset}/{split.split}"):
+        cached = None if opts.force else _reusable(out_dir)
+        if cached is not None:
+            log.info("reusing %s (same config, data and code; --force to recompute)", out_dir)
+            return cached
+        why = explain_miss(
+            key, out_dir, RECORD, lambda data: data.get("provenance", {}).get("code")
+        )
+        if why:
+            log.info("computing %s anew: %s", out_dir.name, why)
+        record = ResultRecord(
+            ranker=name,
+            dataset=split.dataset,
+            split=split.split,
+            family=ranker.family,
+            label=label,
+            metrics={},
+            latency={},
+            config=config,
+            run_config=run_config,
+            config_hash=key.digest,
+            data=split.info(),
+            provenance={},
+            training=training,
+            key_parts=key.parts,
+            overrides=overrides,
+        )
+        return _score_and_write(ranker, split, opts, record, out_dir)
 
-    log.info("indexing %s/%s for %s", split.dataset, split.split, name)
+
+def _score_and_write(
+    ranker: Ranker, split: RankingSplit, opts: RunOptions, record: ResultRecord, out_dir: Path
+) -> ResultRecord:
+    """Index, warm up, score under the latency tracker, evaluate; fill in ``record``'s metrics,
+    latency and provenance and write the entry."""
+    device, threads = record.run_config["device"], record.run_config["threads"]
+    log.info("indexing %s/%s for %s", split.dataset, split.split, ranker.name)
     ranker.index(split)
     scores, tracker = score_split(
         ranker,
@@ -328,33 +561,20 @@ def run(opts: RunOptions) -> ResultRecord:
     )
     result_run = build_run(split.lists, scores)
     ev = evaluate(split.qrels, result_run, split.relevance_level, opts.measures)
-    latency = tracker.summary(
+    record.metrics = ev.aggregate
+    record.latency = tracker.summary(
         batch_queries=opts.batch_queries,
         warmup_queries=min(opts.warmup, len(split.lists)),
         device=device,
         threads=threads,
         scope="ranker.score per call (tokenisation included)",
     ).to_dict()
-    record = ResultRecord(
-        ranker=name,
-        dataset=split.dataset,
-        split=split.split,
-        family=ranker.family,
-        label=label,
-        metrics=ev.aggregate,
-        latency=latency,
-        config=config,
-        run_config=run_config,
-        config_hash=chash,
-        data=split.info(),
-        provenance={
-            **provenance.collect(),
-            "device": device_info(device),
-            "ranker": ranker.describe(),
-        },
-        training=training,
-        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-    )
+    record.provenance = {
+        **provenance.collect(),
+        "device": device_info(device),
+        "ranker": ranker.describe(),
+    }
+    record.created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     write_result(record, result_run, ev.per_query, out_dir)
     log.info("wrote %s", out_dir)
     return record

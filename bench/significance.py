@@ -162,7 +162,12 @@ def compare(
     """Test each of ``systems`` (name -> per-query values) against ``baseline`` on ``metric``.
 
     Results keep the order of ``systems``; p-values are Holm-adjusted across all of them.
+    ``alpha`` must lie strictly between 0 and 1 (0 marks nothing, 1 or more marks everything).
     """
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be between 0 and 1 (exclusive), got {alpha}")
+    if permutations < 1:
+        raise ValueError(f"permutations must be >= 1, got {permutations}")
     test = canonical_test(test)
     raw: list[tuple[str, int, float, float]] = []
     for name, per_query in systems.items():

@@ -504,7 +504,7 @@ def render_csv(table: ComparisonTable) -> str:
     return buf.getvalue()
 
 
-def _json_safe(value: object) -> object:
+def json_safe(value: object) -> object:
     """inf/NaN (e.g. candidates/s of a zero-time run) as null: JSON has no such numbers."""
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
@@ -522,7 +522,7 @@ def render_json(table: ComparisonTable) -> str:
                 for c in table.columns
                 if c.kind == "metric" and row.cells[c.key].value is not None
             },
-            "latency": {k: _json_safe(v) for k, v in (row.record.latency or {}).items()},
+            "latency": {k: json_safe(v) for k, v in (row.record.latency or {}).items()},
         }
         for row in table.rows
         if row.record is not None

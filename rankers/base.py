@@ -46,15 +46,21 @@ RANKER_FILE = "ranker.json"
 
 def read_saved(path: Path, name: str, *parts: str) -> dict[str, Any]:
     """The ``ranker.json`` of a save() folder, after checking it holds ``parts`` and was saved by
-    ranker ``name``: loading another ranker's folder fails with a message naming both."""
+    ranker ``name``: loading another ranker's folder fails with a message naming both. A
+    truncated weights file fails here too, naming the file (not deep inside safetensors)."""
+    from bench.cache import safetensors_problem
+
     path = Path(path)
     meta_file = path / RANKER_FILE
     missing = [p for p in (RANKER_FILE, *parts) if not (path / p).exists()]
     if missing:
         raise RankerError(f"{path}: not a {name} checkpoint (missing {', '.join(missing)})")
+    damaged = safetensors_problem(path)
+    if damaged:
+        raise RankerError(f"{path}: damaged {name} checkpoint: {damaged}")
     try:
         meta = json.loads(meta_file.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise RankerError(f"{meta_file}: not valid JSON ({exc})") from exc
     if meta.get("name") != name:
         raise RankerError(f"{meta_file}: saved by ranker {meta.get('name')!r}, not {name!r}")
@@ -139,6 +145,9 @@ class Ranker(ABC):
     #: packing, copies to the device); None: no separate host step, so latency reports only
     #: whole ``score()`` calls for this ranker.
     host_step: ClassVar[str | None] = None
+    #: another ranker whose trained checkpoint this one scores with in ``bench latency`` (the
+    #: sentence-transformers peer times monoBERT's encoder); None: its own checkpoint only
+    borrows_checkpoint_of: ClassVar[str | None] = None
 
     def __init__(self, config: RankerConfig | None = None, device: str = "cpu") -> None:
         self.config = config if config is not None else self.Config()

@@ -29,6 +29,7 @@ def make_record(
     created: str = "2025-01-01T00:00:00",
     dataset: str = "wikiqa",
     split: str = "test",
+    overrides: dict | None = None,
 ) -> ResultRecord:
     config, run_config = config or {}, run_config or {}
     chash = config_hash({"r": ranker, "c": config, "rc": run_config, "t": created})
@@ -46,6 +47,7 @@ def make_record(
         data={},
         provenance={},
         created=created,
+        overrides=overrides,
     )
     per_query = {"q1": dict(metrics)}
     return write_result(rec, {}, per_query, run_dir(root, dataset, ranker, split, chash))
@@ -102,8 +104,9 @@ def test_ok_and_line_format(tmp_path: Path, records: list[ResultRecord]) -> None
     assert result.status == OK and result.ok
     assert (result.expected, result.actual, result.tolerance) == (0.6123, 0.6125, 0.005)
     assert result.source == "expected.yaml#0"
+    assert result.records == (result.record,) and result.record is not None
     assert format_check_line(result) == (
-        "OK   wikiqa/test bm25 AP@10 expected 0.6123 ± 0.005 actual 0.6125"
+        f"OK   wikiqa/test bm25 AP@10 expected 0.6123 ± 0.005 actual 0.6125 [{result.record.path}]"
     )
 
 
@@ -120,7 +123,7 @@ def test_fail_beyond_tolerance(tmp_path: Path, records: list[ResultRecord]) -> N
     assert [r.status for r in results] == [OK, FAIL, OK, OK]
     assert format_check_line(results[1]) == (
         "FAIL wikiqa/test bm25 AP@10 expected 0.62 ± 0.005 actual 0.6125 "
-        "(off by -0.0075, beyond the tolerance)"
+        f"(off by -0.0075, beyond the tolerance) [{results[1].record.path}]"
     )
 
 
@@ -137,7 +140,8 @@ def test_missing_record_and_missing_metric(tmp_path: Path, records: list[ResultR
     assert [r.status for r in results] == [MISSING, MISSING, MISSING]
     assert not any(r.ok for r in results)
     assert format_check_line(results[1]) == (
-        "MISSING wikiqa/test colbert AP@10 expected 0.6 ± 0.01 actual - (no matching result record)"
+        "MISSING wikiqa/test colbert AP@10 expected 0.6 ± 0.01 actual - "
+        "(no matching result record for wikiqa/test colbert)"
     )
     assert "has no nDCG@10 (has: AP@10, RR@10)" in results[2].message
 
@@ -174,6 +178,50 @@ def test_config_matching_newest_and_run_config(tmp_path: Path, records: list[Res
     assert results[0].name == "wikiqa/test monobert (model=minilm-l6, subset=50) AP@10"
 
 
+def test_entry_without_config_is_about_full_default_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "results"
+    full = make_record(root, "bm25", {"AP@10": 0.61}, overrides={}, created="2025-01-01")
+    make_record(
+        root,
+        "bm25",
+        {"AP@10": 0.9},
+        run_config={"subset": 5},
+        overrides={"subset": 5},
+        created="2025-02-01",
+    )
+    make_record(
+        root,
+        "bm25",
+        {"AP@10": 0.8},
+        config={"k1": 1.2},
+        overrides={"k1": 1.2},
+        created="2025-03-01",
+    )
+    # written before overrides were recorded: its run_config still says it was a smoke run
+    make_record(root, "bm25", {"AP@10": 0.7}, run_config={"subset": 9}, created="2025-04-01")
+    named = (
+        "- {dataset: wikiqa, split: test, ranker: bm25, config: {subset: 5}, metric: AP@10,\n"
+        "   expected: 0.9, tolerance: 0.001}\n"
+        "- {dataset: wikiqa, split: test, ranker: bm25, config: {k1: 1.2}, metric: AP@10,\n"
+        "   expected: 0.8, tolerance: 0.001}\n"
+    )
+    path = write_yaml(tmp_path, BM25 % (0.61, 0.001) + named)
+    results = run_checks([path], load_records(root))
+    assert [(r.status, r.actual) for r in results] == [(OK, 0.61), (OK, 0.9), (OK, 0.8)]
+    assert results[0].record is not None and results[0].record.path == full.path
+    monkeypatch.chdir(tmp_path)  # a record under the working directory is shown relative to it
+    assert format_check_line(results[0]).endswith(f"[{full.path.relative_to(tmp_path)}]")
+
+    only_smoke = [r for r in load_records(root) if r.overrides or r.run_config.get("subset")]
+    [missing] = run_checks([write_yaml(tmp_path, BM25 % (0.61, 0.001), "m.yaml")], only_smoke)
+    assert missing.status == MISSING and missing.message == (
+        "no matching result record for wikiqa/test bm25: 3 record(s) have settings this entry "
+        "does not name (k1=1.2; subset=5; subset=9); name them under `config` to check those"
+    )
+
+
 def test_ratio_of_latency_fields(tmp_path: Path, records: list[ResultRecord]) -> None:
     path = write_yaml(
         tmp_path,
@@ -201,9 +249,11 @@ def test_ratio_of_latency_fields(tmp_path: Path, records: list[ResultRecord]) ->
     # 18 / 4 = 4.5 >= 4; 20 / 4 = 5.0 > 4.5; bm25 has no p99_ms
     assert [r.status for r in results] == [OK, FAIL, MISSING]
     assert [r.actual for r in results] == [4.5, 5.0, None]
+    used = ", ".join(str(r.path) for r in results[1].records)
+    assert [r.ranker for r in results[1].records] == ["monobert", "crossjem"]
     assert format_check_line(results[1]) == (
         "FAIL wikiqa monobert (subset=50) p50_ms / wikiqa crossjem p50_ms expected >= 2 and "
-        "<= 4.5 actual 5.00 (ratio outside the bounds)"
+        f"<= 4.5 actual 5.00 (ratio outside the bounds) [{used}]"
     )
     assert "has no latency field 'p99_ms'" in results[2].message
 

@@ -63,9 +63,36 @@ def test_default_card_for_a_folder_without_card(
     (tmp_path / "mine" / "test.jsonl.gz").write_bytes(b"")
     with caplog.at_level(logging.INFO, logger="bench.data.cards"):
         card = get_card("mine", tmp_path)
+        again = get_card("mine", tmp_path)
     assert (card.layout, card.relevance_level, card.default_split) == ("mteb", 1, "test")
-    assert card.default
-    assert "mine: no dataset card" in caplog.text
+    assert card.default and again == card
+    (record,) = caplog.records  # a warning (-q shows it), once per folder and process
+    assert record.levelno == logging.WARNING
+    card_file = tmp_path / "mine" / "card.yaml"
+    assert record.getMessage().startswith(
+        "mine: no dataset card, so binary measures (AP, RR, P) count grade >= 1 as relevant "
+        f"(layout mteb, default split test); to change that, write {card_file}"
+    )
+
+
+def test_card_in_the_data_folder_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    checkout = tmp_path / "cards"
+    checkout.mkdir()
+    (checkout / "mine.yaml").write_text("layout: trec\nrelevance_level: 3\n")
+    monkeypatch.setattr("bench.data.cards.cards_dir", lambda: checkout)
+    (tmp_path / "data" / "mine").mkdir(parents=True)
+    assert get_card("mine", tmp_path / "data").relevance_level == 3
+    local = tmp_path / "data" / "mine" / "card.yaml"
+    local.write_text("layout: trec\nrelevance_level: 2\n")
+    card = get_card("mine", tmp_path / "data")
+    assert (card.name, card.relevance_level, card.card_file) == ("mine", 2, str(local))
+    assert card.to_dict()["relevance_level"] == 2
+    local.write_text("name: yours\nlayout: trec\n")
+    with pytest.raises(DatasetError, match="name 'yours' must match the dataset folder's name"):
+        get_card("mine", tmp_path / "data")
+    local.write_text("layout: trec\nrelevance_level: 0\n")
+    with pytest.raises(DatasetError, match="relevance_level must be >= 1"):
+        get_card("mine", tmp_path / "data")
 
 
 def test_read_card_rejects_bad_cards(tmp_path: Path) -> None:
@@ -97,6 +124,14 @@ def test_list_datasets(fixtures_dir: Path, shared_data: Path, tmp_path: Path) ->
     (tmp_path / "notes").mkdir()  # a folder in neither layout is not a dataset
     (tmp_path / "notes" / "readme.txt").write_text("hi")
     assert list_datasets(tmp_path) == ["msmarco-titles", "sodq"]
+    (tmp_path / "declared").mkdir()  # a card alone declares a dataset (data to come)
+    (tmp_path / "declared" / "card.yaml").write_text("layout: mteb\n")
+    (tmp_path / "both").mkdir()  # both layouts: listed, so its error can be shown
+    (tmp_path / "both" / "test.jsonl").write_text("")
+    (tmp_path / "both" / "qrels.txt").write_text("")
+    assert list_datasets(tmp_path) == ["both", "declared", "msmarco-titles", "sodq"]
+    with pytest.raises(DatasetError, match=r"both layouts: MTEB split files \(test.jsonl\) and "):
+        get_card("both", tmp_path)
 
 
 def test_dataset_splits(fixtures_dir: Path, shared_data: Path, tmp_path: Path) -> None:

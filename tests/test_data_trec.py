@@ -102,6 +102,8 @@ def test_run_query_missing_from_queries(fixtures_dir: Path, tmp_path: Path) -> N
         ("run.hdct.trec", "1 Q0 D1 1 2.0\n", r"run.hdct.trec:1: expected 6 fields"),
         ("run.hdct.trec", "1 Q0 D1 first 2.0 x\n", r"run.hdct.trec:1: rank must be an integer"),
         ("run.hdct.trec", "1 Q0 D1 1 2 x\n1 Q0 D1 2 1 x\n", r":2: docid 'D1' is listed twice"),
+        ("run.hdct.trec", "1 Q0 D1 1 nan x\n", r"run.hdct.trec:1: score 'nan' is not a finite"),
+        ("run.hdct.trec", "1 Q0 D1 1 2 x\n1 Q0 D2 2 -inf x\n", r":2: score '-inf' is not a"),
         ("qrels.txt", "1 0 D1\n", r"qrels.txt:1: expected 4 fields"),
         ("qrels.txt", "1 0 D1 high\n", r"qrels.txt:1: grade must be an integer"),
         ("queries.tsv", "1 no tab here\n", r"queries.tsv:1: expected 'qid<TAB>text'"),

@@ -2,55 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
+from toydata import write_toy_mteb
 
 from bench.runner import RunOptions, label_for, ranker_options, run
 from rankers import RankerError, create_ranker
 from rankers.encoders import write_tiny_bert
 
-WORDS = [
-    "alpha",
-    "bravo",
-    "charlie",
-    "delta",
-    "echo",
-    "foxtrot",
-    "golf",
-    "hotel",
-    "india",
-    "juliet",
-    "kilo",
-    "lima",
-    "mike",
-]
-
-
-def _write_toy_mteb(folder: Path) -> None:
-    """A tiny MTEB-layout dataset: each query's positive shares its two words."""
-    folder.mkdir(parents=True)
-    for split, n in (("train", 8), ("dev", 4), ("test", 4)):
-        lines = []
-        for i in range(n):
-            a, b = WORDS[i % len(WORDS)], WORDS[(i + 3) % len(WORDS)]
-            others = [w for w in WORDS if w not in (a, b)]
-            lines.append(
-                json.dumps(
-                    {
-                        "query": f"{split} {a} {b}",
-                        "positive": [f"{a} {b} {split}"],
-                        "negative": [f"{others[i]} {others[i + 1]}", f"{others[i + 2]} {a}"],
-                    }
-                )
-            )
-        (folder / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
-
 
 def _toy_run(tmp_path: Path, ranker: str, **fields: object) -> RunOptions:
     """Options for ``ranker`` on a fresh toy dataset under ``tmp_path``, CPU, no progress bar."""
-    _write_toy_mteb(tmp_path / "data" / "toy")
+    write_toy_mteb(tmp_path / "data" / "toy")
     base: dict[str, object] = {"warmup": 1, "progress": False, "device": "cpu"}
     return RunOptions(
         ranker=ranker, dataset="toy", data_dir=tmp_path / "data", **{**base, **fields}

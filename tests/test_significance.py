@@ -122,6 +122,11 @@ def test_compare_errors_name_the_problem() -> None:
         compare(base, {"s": per_query([0.3, 0.4])}, "RR@10")
     with pytest.raises(ValueError, match="unknown significance test 'wilcoxon'"):
         compare(base, {"s": per_query([0.3, 0.4])}, "AP@10", test="wilcoxon")
+    for alpha in (0.0, 1.0, 5.0, -0.1):
+        with pytest.raises(ValueError, match=f"alpha must be between 0 and 1 .*got {alpha}"):
+            compare(base, {"s": per_query([0.3, 0.4])}, "AP@10", alpha=alpha)
+    with pytest.raises(ValueError, match="permutations must be >= 1, got 0"):
+        compare(base, {"s": per_query([0.3, 0.4])}, "AP@10", test="randomisation", permutations=0)
 
 
 def test_canonical_test_names() -> None:

@@ -1,8 +1,10 @@
-"""Shared toy data for the training tests: lists where the relevant item is easy to learn."""
+"""Shared toy data for the tests: lists where the relevant item is easy to learn."""
 
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
 
 from bench.data.model import Candidate, CandidateList, Query, RankingSplit
 
@@ -24,3 +26,44 @@ def gold_split(name: str, seed: int, n: int = 12) -> RankingSplit:
         lists.append(CandidateList(Query(qid, word), cands))
         qrels[qid] = {f"d{pos}": 1}
     return RankingSplit(dataset="toy", split=name, lists=lists, qrels=qrels, checksum=f"toy-{name}")
+
+
+#: words of the toy MTEB dataset folders
+NATO = [
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+    "kilo",
+    "lima",
+    "mike",
+]
+
+
+def write_toy_mteb(
+    folder: Path, splits: tuple[tuple[str, int], ...] = (("train", 8), ("dev", 4), ("test", 4))
+) -> Path:
+    """A tiny MTEB-layout dataset folder: each query's positive shares its two words."""
+    folder.mkdir(parents=True)
+    for split, n in splits:
+        lines = []
+        for i in range(n):
+            a, b = NATO[i % len(NATO)], NATO[(i + 3) % len(NATO)]
+            others = [w for w in NATO if w not in (a, b)]
+            lines.append(
+                json.dumps(
+                    {
+                        "query": f"{split} {a} {b}",
+                        "positive": [f"{a} {b} {split}"],
+                        "negative": [f"{others[i]} {others[i + 1]}", f"{others[i + 2]} {a}"],
+                    }
+                )
+            )
+        (folder / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
+    return folder

@@ -8,6 +8,7 @@ under the data root in either layout is a dataset named after the folder.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from bench.data import mteb, sources, trec
@@ -18,15 +19,27 @@ from bench.data.stats import split_stats
 from bench.settings import data_root
 
 __all__ = [
+    "DEV_SPLITS",
     "DatasetCard",
     "DatasetError",
     "RankingSplit",
     "dataset_splits",
+    "dev_split_name",
     "get_card",
     "list_datasets",
     "load_split",
     "split_stats",
 ]
+
+
+#: names a development split (epoch selection) goes by, in order of preference
+DEV_SPLITS = ("dev", "validation", "val")
+
+
+def dev_split_name(splits: Iterable[str]) -> str | None:
+    """The development split among ``splits`` (``dev``, ``validation`` or ``val``), or None."""
+    available = set(splits)
+    return next((name for name in DEV_SPLITS if name in available), None)
 
 
 def _local_splits(folder: Path, card: DatasetCard) -> dict[str, Path]:
@@ -76,10 +89,13 @@ def load_split(
             result.notes.append(
                 f"local copy {path.name} not written by the downloader: revision unknown"
             )
+        result.card = card.to_dict()
         return result
 
     split_dir = local.get(split, folder if split == card.default_split else folder / split)
     needed = (trec.QUERIES, trec.QRELS, trec.COLLECTION)
     if card.irds_id and not all((split_dir / n).is_file() for n in needed):
         sources.build_irds_titles(split_dir, card, split)
-    return trec.load_trec(split_dir, dataset, split, card.relevance_level, card.run_file)
+    result = trec.load_trec(split_dir, dataset, split, card.relevance_level, card.run_file)
+    result.card = card.to_dict()
+    return result

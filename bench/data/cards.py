@@ -1,15 +1,17 @@
 """Dataset cards and the catalogue: which datasets exist and what their files do not say.
 
-A card (``datasets/cards/<name>.yaml``) gives the layout, the relevance level for binary measures,
-the default split, where the data comes from and CROSS-JEM's per-dataset defaults. A folder under
-the data root with no card still works: it gets a default card with the layout read off its files.
+A card gives the layout, the relevance level for binary measures, the default split and where the
+data comes from. It is read from the dataset's own folder (``<data root>/<name>/card.yaml``, so a
+new local dataset is declared without touching the checkout), else from the checkout's
+``datasets/cards/<name>.yaml``. A folder with no card still works: it gets a default card with the
+layout read off its files, and one warning per command says which relevance level is assumed.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,8 @@ log = logging.getLogger(__name__)
 #: Datasets the harness can fetch (or be pointed at) even when no folder exists yet.
 BUILTIN = ("msmarco-titles", "sodq")
 LAYOUTS = (mteb.LAYOUT, trec.LAYOUT)
+#: a card inside the dataset's own folder (wins over the checkout's datasets/cards/<name>.yaml)
+CARD_FILE = "card.yaml"
 
 
 @dataclass(frozen=True)
@@ -47,14 +51,26 @@ class DatasetCard:
     source: str = ""
     #: True when no card file exists and these are defaults
     default: bool = False
+    #: the file the card was read from ("" for a default card)
+    card_file: str = field(default="", compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The card's content, as recorded with every result."""
+        return dataclasses.asdict(self)
 
 
-_FIELDS = {f.name: f for f in dataclasses.fields(DatasetCard) if f.name != "default"}
+_FIELDS = {
+    f.name: f for f in dataclasses.fields(DatasetCard) if f.name not in ("default", "card_file")
+}
 _INTS = ("relevance_level",)
+#: folders already warned about having no card (one warning per folder and process)
+_NO_CARD_WARNED: set[str] = set()
 
 
-def read_card(path: Path) -> DatasetCard:
-    """Parse and check one card file."""
+def read_card(path: Path, name: str | None = None) -> DatasetCard:
+    """Parse and check one card file; ``name`` is the dataset it must describe (default: the
+    file name, as in ``datasets/cards/<name>.yaml``)."""
+    name = name or path.stem
     try:
         raw: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
@@ -66,31 +82,65 @@ def read_card(path: Path) -> DatasetCard:
         raise DatasetError(
             f"{path}: unknown card field(s) {', '.join(unknown)}; known: {', '.join(_FIELDS)}"
         )
-    raw.setdefault("name", path.stem)
-    if raw["name"] != path.stem:
-        raise DatasetError(f"{path}: name {raw['name']!r} must match the file name {path.stem!r}")
+    raw.setdefault("name", name)
+    if raw["name"] != name:
+        whose = "the file name" if path.stem == name else "the dataset folder's name"
+        raise DatasetError(f"{path}: name {raw['name']!r} must match {whose} {name!r}")
     if raw.get("layout") not in LAYOUTS:
         raise DatasetError(f"{path}: layout must be one of {LAYOUTS}, got {raw.get('layout')!r}")
     for key in _INTS:
         value = raw.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise DatasetError(f"{path}: {key} must be an integer, got {value!r}")
+    if raw.get("relevance_level", 1) < 1:
+        raise DatasetError(
+            f"{path}: relevance_level must be >= 1 (grade 0 means not relevant), "
+            f"got {raw['relevance_level']}"
+        )
     splits = raw.get("splits", [])
     if not isinstance(splits, list) or not all(isinstance(s, str) for s in splits):
         raise DatasetError(f"{path}: splits must be a list of split names, got {splits!r}")
     raw["splits"] = tuple(splits)
     for key in ("description", "licence", "source"):
         raw[key] = " ".join(str(raw.get(key) or "").split())
-    return DatasetCard(**raw)
+    return DatasetCard(**raw, card_file=str(path))
 
 
 def detect_layout(folder: Path) -> str | None:
-    """``"mteb"`` for ``*.jsonl[.gz]`` split files, ``"trec"`` for TREC files, else None."""
-    if mteb.find_splits(folder):
+    """``"mteb"`` for ``*.jsonl[.gz]`` split files, ``"trec"`` for TREC files, else None.
+
+    A folder holding both is an error naming both sets of files: silently picking one would
+    rank data the user may not have meant."""
+    mteb_splits = mteb.find_splits(folder)
+    trec_splits = trec.find_splits(folder, "test")
+    if mteb_splits and trec_splits:
+        trec_files = [
+            p.relative_to(folder).as_posix() for d in trec_splits.values() for p in trec.files(d)
+        ]
+        raise DatasetError(
+            f"{folder} holds files of both layouts: MTEB split files "
+            f"({', '.join(p.name for p in mteb_splits.values())}) and TREC files "
+            f"({', '.join(trec_files)}); remove one set, or declare the layout in "
+            f"{folder / CARD_FILE} (layout: mteb or layout: trec)"
+        )
+    if mteb_splits:
         return mteb.LAYOUT
-    if trec.find_splits(folder, "test"):
+    if trec_splits:
         return trec.LAYOUT
     return None
+
+
+def _is_dataset_folder(folder: Path) -> bool:
+    """A folder with a card or either layout's files; one whose files cannot be read or sorted
+    out counts too, so listings show it (with its error) instead of failing or hiding it."""
+    if folder.name.startswith(".") or not folder.is_dir():
+        return False
+    if (folder / CARD_FILE).is_file():
+        return True
+    try:
+        return detect_layout(folder) is not None
+    except (DatasetError, OSError):
+        return True
 
 
 def list_datasets(data_dir: str | Path | None = None) -> list[str]:
@@ -98,37 +148,48 @@ def list_datasets(data_dir: str | Path | None = None) -> list[str]:
     root = data_root(data_dir)
     names = set(BUILTIN)
     if root.is_dir():
-        names.update(
-            d.name
-            for d in root.iterdir()
-            if d.is_dir() and not d.name.startswith(".") and detect_layout(d)
-        )
+        names.update(d.name for d in root.iterdir() if _is_dataset_folder(d))
     return sorted(names)
 
 
 def get_card(name: str, data_dir: str | Path | None = None) -> DatasetCard:
-    """The card for ``name``; a default card for a folder with no card file."""
+    """The card for ``name``: the data folder's ``card.yaml``, else the checkout's
+    ``datasets/cards/<name>.yaml``, else a default card (with a warning naming the assumed
+    relevance level, once per folder)."""
     if not name or name != Path(name).name or name.startswith("."):
         raise DatasetError(f"invalid dataset name {name!r}: use a folder name under the data root")
-    path = cards_dir() / f"{name}.yaml"
-    if path.is_file():
-        return read_card(path)
     folder = data_root(data_dir) / name
+    local, checkout = folder / CARD_FILE, cards_dir() / f"{name}.yaml"
+    if local.is_file():
+        card = read_card(local, name)
+        if checkout.is_file():
+            log.debug("%s: using the data folder's card %s, not %s", name, local, checkout)
+        return card
+    if checkout.is_file():
+        return read_card(checkout)
     layout = detect_layout(folder)
     if layout is None:
         raise DatasetError(
-            f"unknown dataset {name!r}: no card {path} and no folder {folder} holding "
-            f"{{split}}.jsonl or TREC files; available: {', '.join(list_datasets(data_dir))}"
+            f"unknown dataset {name!r}: no card ({local} or {checkout}) and no folder {folder} "
+            f"holding {{split}}.jsonl or TREC files; available: "
+            f"{', '.join(list_datasets(data_dir))}"
         )
     splits = mteb.find_splits(folder) if layout == mteb.LAYOUT else trec.find_splits(folder, "test")
     default_split = "test" if "test" in splits else min(splits)
-    log.info(
-        "%s: no dataset card at %s - using defaults (layout %s, relevance level 1, split %s)",
-        name,
-        path,
-        layout,
-        default_split,
-    )
-    return DatasetCard(
+    card = DatasetCard(
         name=name, layout=layout, default_split=default_split, default=True, source=str(folder)
     )
+    if str(folder) not in _NO_CARD_WARNED:
+        _NO_CARD_WARNED.add(str(folder))
+        log.warning(
+            "%s: no dataset card, so binary measures (AP, RR, P) count grade >= %d as relevant "
+            "(layout %s, default split %s); to change that, write %s with e.g. "
+            "`layout: %s` and `relevance_level: 2`",
+            name,
+            card.relevance_level,
+            layout,
+            default_split,
+            local,
+            layout,
+        )
+    return card

@@ -16,6 +16,15 @@ class DatasetError(ValueError):
     """Bad or missing dataset input; the message names the file and line (or value) and the fix."""
 
 
+def read_bytes(path: Path) -> bytes:
+    """The file's bytes; an OS error (permissions, a folder in its place) is a DatasetError
+    naming the file, so one unreadable file is reported like any other bad input."""
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise DatasetError(f"{path}: cannot read it ({exc.strerror or exc})") from exc
+
+
 def sha256_16(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
 

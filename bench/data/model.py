@@ -10,9 +10,13 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 # qid -> docid -> graded relevance
 Qrels = dict[str, dict[str, int]]
+
+#: dataset card fields that describe the data without changing any metric (kept out of cache keys)
+CARD_TEXT_FIELDS = frozenset({"description", "licence", "source", "card_file", "default"})
 
 
 @dataclass(frozen=True)
@@ -55,7 +59,8 @@ class RankingSplit:
 
     ``relevance_level`` is the smallest grade that counts as relevant for binary measures
     (AP, RR, P); ``dropped`` counts queries left out by the adapter, by reason, so that results
-    can say how many were dropped and why.
+    can say how many were dropped and why. ``card`` is the content of the dataset card the split
+    was loaded with (recorded with results; its facts are part of every cache key).
     """
 
     dataset: str
@@ -69,6 +74,7 @@ class RankingSplit:
     revision: str | None = None
     dropped: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    card: dict[str, Any] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.lists)
@@ -104,7 +110,19 @@ class RankingSplit:
             revision=self.revision,
             dropped=dict(self.dropped),
             notes=[*self.notes, f"subset: first {len(lists)} of {len(self.lists)} queries"],
+            card=dict(self.card),
         )
+
+    def fingerprint(self) -> dict[str, Any]:
+        """Everything about the data a metric depends on: the files' checksum, the relevance
+        level and the card's facts (not its descriptions). Cache keys hold it, so a new card or
+        relevance level is never answered with results computed under the old one."""
+        facts = {k: v for k, v in self.card.items() if k not in CARD_TEXT_FIELDS}
+        return {
+            "checksum": self.checksum,
+            "relevance_level": self.relevance_level,
+            "card": facts,
+        }
 
     def info(self) -> dict[str, object]:
         """What a result record needs to say about the data it was computed on."""
@@ -120,6 +138,7 @@ class RankingSplit:
             "revision": self.revision,
             "dropped": dict(self.dropped),
             "notes": list(self.notes),
+            "card": dict(self.card),
         }
 
 

@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bench.data.files import DatasetError, iter_lines, sha256_16
+from bench.data.files import DatasetError, iter_lines, read_bytes, sha256_16
 from bench.data.model import Candidate, CandidateList, Qrels, Query, RankingSplit, text_id
 
 LAYOUT = "mteb"
@@ -42,7 +42,7 @@ def find_splits(folder: Path) -> dict[str, Path]:
 
 def load_mteb(path: Path, dataset: str, split: str, relevance_level: int = 1) -> RankingSplit:
     """Parse one split file; positives get grade 1, negatives 0."""
-    data = path.read_bytes()
+    data = read_bytes(path)
     lists: list[CandidateList] = []
     qrels: Qrels = {}
     dropped: Counter[str] = Counter()

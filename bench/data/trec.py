@@ -8,11 +8,12 @@ are the card's default split; a subfolder holding the same files is another spli
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.data.files import DatasetError, files_checksum, iter_lines
+from bench.data.files import DatasetError, files_checksum, iter_lines, read_bytes
 from bench.data.model import Candidate, CandidateList, Qrels, Query, RankingSplit, relevant
 
 LAYOUT = "trec"
@@ -28,13 +29,17 @@ class RunEntry:
     line: int
 
 
+def files(folder: Path) -> list[Path]:
+    """The TREC files directly in ``folder``: queries, collection, qrels and run files."""
+    if not folder.is_dir():
+        return []
+    named = [folder / n for n in (QUERIES, COLLECTION, QRELS) if (folder / n).is_file()]
+    return named + sorted(folder.glob(RUN_GLOB))
+
+
 def has_files(folder: Path) -> bool:
     """Whether ``folder`` holds (part of) one TREC split."""
-    if not folder.is_dir():
-        return False
-    return any((folder / n).is_file() for n in (QUERIES, COLLECTION, QRELS)) or any(
-        folder.glob(RUN_GLOB)
-    )
+    return bool(files(folder))
 
 
 def find_splits(folder: Path, default_split: str) -> dict[str, Path]:
@@ -96,6 +101,10 @@ def read_run(path: Path, data: bytes) -> dict[str, list[RunEntry]]:
                 f"{path}:{lineno}: rank must be an integer and score a number, "
                 f"got rank {rank!r} and score {score!r}"
             ) from exc
+        if not math.isfinite(entry.score):
+            raise DatasetError(
+                f"{path}:{lineno}: score {score!r} is not a finite number; fix the run file"
+            )
         if (qid, docid) in seen:
             raise DatasetError(
                 f"{path}:{lineno}: docid {docid!r} is listed twice for query {qid!r} "
@@ -167,7 +176,7 @@ def load_trec(
                 f"{path} is missing: a TREC dataset folder needs {QUERIES} (qid<TAB>text), "
                 f"{COLLECTION} (docid<TAB>text), {QRELS} (qid 0 docid grade) and one {RUN_GLOB}"
             )
-    blobs = {name: path.read_bytes() for name, path in paths.items()}
+    blobs = {name: read_bytes(path) for name, path in paths.items()}
     queries, _ = read_tsv(paths[QUERIES], blobs[QUERIES], "qid")
     docs, _ = read_tsv(paths[COLLECTION], blobs[COLLECTION], "docid")
     run = read_run(run_path, blobs[run_path.name])
