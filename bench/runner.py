@@ -475,6 +475,11 @@ def run(opts: RunOptions) -> ResultRecord:
     # the ranker's options are checked before any data is read
     ranker = create_ranker(name, ranker_options(name, opts.dataset, opts.options), device=device)
     untrained = ranker.untrained_weights()
+    if untrained is not None and not ranker.trainable:
+        raise RankerError(
+            f"{name} would score with {untrained}, and the harness cannot train it: give a "
+            "trained model with --model or --set checkpoint=DIR"
+        )
     fit = opts.fit or untrained is not None
     if fit:
         ensure_writable(root / "models", "models")
@@ -568,6 +573,8 @@ def _score_and_write(
         device=device,
         threads=threads,
         scope="ranker.score per call (tokenisation included)",
+        mode=ranker.scoring_mode(),
+        dtype=ranker.compute_dtype(),
     ).to_dict()
     record.provenance = {
         **provenance.collect(),
