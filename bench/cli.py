@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
@@ -228,32 +229,38 @@ def _wordpiece() -> Callable[[str], list[str]] | None:
 @app.command()
 @_friendly_errors
 def rankers() -> None:
-    """List registered rankers with their family and options (set with --set key=value)."""
-    import dataclasses
-
+    """List registered rankers with their options (set with --set key=value): default, role,
+    valid range and what each does."""
     from rankers import FAMILIES, RankerError, available, get_ranker_class
 
-    table = Table(title="Registered rankers")
-    for col in ("ranker", "family", "trainable", "options (defaults)"):
-        table.add_column(col)
     for name in available():
         try:
             cls = get_ranker_class(name)
         except RankerError as exc:
-            table.add_row(name, "?", "?", f"unavailable: {exc}")
+            console.print(f"[bold]{name}[/bold]: unavailable: {escape(str(exc))}")
             continue
-        opts = ", ".join(
-            f"{f.name}={f.default!r}"
-            for f in dataclasses.fields(cls.Config)
-            if f.default is not dataclasses.MISSING
-        )
-        table.add_row(
-            name,
-            FAMILIES.get(cls.family, cls.family),
-            "yes" if cls.trainable else "no",
-            opts or "-",
-        )
-    console.print(table)
+        title = f"{name} ({FAMILIES.get(cls.family, cls.family)}"
+        title += ", trainable)" if cls.trainable else ")"
+        options = cls.Config.describe_options()
+        if not options:
+            console.print(f"[bold]{escape(title)}[/bold]: no options")
+            continue
+        table = Table(title=escape(title), title_justify="left", title_style="bold")
+        table.add_column("option", no_wrap=True)
+        table.add_column("default", max_width=24, overflow="fold")
+        table.add_column("role", no_wrap=True)
+        table.add_column("range")
+        table.add_column("help")
+        for opt in options:
+            default = "-" if opt.default is dataclasses.MISSING else repr(opt.default)
+            role = opt.role.label() if opt.role is not None else ""
+            table.add_row(*(escape(v) for v in (opt.name, default, role, opt.range, opt.help)))
+        console.print(table)
+    console.print(
+        "roles: training = part of the trained-model key (changing it trains anew); "
+        "score = defines what a score means (a loaded checkpoint's value wins); "
+        "runtime = speed, precision or where the weights come from (the caller's value wins)"
+    )
 
 
 # -- run / train ---------------------------------------------------------------------------------

@@ -51,7 +51,7 @@ from bench.results import (
     write_result,
 )
 from bench.settings import results_root
-from rankers import Ranker, RankerError, canonical_name, create_ranker, get_ranker_class
+from rankers import Ranker, RankerError, Role, canonical_name, create_ranker, get_ranker_class
 
 log = logging.getLogger(__name__)
 
@@ -160,17 +160,6 @@ def label_for(ranker: Ranker, fitted: bool, subset: int | None = None) -> str:
 
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "rankers" / "configs"
-#: ranker options that change speed or placement, never the trained weights
-NON_TRAINING_FIELDS = frozenset(
-    {
-        "batch_size",
-        "batch_queries",
-        "checkpoint_steps",
-        "precompute",
-        "pretokenise",
-        "pad_tolerance",
-    }
-)
 
 
 def ranker_options(
@@ -274,12 +263,14 @@ def fit_or_load(ranker: Ranker, opts: RunOptions, root: Path) -> dict[str, Any]:
     ensure_writable(root / "models", "models")
     train, dev = _load_splits_for_fit(opts)
     config = ranker.config.to_dict()
+    # the training options as asked, before the teacher is resolved to its folder below;
+    # options that change only speed or placement make no new model
+    training_config = ranker.config.to_dict(Role.TRAINING)
     teacher_key = _resolve_teacher(ranker, opts, root)
     key = CacheKey.of(
         config={
             "ranker": ranker.name,
-            # settings that change speed, not weights, do not make a new model
-            "config": {k: v for k, v in config.items() if k not in NON_TRAINING_FIELDS},
+            "config": training_config,
             "train_subset": opts.train_subset,
             "seed": opts.seed,
         },

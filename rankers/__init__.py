@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from rankers.base import FAMILIES, Ranker, RankerConfig, RankerError
+from rankers.base import FAMILIES, Ranker, RankerConfig, RankerError, Role
 
 # name -> "module:Class". Later rankers register here.
 _REGISTRY: dict[str, str] = {
@@ -72,6 +72,7 @@ __all__ = [
     "Ranker",
     "RankerConfig",
     "RankerError",
+    "Role",
     "available",
     "canonical_name",
     "create_ranker",

@@ -9,12 +9,14 @@ on lives in its :class:`RankerConfig`, which is recorded with every result and h
 from __future__ import annotations
 
 import dataclasses
+import enum
+import functools
 import json
 import logging
 import types
 import typing
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -67,9 +69,161 @@ def read_saved(path: Path, name: str, *parts: str) -> dict[str, Any]:
     return meta
 
 
+class Role(enum.Flag):
+    """What changing a ranker option changes. An option may have several roles (``Role.TRAINING |
+    Role.SCORE``); each is read by the code that must treat the option differently, so an option
+    is classified once, where it is declared (:func:`option`), not in a list per consumer.
+
+    * ``TRAINING``: the trained weights can differ, so the option is part of the trained-model
+      cache key (:func:`bench.runner.fit_or_load`) and of a resumable checkpoint's key
+      (:func:`rankers.training.checkpoint_key`): changing it trains anew.
+    * ``SCORE``: it defines what a score means (model, token limits, template, similarity): a
+      loaded checkpoint's saved value wins over the caller's, since its weights were trained
+      for it.
+    * ``RUNTIME``: at scoring time it changes only speed, precision or placement (batch sizes,
+      pre-tokenising, the cast dtype, where the weights are read from): the caller's value wins
+      over a loaded checkpoint's.
+
+    ``dtype`` is ``TRAINING | RUNTIME`` everywhere: it is the autocast dtype of CUDA training, and
+    where training runs float32 it is still the dtype of the dev scoring that selects the epoch.
+    Encoder rankers (:class:`rankers.encoders.EncoderConfig`) adopt every saved option but the
+    runtime ones, so that their config also says how a checkpoint was trained.
+    """
+
+    TRAINING = enum.auto()
+    SCORE = enum.auto()
+    RUNTIME = enum.auto()
+
+    def label(self) -> str:
+        """``"training, score"``: the roles' names in declaration order."""
+        return ", ".join(str(r.name).lower() for r in Role if r in self)
+
+
+#: shorthands for declaring options: ``role=TRAINING | SCORE``
+TRAINING, SCORE, RUNTIME = Role.TRAINING, Role.SCORE, Role.RUNTIME
+
+
+#: the values of every ``dtype`` option (rankers.encoders.DTYPES maps them to torch dtypes; kept
+#: here so that configs validate without importing torch)
+DTYPE_NAMES: tuple[str, ...] = ("auto", "float32", "bfloat16", "float16")
+
+#: the key of an option's :class:`OptionSpec` in its dataclass field's metadata
+_SPEC = "option"
+
+
+@dataclasses.dataclass(frozen=True)
+class OptionSpec:
+    """What :func:`option` declares about a config field: its role, help and valid values.
+
+    ``min`` and ``max`` are inclusive bounds, ``below`` an exclusive upper bound; ``choices`` the
+    only values allowed. None (for an optional field) is always allowed: it means "the model's own
+    setting" or "none", never a value to range-check."""
+
+    role: Role
+    help: str
+    min: float | None = None
+    max: float | None = None
+    below: float | None = None
+    choices: tuple[str, ...] | None = None
+
+    def problem(self, value: Any) -> str | None:
+        """Why ``value`` is not valid (``must be >= 1``, ``expected one of a, b``), else None."""
+        if self.choices is not None:
+            return None if value in self.choices else f"expected one of {', '.join(self.choices)}"
+        # written so that NaN fails every bound
+        if (
+            (self.min is None or value >= self.min)
+            and (self.max is None or value <= self.max)
+            and (self.below is None or value < self.below)
+        ):
+            return None
+        if self.min is not None and self.max is not None:
+            return f"must be between {self.min:g} and {self.max:g}"
+        return f"must be {self.range()}"
+
+    def range(self) -> str:
+        """The valid values in a few characters: ``>= 1``, ``[0, 1)``, ``auto, float32``."""
+        if self.choices is not None:
+            return ", ".join(self.choices)
+        if self.min is not None and (self.max is not None or self.below is not None):
+            top, bracket = (self.max, "]") if self.max is not None else (self.below, ")")
+            return f"in [{self.min:g}, {top:g}{bracket}"
+        if self.min is not None:
+            return f">= {self.min:g}"
+        if self.max is not None:
+            return f"<= {self.max:g}"
+        return f"< {self.below:g}" if self.below is not None else ""
+
+
+def option(
+    default: Any = dataclasses.MISSING,
+    *,
+    role: Role,
+    help: str,
+    min: float | None = None,
+    max: float | None = None,
+    below: float | None = None,
+    choices: Sequence[str] | None = None,
+    default_factory: Callable[[], Any] | None = None,
+) -> Any:
+    """A :class:`RankerConfig` field with its role, one-line help and valid values declared once
+    (in the manner of ir-measures' declared measure parameters). Every consumer reads them from
+    here: the cache keys and checkpoint loading (:meth:`RankerConfig.fields_with_role`),
+    validation (:meth:`RankerConfig.__post_init__`) and ``bench rankers``
+    (:meth:`RankerConfig.describe_options`)."""
+    if max is not None and below is not None:
+        raise ValueError("option(): give max (inclusive) or below (exclusive), not both")
+    spec = OptionSpec(role, help, min, max, below, tuple(choices) if choices is not None else None)
+    metadata = {_SPEC: spec}
+    if default_factory is not None:
+        return dataclasses.field(default_factory=default_factory, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def inherit_option(config: type[RankerConfig], name: str, default: Any) -> Any:
+    """Option ``name`` of ``config`` with another default, for a subclass that changes only the
+    default (a plain ``name: str = "x"`` would drop the declared role, help and range)."""
+    (field,) = (f for f in dataclasses.fields(config) if f.name == name)
+    return dataclasses.field(default=default, metadata=field.metadata)
+
+
+def option_spec(field: dataclasses.Field[Any]) -> OptionSpec | None:
+    """The declaration of a field made with :func:`option` (None for a plain field)."""
+    return field.metadata.get(_SPEC)
+
+
+@dataclasses.dataclass(frozen=True)
+class OptionInfo:
+    """One row of ``bench rankers``: an option as :meth:`RankerConfig.describe_options` shows it."""
+
+    name: str
+    type: str
+    default: Any
+    role: Role | None
+    help: str
+    #: the valid values (``>= 1``, ``in [0, 1)``, ``auto, float32``, ``... or none``); "" for any
+    range: str
+
+
 @dataclasses.dataclass
 class RankerConfig:
-    """Base for per-ranker settings. Subclasses add fields with defaults."""
+    """Base for per-ranker settings. Subclasses add fields with :func:`option`, declaring each
+    one's role, help and valid values; a subclass adds a ``__post_init__`` (calling this one
+    first) only for checks across fields."""
+
+    def __post_init__(self) -> None:
+        """Check every declared range and choice, so a bad value stops before any work (and a
+        checkpoint's config is checked as it is restored)."""
+        optional = _optional_fields(type(self))
+        for f in dataclasses.fields(self):
+            spec = option_spec(f)
+            value = getattr(self, f.name)
+            if spec is None or (value is None and f.name in optional):
+                continue
+            problem = spec.problem(value)
+            if problem:
+                none = " or none" if f.name in optional else ""
+                raise RankerError(f"option {f.name}={value!r}: {problem}{none}")
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any] | None = None) -> RankerConfig:
@@ -86,8 +240,57 @@ class RankerConfig:
         values = {k: _convert(k, v, hints[k]) for k, v in options.items()}
         return cls(**values)
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    def to_dict(self, role: Role | None = None) -> dict[str, Any]:
+        """The options and their values (with ``role``: only the options that have it, e.g. the
+        config part of a trained-model key), in field order."""
+        values = dataclasses.asdict(self)
+        if role is None:
+            return values
+        keep = self.fields_with_role(role)
+        return {k: v for k, v in values.items() if k in keep}
+
+    @classmethod
+    def fields_with_role(cls, role: Role) -> frozenset[str]:
+        """The options whose declared roles include ``role``: ``Role.TRAINING`` gives what the
+        trained-model keys hold, ``Role.SCORE`` what a loaded checkpoint restores."""
+        return frozenset(
+            f.name
+            for f in dataclasses.fields(cls)
+            if (spec := option_spec(f)) is not None and role in spec.role
+        )
+
+    @classmethod
+    def describe_options(cls) -> list[OptionInfo]:
+        """Every option with its type, default, role, help and valid values, in field order."""
+        optional = _optional_fields(cls)
+        rows = []
+        for f in dataclasses.fields(cls):
+            spec = option_spec(f)
+            if f.default_factory is not dataclasses.MISSING:
+                default = f.default_factory()
+            else:
+                default = f.default
+            valid = spec.range() if spec is not None else ""
+            if valid and f.name in optional:
+                valid += " or none"
+            rows.append(
+                OptionInfo(
+                    name=f.name,
+                    type=f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "?"),
+                    default=default,
+                    role=spec.role if spec is not None else None,
+                    help=spec.help if spec is not None else "",
+                    range=valid,
+                )
+            )
+        return rows
+
+
+@functools.cache
+def _optional_fields(cls: type[RankerConfig]) -> frozenset[str]:
+    """The fields whose type admits None (then None needs no range check)."""
+    hints = typing.get_type_hints(cls)
+    return frozenset(name for name, hint in hints.items() if type(None) in typing.get_args(hint))
 
 
 def _convert(name: str, value: Any, hint: Any) -> Any:

@@ -19,7 +19,7 @@ from typing import ClassVar
 import numpy as np
 
 from bench.data.model import CandidateList, RankingSplit
-from rankers.base import Ranker, RankerConfig, RankerError
+from rankers.base import SCORE, Ranker, RankerConfig, RankerError, option
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 
@@ -67,15 +67,10 @@ class BM25Index:
 
 @dataclass
 class BM25Config(RankerConfig):
-    k1: float = 0.9
-    b: float = 0.4
+    """BM25's parameters have a meaning only in their declared ranges (checked before any work)."""
 
-    def __post_init__(self) -> None:
-        """BM25's parameters have a meaning only in these ranges; checked before any work."""
-        if not self.k1 >= 0:
-            raise RankerError(f"option k1={self.k1!r}: must be >= 0")
-        if not 0 <= self.b <= 1:
-            raise RankerError(f"option b={self.b!r}: must be between 0 and 1")
+    k1: float = option(0.9, role=SCORE, min=0, help="term-frequency saturation")
+    b: float = option(0.4, role=SCORE, min=0, max=1, help="document-length normalisation")
 
 
 class BM25Ranker(Ranker):

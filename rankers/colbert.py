@@ -48,7 +48,18 @@ import numpy as np
 
 from bench.data.model import CandidateList, RankingSplit, relevant
 from bench.device import resolve_device
-from rankers.base import RANKER_FILE, Ranker, RankerConfig, RankerError, read_saved
+from rankers.base import (
+    DTYPE_NAMES,
+    RANKER_FILE,
+    RUNTIME,
+    SCORE,
+    TRAINING,
+    Ranker,
+    RankerConfig,
+    RankerError,
+    option,
+    read_saved,
+)
 from rankers.models import expected_new_weights, resolve_model, weights_hash
 
 if TYPE_CHECKING:
@@ -60,15 +71,6 @@ log = logging.getLogger(__name__)
 MODEL_DIR = "colbert"
 #: colbert-ai's checkpoint settings file
 ARTIFACT = "artifact.metadata"
-#: options that change what a score means: a checkpoint's values win over the caller's
-SCORE_DEFINING = (
-    "dim",
-    "query_maxlen",
-    "doc_maxlen",
-    "similarity",
-    "mask_punctuation",
-    "attend_to_mask_tokens",
-)
 
 
 @dataclass
@@ -78,70 +80,88 @@ class ColBERTRankerConfig(RankerConfig):
     negatives, clip 2.0), except ``doc_maxlen`` 180 (the paper's MS MARCO passage setting; short
     texts are padded only to the longest in a batch, so the cap costs nothing for them). The
     CLI's settings file ``rankers/configs/colbert.yaml`` raises lr to 1e-4 and trains 3 epochs
-    (tuned on wikiqa dev; colbert-ai's lr is meant for far longer runs)."""
+    (tuned on wikiqa dev; colbert-ai's lr is meant for far longer runs). A loaded checkpoint
+    restores the score options (:attr:`Role.SCORE <rankers.base.Role.SCORE>`)."""
 
-    #: alias, local folder (BERT base or colbert-ai checkpoint) or Hugging Face id
-    model: str = "minilm-l6"
-    #: projection size; None keeps a checkpoint's own (128 for a new projection)
-    dim: int | None = None
-    query_maxlen: int = 32
-    doc_maxlen: int = 180
-    #: only "cosine" (colbert-ai's "l2" path ignores the document mask)
-    similarity: str = "cosine"
-    mask_punctuation: bool = True
-    #: colbert-ai default False: [MASK] query tokens attend to the query but are not attended to
-    attend_to_mask_tokens: bool = False
-    #: documents (and queries) per forward pass when scoring
-    batch_size: int = 64
-    #: scoring weights cast once to: auto (bfloat16 on CUDA, float32 on CPU), float32,
-    #: bfloat16, float16; training always runs float32
-    dtype: str = "auto"
-    lr: float = 3e-6
-    #: queries per training step (colbert-ai ``bsize``)
-    train_batch_size: int = 32
-    #: documents per query in the softmax: 1 positive + (nway - 1) negatives from its list
-    nway: int = 2
-    #: add colbert-ai's in-batch loss: every other document of the batch counts as a negative
-    #: (including another positive of the same query, which colbert-ai does not mask)
-    use_ib_negatives: bool = False
-    epochs: int = 1
-    #: stop after this many steps in all (None: run every epoch to the end)
-    max_steps: int | None = None
-    #: linear warm-up then linear decay; 0 = constant lr (colbert-ai's default, warmup=None)
-    warmup_steps: int = 0
-    weight_decay: float = 0.01
-    max_grad_norm: float = 2.0
-    #: also checkpoint every N steps (0: at epoch ends only; needs a work directory)
-    checkpoint_steps: int = 0
-    #: projection init (new projections), negative sampling, shuffling and dropout
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        from rankers.encoders import DTYPES
-
-        if self.dtype not in DTYPES:
-            raise RankerError(f"option dtype={self.dtype!r}: expected one of {', '.join(DTYPES)}")
-        if self.similarity != "cosine":
-            raise RankerError(f"option similarity={self.similarity!r}: only 'cosine' is supported")
-        for name in ("query_maxlen", "doc_maxlen", "batch_size", "train_batch_size", "epochs"):
-            if getattr(self, name) < 1:
-                raise RankerError(f"option {name}={getattr(self, name)!r}: must be >= 1")
-        if self.query_maxlen < 4 or self.doc_maxlen < 4:
-            raise RankerError(
-                "options query_maxlen and doc_maxlen must be >= 4 ([CLS] [Q/D] x [SEP])"
-            )
-        if self.dim is not None and self.dim < 1:
-            raise RankerError(f"option dim={self.dim!r}: must be >= 1")
-        if self.nway < 2:
-            raise RankerError(
-                f"option nway={self.nway!r}: must be >= 2 (a positive and a negative)"
-            )
-        if self.max_steps is not None and self.max_steps < 1:
-            raise RankerError(f"option max_steps={self.max_steps!r}: must be >= 1")
-        if self.warmup_steps < 0:
-            raise RankerError(f"option warmup_steps={self.warmup_steps!r}: must be >= 0")
-        if self.checkpoint_steps < 0:
-            raise RankerError(f"option checkpoint_steps={self.checkpoint_steps!r}: must be >= 0")
+    model: str = option(
+        "minilm-l6",
+        role=TRAINING | SCORE,
+        help="alias, folder (BERT base or colbert-ai checkpoint) or Hugging Face id",
+    )
+    dim: int | None = option(
+        None,
+        role=TRAINING | SCORE,
+        min=1,
+        help="projection size; none keeps a checkpoint's own (128 for a new projection)",
+    )
+    query_maxlen: int = option(
+        32, role=TRAINING | SCORE, min=4, help="query tokens, [CLS] [Q] and [SEP] included"
+    )
+    doc_maxlen: int = option(
+        180, role=TRAINING | SCORE, min=4, help="document tokens, [CLS] [D] and [SEP] included"
+    )
+    similarity: str = option(
+        "cosine",
+        role=TRAINING | SCORE,
+        choices=("cosine",),
+        help="only cosine (colbert-ai's l2 path ignores the document mask)",
+    )
+    mask_punctuation: bool = option(
+        True, role=TRAINING | SCORE, help="drop punctuation vectors of documents"
+    )
+    attend_to_mask_tokens: bool = option(
+        False,
+        role=TRAINING | SCORE,
+        help="let query tokens attend to the [MASK] padding (colbert-ai default: no)",
+    )
+    batch_size: int = option(
+        64, role=RUNTIME, min=1, help="documents (and queries) per scoring forward pass"
+    )
+    dtype: str = option(
+        "auto",
+        role=TRAINING | RUNTIME,
+        choices=DTYPE_NAMES,
+        help="scoring weights cast once to it (auto: bfloat16 on CUDA, float32 on CPU); training "
+        "runs float32, but dev scoring in it selects the epoch",
+    )
+    lr: float = option(3e-6, role=TRAINING, help="AdamW learning rate")
+    train_batch_size: int = option(
+        32, role=TRAINING, min=1, help="queries per training step (colbert-ai bsize)"
+    )
+    nway: int = option(
+        2,
+        role=TRAINING,
+        min=2,
+        help="documents per query in the softmax: 1 positive + (nway - 1) list negatives",
+    )
+    use_ib_negatives: bool = option(
+        False,
+        role=TRAINING,
+        help="add colbert-ai's in-batch loss (every other document of the batch is a negative)",
+    )
+    epochs: int = option(1, role=TRAINING, min=1, help="passes over the training triples")
+    max_steps: int | None = option(
+        None, role=TRAINING, min=1, help="stop after this many steps in all (none: every epoch)"
+    )
+    warmup_steps: int = option(
+        0,
+        role=TRAINING,
+        min=0,
+        help="linear warm-up then linear decay; 0: constant lr (colbert-ai's default)",
+    )
+    weight_decay: float = option(0.01, role=TRAINING, help="AdamW weight decay")
+    max_grad_norm: float = option(2.0, role=TRAINING, help="gradient clipping norm")
+    checkpoint_steps: int = option(
+        0,
+        role=RUNTIME,
+        min=0,
+        help="also checkpoint every N steps (0: at epoch ends only; needs a work directory)",
+    )
+    seed: int = option(
+        0,
+        role=TRAINING,
+        help="projection init (new projections), negative sampling, shuffling and dropout",
+    )
 
 
 @dataclass(frozen=True)
@@ -638,10 +658,10 @@ class ColBERTRanker(Ranker):
         path = Path(path)
         meta = read_saved(path, self.name, MODEL_DIR)
         saved = meta.get("config", {})
-        restored = {k: saved[k] for k in SCORE_DEFINING if k in saved}
+        # the score options, model included (the base it was built from: labels and model_id)
+        score_fields = self.cfg.fields_with_role(SCORE)
+        restored = {k: v for k, v in saved.items() if k in score_fields}
         restored["dim"] = meta.get("dim", restored.get("dim"))
-        if "model" in saved:  # the base it was built from: what labels and model_id refer to
-            restored["model"] = saved["model"]
         self.config = dataclasses.replace(self.cfg, **restored)
         self._provenance = {
             "model_id": meta.get("model_id"),

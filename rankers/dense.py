@@ -42,7 +42,17 @@ import numpy as np
 
 from bench.data.model import CandidateList, RankingSplit, relevant
 from bench.metrics import build_run, evaluate, rank_order
-from rankers.base import LatencyVariant, Ranker, RankerConfig, RankerError
+from rankers.base import (
+    DTYPE_NAMES,
+    RUNTIME,
+    SCORE,
+    TRAINING,
+    LatencyVariant,
+    Ranker,
+    RankerConfig,
+    RankerError,
+    option,
+)
 from rankers.models import ModelRef, resolve_model, state_hash, weights_hash
 
 if TYPE_CHECKING:
@@ -60,55 +70,60 @@ DEFAULT_SCALE: dict[str, float] = {"cosine": 20.0, "dot": 1.0}
 
 @dataclass
 class DenseConfig(RankerConfig):
-    """Scoring options first, then fine-tuning options (used by :meth:`DenseRanker.fit` only)."""
+    """Scoring options first, then fine-tuning options (used by :meth:`DenseRanker.fit` only).
+    A loaded checkpoint restores the score options (:attr:`Role.SCORE <rankers.base.Role.SCORE>`)
+    and its own folder becomes ``model``."""
 
-    #: alias, Hugging Face id or local SentenceTransformer folder
-    model: str = "minilm-l6"
-    #: "cosine" | "dot"; None = what the model's own config says, else cosine
-    similarity: str | None = None
-    #: encoding batch size (scoring, indexing, ANCE mining)
-    batch_size: int = 64
-    #: token limit; None keeps the model's own max_seq_length
-    max_length: int | None = None
-    query_prefix: str = ""
-    document_prefix: str = ""
-    #: embed the split's items once in index(); score() then only encodes queries
-    precompute: bool = False
-    #: encoding weights cast once to: auto (bfloat16 on CUDA, float32 on CPU), float32,
-    #: bfloat16, float16; fine-tuning always runs float32
-    dtype: str = "auto"
-    lr: float = 2e-5
-    weight_decay: float = 0.01
-    epochs: int = 1
-    #: (query, positive) pairs per step
-    train_batch_size: int = 32
-    warmup_ratio: float = 0.1
-    #: logit multiplier (1 / temperature); None = 20 for cosine, 1 for dot
-    scale: float | None = None
-    #: hard negatives per (query, positive) pair
-    hard_negatives: int = 1
-    max_grad_norm: float = 1.0
-    seed: int = 42
-
-    def __post_init__(self) -> None:
-        from rankers.encoders import DTYPES
-
-        if self.dtype not in DTYPES:
-            raise RankerError(f"option dtype={self.dtype!r}: expected one of {', '.join(DTYPES)}")
-        if self.similarity is not None and self.similarity not in SIMILARITIES:
-            raise RankerError(
-                f"option similarity={self.similarity!r}: expected one of {', '.join(SIMILARITIES)}"
-            )
-        positive = ("batch_size", "epochs", "train_batch_size")
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise RankerError(f"option {name}={getattr(self, name)!r}: must be >= 1")
-        if self.max_length is not None and self.max_length < 1:
-            raise RankerError(f"option max_length={self.max_length!r}: must be >= 1")
-        if self.hard_negatives < 0:
-            raise RankerError(f"option hard_negatives={self.hard_negatives!r}: must be >= 0")
-        if not 0.0 <= self.warmup_ratio < 1.0:
-            raise RankerError(f"option warmup_ratio={self.warmup_ratio!r}: must be in [0, 1)")
+    model: str = option(
+        "minilm-l6",
+        role=TRAINING,
+        help="alias, Hugging Face id or SentenceTransformer folder (a loaded checkpoint's own)",
+    )
+    similarity: str | None = option(
+        None,
+        role=TRAINING | SCORE,
+        choices=SIMILARITIES,
+        help="none: what the model's own config says, else cosine",
+    )
+    batch_size: int = option(
+        64, role=RUNTIME, min=1, help="encoding batch size (scoring, indexing, ANCE mining)"
+    )
+    max_length: int | None = option(
+        None, role=TRAINING | SCORE, min=1, help="token limit (none: the model's max_seq_length)"
+    )
+    query_prefix: str = option("", role=TRAINING | SCORE, help="text put before every query")
+    document_prefix: str = option("", role=TRAINING | SCORE, help="text put before every item")
+    precompute: bool = option(
+        False,
+        role=RUNTIME,
+        help="embed the split's items once in index(); score() then only encodes queries",
+    )
+    dtype: str = option(
+        "auto",
+        role=TRAINING | RUNTIME,
+        choices=DTYPE_NAMES,
+        help="encoding weights cast once to it (auto: bfloat16 on CUDA, float32 on CPU); "
+        "fine-tuning runs float32, but dev scoring in it selects the epoch",
+    )
+    lr: float = option(2e-5, role=TRAINING, help="peak AdamW learning rate")
+    weight_decay: float = option(0.01, role=TRAINING, help="AdamW weight decay")
+    epochs: int = option(1, role=TRAINING, min=1, help="passes over the training pairs")
+    train_batch_size: int = option(
+        32, role=TRAINING, min=1, help="(query, positive) pairs per step"
+    )
+    warmup_ratio: float = option(
+        0.1, role=TRAINING, min=0, below=1, help="share of steps warming the lr up"
+    )
+    scale: float | None = option(
+        None,
+        role=TRAINING,
+        help="logit multiplier (1 / temperature); none: 20 for cosine, 1 for dot",
+    )
+    hard_negatives: int = option(
+        1, role=TRAINING, min=0, help="hard negatives per (query, positive) pair"
+    )
+    max_grad_norm: float = option(1.0, role=TRAINING, help="gradient clipping norm")
+    seed: int = option(42, role=TRAINING, help="shuffling and dropout")
 
 
 @dataclass
@@ -516,8 +531,8 @@ class DenseRanker(Ranker):
             )
         saved = meta.get("config", {})
         # similarity: an explicit saved option; otherwise the saved folder's own config names it
-        defining = ("similarity", "query_prefix", "document_prefix", "max_length")
-        restored = {k: saved[k] for k in defining if k in saved}
+        score_fields = self.config.fields_with_role(SCORE)
+        restored = {k: v for k, v in saved.items() if k in score_fields}
         for key, value in restored.items():
             if getattr(self.config, key) not in (value, None, ""):
                 log.warning(

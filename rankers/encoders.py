@@ -32,20 +32,27 @@ from torch import Tensor, nn
 from bench.data.model import RankingSplit
 from bench.device import resolve_device
 from rankers.base import (
+    DTYPE_NAMES,
     RANKER_FILE,
+    RUNTIME,
+    SCORE,
+    TRAINING,
     LatencyVariant,
     Ranker,
     RankerConfig,
     RankerError,
+    option,
     read_saved,
 )
+from rankers.losses import LOSSES
 from rankers.models import resolve_model, state_hash, weights_hash
 from rankers.tokens import ItemTokens
 
 log = logging.getLogger(__name__)
 
-#: training: the autocast dtype on CUDA (fp32 master weights; CPU trains in float32).
-#: scoring: the dtype the weights are cast to once (auto: bfloat16 on CUDA, float32 on CPU).
+#: option ``dtype`` (names: rankers.base.DTYPE_NAMES) -> torch dtype. Training: the autocast
+#: dtype on CUDA (fp32 master weights; CPU trains in float32). Scoring: the dtype the weights are
+#: cast to once (auto: bfloat16 on CUDA, float32 on CPU).
 DTYPES: dict[str, torch.dtype | None] = {
     "auto": torch.bfloat16,
     "float32": None,
@@ -104,65 +111,68 @@ HEAD_FILE = "head.safetensors"
 @dataclasses.dataclass
 class EncoderConfig(RankerConfig):
     """Settings every encoder ranker shares. ``checkpoint`` (a ``save()`` folder) wins over
-    ``model``; its saved settings are adopted except the runtime-only ones (batch sizes, dtype)."""
+    ``model``; on load its saved settings are adopted except the runtime ones (batch sizes,
+    dtype, pre-tokenising: :attr:`Role.RUNTIME <rankers.base.Role.RUNTIME>`)."""
 
-    model: str = "minilm-l6"
-    checkpoint: str | None = None
-    max_query_len: int = 32
-    max_item_len: int = 32
-    dropout: float = 0.1
-    seed: int = 0
-    #: scoring: weights cast once to this dtype (auto: bfloat16 on CUDA, float32 on CPU);
-    #: training on CUDA: the autocast dtype, with float32 master weights (CPU trains in float32)
-    dtype: str = "auto"
-    #: tokenise the items of index() once, so scoring only tokenises the query (same scores)
-    pretokenise: bool = True
+    model: str = option(
+        "minilm-l6", role=TRAINING | SCORE, help="encoder: alias, Hugging Face id or folder"
+    )
+    checkpoint: str | None = option(
+        None,
+        role=TRAINING | RUNTIME,
+        help="a save() folder: replaces model with its weights and settings; fit continues it",
+    )
+    max_query_len: int = option(
+        32, role=TRAINING | SCORE, min=1, help="WordPiece tokens kept per query"
+    )
+    max_item_len: int = option(
+        32, role=TRAINING | SCORE, min=1, help="WordPiece tokens kept per item"
+    )
+    dropout: float = option(
+        0.1, role=TRAINING, min=0, below=1, help="dropout before the head (training only)"
+    )
+    seed: int = option(0, role=TRAINING, help="head initialisation and training order")
+    dtype: str = option(
+        "auto",
+        role=TRAINING | RUNTIME,
+        choices=DTYPE_NAMES,
+        help="scoring: weights cast once to it (auto: bfloat16 on CUDA, float32 on CPU); "
+        "training on CUDA: the autocast dtype over float32 master weights (CPU: float32)",
+    )
+    pretokenise: bool = option(
+        True,
+        role=RUNTIME,
+        help="tokenise index()'s items once, so scoring only tokenises the query (same scores)",
+    )
     # -- training (rankers.training.fit_lists) --
-    #: a rankers.losses name: bce, ce, listnet, rpl
-    loss: str = "bce"
-    #: a save() folder of any ranker whose sigmoid(scores) become the targets (else qrels grades)
-    teacher: str | None = None
-    epochs: int = 3
-    lr: float = 1e-4
-    weight_decay: float = 0.01
-    warmup_ratio: float = 0.1
-    max_grad_norm: float = 1.0
-    #: candidate lists per optimisation step (split across processes under `accelerate launch`)
-    train_batch_queries: int = 8
-    #: also save a resumable checkpoint every N steps (0: at epoch ends only; needs a work_dir)
-    checkpoint_steps: int = 0
-
-    def __post_init__(self) -> None:
-        if self.dtype not in DTYPES:
-            raise RankerError(f"option dtype={self.dtype!r}: expected one of {', '.join(DTYPES)}")
-        for name in ("max_query_len", "max_item_len"):
-            if getattr(self, name) < 1:
-                raise RankerError(f"option {name}={getattr(self, name)}: must be >= 1")
-        if not 0.0 <= self.dropout < 1.0:
-            raise RankerError(f"option dropout={self.dropout}: must be in [0, 1)")
-        from rankers.losses import LOSSES
-
-        if self.loss not in LOSSES:
-            raise RankerError(f"option loss={self.loss!r}: expected one of {', '.join(LOSSES)}")
-        for name in ("epochs", "train_batch_queries"):
-            if getattr(self, name) < 1:
-                raise RankerError(f"option {name}={getattr(self, name)}: must be >= 1")
-        if self.checkpoint_steps < 0:
-            raise RankerError(f"option checkpoint_steps={self.checkpoint_steps}: must be >= 0")
-
-
-#: config fields a checkpoint does not override: they change speed or placement, not the model
-RUNTIME_FIELDS = frozenset(
-    {
-        "checkpoint",
-        "dtype",
-        "batch_size",
-        "batch_queries",
-        "checkpoint_steps",
-        "pretokenise",
-        "pad_tolerance",
-    }
-)
+    loss: str = option(
+        "bce",
+        role=TRAINING,
+        choices=tuple(LOSSES),
+        help="rankers.losses name (rpl needs graded or teacher scores)",
+    )
+    teacher: str | None = option(
+        None,
+        role=TRAINING,
+        help="ranker name or save() folder whose sigmoid(scores) are the targets (else qrels)",
+    )
+    epochs: int = option(3, role=TRAINING, min=1, help="passes over the train lists")
+    lr: float = option(1e-4, role=TRAINING, help="peak AdamW learning rate")
+    weight_decay: float = option(0.01, role=TRAINING, help="AdamW weight decay")
+    warmup_ratio: float = option(0.1, role=TRAINING, help="share of steps warming the lr up")
+    max_grad_norm: float = option(1.0, role=TRAINING, help="gradient clipping norm")
+    train_batch_queries: int = option(
+        8,
+        role=TRAINING,
+        min=1,
+        help="candidate lists per step (split across processes under `accelerate launch`)",
+    )
+    checkpoint_steps: int = option(
+        0,
+        role=RUNTIME,
+        min=0,
+        help="also save a resumable checkpoint every N steps (0: at epoch ends only)",
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -456,12 +466,13 @@ class EncoderRanker(Ranker):
         path = Path(path)
         meta = read_saved(path, self.name, HEAD_FILE, ENCODER_DIR)
         meta_file = path / RANKER_FILE
-        saved = {k: v for k, v in meta["config"].items() if k not in RUNTIME_FIELDS}
+        runtime_fields = self.config.fields_with_role(RUNTIME)
+        saved = {k: v for k, v in meta["config"].items() if k not in runtime_fields}
         current = self.config.to_dict()
         changed = {k: (current.get(k), v) for k, v in saved.items() if current.get(k) != v}
         if changed:
             log.info("%s: checkpoint %s sets %s", self.name, path, changed)
-        runtime = {k: v for k, v in current.items() if k in RUNTIME_FIELDS}
+        runtime = {k: v for k, v in current.items() if k in runtime_fields}
         try:
             self.config = type(self.config)(**{**saved, **runtime, "checkpoint": str(path)})
         except TypeError as exc:

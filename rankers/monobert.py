@@ -23,7 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from bench.data.model import CandidateList
-from rankers.base import RankerConfig, RankerError
+from rankers.base import RUNTIME, SCORE, TRAINING, RankerConfig, RankerError, option
 from rankers.encoders import (
     EncoderConfig,
     EncoderRanker,
@@ -42,17 +42,13 @@ POOLINGS = ("cls", "pooler", "mean")
 
 @dataclasses.dataclass
 class MonoBERTConfig(EncoderConfig):
-    #: cls: last-layer [CLS] state; pooler: BERT's tanh pooler on it; mean: masked token mean
-    pooling: str = "cls"
-    #: pairs per forward pass when scoring
-    batch_size: int = 64
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.pooling not in POOLINGS:
-            raise RankerError(f"option pooling={self.pooling!r}: expected one of {POOLINGS}")
-        if self.batch_size < 1:
-            raise RankerError(f"option batch_size={self.batch_size}: must be >= 1")
+    pooling: str = option(
+        "cls",
+        role=TRAINING | SCORE,
+        choices=POOLINGS,
+        help="cls: last-layer [CLS] state; pooler: BERT's tanh pooler on it; mean: token mean",
+    )
+    batch_size: int = option(64, role=RUNTIME, min=1, help="pairs per scoring forward pass")
 
 
 @dataclasses.dataclass

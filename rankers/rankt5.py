@@ -32,7 +32,19 @@ import numpy as np
 
 from bench.data.model import Candidate, CandidateList, RankingSplit, relevant
 from bench.device import resolve_device
-from rankers.base import RANKER_FILE, Ranker, RankerConfig, RankerError, read_saved
+from rankers.base import (
+    DTYPE_NAMES,
+    RANKER_FILE,
+    RUNTIME,
+    SCORE,
+    TRAINING,
+    Ranker,
+    RankerConfig,
+    RankerError,
+    option,
+    read_saved,
+)
+from rankers.losses import LOSSES
 from rankers.models import expected_new_weights, resolve_model, weights_hash
 
 if TYPE_CHECKING:
@@ -47,58 +59,73 @@ MODEL_ALIASES: dict[str, str] = {"minilm-l6-encdec": "encdec:minilm-l6"}
 #: score_token=None picks the first of these the vocabulary has (T5 port, then BERT)
 DEFAULT_SCORE_TOKENS: tuple[str, ...] = ("<extra_id_10>", "[unused0]")
 TEMPLATE = "Query: {query} Document: {document}"
-DTYPE_NAMES = ("auto", "float32", "bfloat16", "float16")
 MODEL_DIR = "model"
-#: options that define what a score means: a checkpoint's values win over the caller's
-SCORE_DEFINING = ("model", "score_token", "template", "max_length")
 T5_TYPES = ("t5", "mt5", "umt5")
 
 
 @dataclasses.dataclass
 class RankT5Config(RankerConfig):
     """Scoring options, then training options (field names shared with the encoder rankers, as
-    :func:`rankers.training.fit_lists` reads them)."""
+    :func:`rankers.training.fit_lists` reads them). A loaded checkpoint restores the score
+    options (:attr:`Role.SCORE <rankers.base.Role.SCORE>`)."""
 
-    #: minilm-l6-encdec | encdec:<BERT alias/path/id> | seq2seq LM alias, folder or hub id
-    model: str = "minilm-l6-encdec"
-    #: vocabulary token whose first-step logit is the score; None: <extra_id_10> or [unused0]
-    score_token: str | None = None
-    template: str = TEMPLATE
-    #: tokens per encoder input (the document end is cut)
-    max_length: int = 256
-    #: pairs per forward pass when scoring
-    batch_size: int = 32
-    #: scoring: weights cast once to this dtype (auto: bfloat16 on CUDA, float32 on CPU);
-    #: training on CUDA: the autocast dtype, with float32 master weights
-    dtype: str = "auto"
-    seed: int = 0
-    #: a rankers.losses name; ce = the paper's listwise softmax cross-entropy
-    loss: str = "ce"
-    #: a save() folder of any ranker whose sigmoid(scores) become the targets (else qrels)
-    teacher: str | None = None
-    #: training lists longer than this are cut once, before training: as many positives as fit
-    #: beside the negatives (at least one), the rest sampled negatives; None keeps whole lists
-    list_size: int | None = 32
-    epochs: int = 1
-    lr: float = 1e-4
-    weight_decay: float = 0.01
-    warmup_ratio: float = 0.1
-    max_grad_norm: float = 1.0
-    #: candidate lists per optimisation step
-    train_batch_queries: int = 4
+    model: str = option(
+        "minilm-l6-encdec",
+        role=TRAINING | SCORE,
+        help="minilm-l6-encdec | encdec:<BERT alias/path/id> | seq2seq LM alias, folder or id",
+    )
+    score_token: str | None = option(
+        None,
+        role=TRAINING | SCORE,
+        help="token whose first-step logit is the score (none: <extra_id_10> or [unused0])",
+    )
+    template: str = option(
+        TEMPLATE,
+        role=TRAINING | SCORE,
+        help="encoder input; must contain {query} and {document}",
+    )
+    max_length: int = option(
+        256, role=TRAINING | SCORE, min=1, help="tokens per encoder input (the document end is cut)"
+    )
+    batch_size: int = option(32, role=RUNTIME, min=1, help="pairs per scoring forward pass")
+    dtype: str = option(
+        "auto",
+        role=TRAINING | RUNTIME,
+        choices=DTYPE_NAMES,
+        help="scoring: weights cast once to it (auto: bfloat16 on CUDA, float32 on CPU); "
+        "training on CUDA: the autocast dtype over float32 master weights",
+    )
+    seed: int = option(
+        0, role=TRAINING, help="new weights' initialisation, list cuts and training order"
+    )
+    loss: str = option(
+        "ce",
+        role=TRAINING,
+        choices=tuple(LOSSES),
+        help="rankers.losses name; ce: the paper's listwise softmax cross-entropy",
+    )
+    teacher: str | None = option(
+        None,
+        role=TRAINING,
+        help="ranker name or save() folder whose sigmoid(scores) are the targets (else qrels)",
+    )
+    list_size: int | None = option(
+        32,
+        role=TRAINING,
+        min=2,
+        help="training lists cut once to this many (positives that fit, sampled negatives)",
+    )
+    epochs: int = option(1, role=TRAINING, min=1, help="passes over the train lists")
+    lr: float = option(1e-4, role=TRAINING, help="peak AdamW learning rate")
+    weight_decay: float = option(0.01, role=TRAINING, help="AdamW weight decay")
+    warmup_ratio: float = option(0.1, role=TRAINING, help="share of steps warming the lr up")
+    max_grad_norm: float = option(1.0, role=TRAINING, help="gradient clipping norm")
+    train_batch_queries: int = option(
+        4, role=TRAINING, min=1, help="candidate lists per optimisation step"
+    )
 
     def __post_init__(self) -> None:
-        from rankers.losses import LOSSES
-
-        if self.loss not in LOSSES:
-            raise RankerError(f"option loss={self.loss!r}: expected one of {', '.join(LOSSES)}")
-        if self.dtype not in DTYPE_NAMES:
-            raise RankerError(f"option dtype={self.dtype!r}: expected one of {DTYPE_NAMES}")
-        for name in ("max_length", "batch_size", "epochs", "train_batch_queries"):
-            if getattr(self, name) < 1:
-                raise RankerError(f"option {name}={getattr(self, name)!r}: must be >= 1")
-        if self.list_size is not None and self.list_size < 2:
-            raise RankerError(f"option list_size={self.list_size!r}: must be >= 2 or none")
+        super().__post_init__()
         if "{query}" not in self.template or "{document}" not in self.template:
             raise RankerError(
                 f"option template={self.template!r}: must contain {{query}} and {{document}}"
@@ -389,7 +416,8 @@ class RankT5Ranker(Ranker):
         path = Path(path)
         meta = read_saved(path, self.name, MODEL_DIR)
         saved = meta.get("config", {})
-        restored = {k: saved[k] for k in SCORE_DEFINING if k in saved}
+        score_fields = self.cfg.fields_with_role(SCORE)
+        restored = {k: v for k, v in saved.items() if k in score_fields}
         restored["score_token"] = meta.get("score_token", restored.get("score_token"))
         self.config = dataclasses.replace(self.cfg, **restored)
         self._info = {

@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from bench.data.model import CandidateList
-from rankers.base import Ranker, RankerConfig, RankerError
+from rankers.base import RUNTIME, SCORE, Ranker, RankerConfig, RankerError, option
 from rankers.models import ModelRef, resolve_model
 
 log = logging.getLogger(__name__)
@@ -36,20 +36,21 @@ ENCODER_DIR = "encoder"
 
 @dataclass
 class STCrossEncoderConfig(RankerConfig):
-    #: alias, Hugging Face id or folder: a trained cross-encoder, or an encoder (new head)
-    model: str = "minilm-l6"
-    #: a save() folder with an ``encoder/`` (monoBERT's): its encoder replaces ``model``; the
-    #: classification head stays new (monoBERT's head is not CrossEncoder's)
-    checkpoint: str | None = None
-    #: pairs per forward pass (``predict``'s batch_size)
-    batch_size: int = 32
-    #: whole-pair token limit: monoBERT's L_q + L_k + 3
-    max_length: int = 67
-
-    def __post_init__(self) -> None:
-        for name in ("batch_size", "max_length"):
-            if getattr(self, name) < 1:
-                raise RankerError(f"option {name}={getattr(self, name)}: must be >= 1")
+    model: str = option(
+        "minilm-l6",
+        role=SCORE,
+        help="alias, Hugging Face id or folder: a trained cross-encoder, or an encoder (new head)",
+    )
+    checkpoint: str | None = option(
+        None,
+        role=SCORE,
+        help="a save() folder with an encoder/ (monoBERT's): its encoder replaces model; "
+        "the head stays new",
+    )
+    batch_size: int = option(32, role=RUNTIME, min=1, help="pairs per forward pass (predict's)")
+    max_length: int = option(
+        67, role=SCORE, min=1, help="whole-pair token limit: monoBERT's L_q + L_k + 3"
+    )
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,7 @@ import numpy as np
 from bench.data.model import CandidateList, Qrels, RankingSplit
 from bench.metrics import build_run, evaluate
 from bench.results import atomic_write_json
-from rankers.base import Ranker, RankerError
+from rankers.base import Ranker, RankerError, Role
 from rankers.losses import RankingLoss, get_loss
 
 if TYPE_CHECKING:
@@ -72,10 +72,6 @@ CHECKPOINT_DIR = "checkpoint"
 LATEST_FILE = "latest.json"
 #: default teacher-score cache, beside the work directory
 TEACHER_CACHE_DIR = "teacher-scores"
-#: config fields that change neither the training path nor the weights (scoring speed, saving)
-NON_TRAINING_FIELDS = frozenset(
-    {"batch_size", "batch_queries", "checkpoint_steps", "pretokenise", "pad_tolerance"}
-)
 #: config dtype -> Accelerate mixed precision on CUDA (CPU always trains in float32)
 MIXED_PRECISION = {"auto": "bf16", "bfloat16": "bf16", "float16": "fp16", "float32": "no"}
 _NO_SIGNAL = "no query in the batch has signal"
@@ -123,11 +119,6 @@ def load_teacher(path: str | Path, device: str) -> Ranker:
 def sigmoid(logits: np.ndarray) -> np.ndarray:
     """Teacher logits -> the 0-1 probabilities the non-BCE losses expect (float64)."""
     return 1.0 / (1.0 + np.exp(-np.asarray(logits, dtype=np.float64)))
-
-
-def teacher_targets(teacher: Ranker, lists: Sequence[CandidateList]) -> list[np.ndarray]:
-    """sigmoid(teacher logits), uncached: see :func:`teacher_logits` for the cached scores."""
-    return [sigmoid(s) for s in teacher.score(lists)]
 
 
 def teacher_id(teacher: Ranker) -> str:
@@ -424,11 +415,10 @@ def checkpoint_key(
 ) -> str:
     """What a checkpoint must have been trained with to be resumed: the ranker's training config,
     ``data`` (whatever defines the training examples and targets), dev and the process setup."""
-    config = {k: v for k, v in ranker.config.to_dict().items() if k not in NON_TRAINING_FIELDS}
     return _digest(
         {
             "ranker": ranker.name,
-            "config": config,
+            "config": ranker.config.to_dict(Role.TRAINING),
             **data,
             "dev": None if dev is None else [dev.checksum, sorted(dev.qrels.items())],
             "processes": processes,

@@ -254,7 +254,7 @@ def test_teacher_scores_are_computed_once_and_cached(tiny_bert: Path, tmp_path: 
     assert len({cached, other, fewer}) == 3 and len(list(cache.iterdir())) == 3
 
 
-def test_teacher_targets_are_sigmoid_probabilities() -> None:
+def test_teacher_logits_become_sigmoid_probabilities() -> None:
     np.testing.assert_allclose(
         sigmoid(np.array([0.0, 2.0, -2.0])), [0.5, 0.880797, 0.119203], atol=1e-6
     )

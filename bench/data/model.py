@@ -8,7 +8,7 @@ same candidate lists be scored by every ranker.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -149,9 +149,3 @@ def text_id(text: str, prefix: str) -> str:
 
 def relevant(qrels: Qrels, qid: str, level: int) -> set[str]:
     return {d for d, g in qrels.get(qid, {}).items() if g >= level}
-
-
-def iter_texts(lists: Sequence[CandidateList]) -> Iterator[str]:
-    for cl in lists:
-        yield cl.query.text
-        yield from cl.texts

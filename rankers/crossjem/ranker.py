@@ -12,7 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from bench.data.model import CandidateList
-from rankers.base import RankerConfig, RankerError
+from rankers.base import RUNTIME, SCORE, TRAINING, RankerConfig, RankerError, inherit_option, option
 from rankers.crossjem.inputs import Row, build_rows
 from rankers.crossjem.model import CrossJEMBatch, CrossJEMModule, collate
 from rankers.crossjem.packed import PackedRows, pack_lists
@@ -32,17 +32,32 @@ PAD_TOLERANCE = {"cpu": 0.05, "cuda": 1.0}
 
 @dataclasses.dataclass
 class CrossJEMConfig(EncoderConfig):
-    #: L_u: most union tokens per encoder row; longer unions are split into packed groups
-    union_len: int = 242
-    #: add sinusoidal encodings of each token's position in its item before pooling (paper 5.3)
-    item_positions: bool = False
-    #: queries per forward pass when scoring (each may take several rows)
-    batch_queries: int = 8
-    #: most padding per scoring encoder call, as a fraction of real tokens (None: 0.05 on CPU,
-    #: 1.0 on CUDA); rows are sorted by length and cut into calls within it
-    pad_tolerance: float | None = None
+    union_len: int = option(
+        242,
+        role=TRAINING | SCORE,
+        min=1,
+        help="L_u: most union tokens per encoder row; longer unions are split into packed groups",
+    )
+    item_positions: bool = option(
+        False,
+        role=TRAINING | SCORE,
+        help="add sinusoidal encodings of each token's position in its item (paper 5.3)",
+    )
+    batch_queries: int = option(
+        8,
+        role=RUNTIME,
+        min=1,
+        help="queries per scoring forward pass (each may take several rows)",
+    )
+    pad_tolerance: float | None = option(
+        None,
+        role=RUNTIME,
+        min=0,
+        help="most padding per scoring encoder call, as a fraction of real tokens "
+        "(none: 0.05 on CPU, 1.0 on CUDA)",
+    )
     #: listwise by default; the paper's rpl needs teacher scores (see rankers.losses)
-    loss: str = "listnet"
+    loss: str = inherit_option(EncoderConfig, "loss", "listnet")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -51,10 +66,6 @@ class CrossJEMConfig(EncoderConfig):
                 f"option max_item_len={self.max_item_len} exceeds union_len={self.union_len}: "
                 "an item must fit in one encoder row"
             )
-        if self.batch_queries < 1:
-            raise RankerError(f"option batch_queries={self.batch_queries}: must be >= 1")
-        if self.pad_tolerance is not None and self.pad_tolerance < 0:
-            raise RankerError(f"option pad_tolerance={self.pad_tolerance}: must be >= 0")
 
 
 class CrossJEMRanker(EncoderRanker):
