@@ -11,7 +11,7 @@ and the paper's metric names are mapped to ours (ir-measures names):
 item, so MAP@k and MRR@k coincide there.) A ``*`` in the paper marks large pre-trained models used
 as is, without fine-tuning on the dataset: ``zero_shot=True`` here. ``ranker`` is the harness
 ranker name a row corresponds to (some are not implemented); ``family`` is a key of
-``rankers.base.FAMILIES``, except ``"llm"`` for the decoder-only RankingGPT, which has no harness
+``bench.results.FAMILIES``, except ``"llm"`` for the decoder-only RankingGPT, which has no harness
 family.
 """
 

@@ -38,6 +38,21 @@ class StorageError(RuntimeError):
     """The results or models folder cannot be written; the message names the path and why."""
 
 
+#: Ranker families (:attr:`ResultRecord.family`, ``Ranker.family``) -> display name, in the order
+#: of the paper's main table. Here, in the foundation layer, so that ``bench.tables`` and the CLI
+#: group and title rows without importing ``rankers``; a family not listed is shown by its own
+#: name, after these, so a new ranker needs no entry.
+FAMILIES: dict[str, str] = {
+    "firststage": "First stage",
+    "sparse": "Sparse",
+    "early": "Early interaction",
+    "late": "Late interaction",
+    "dual": "Dual encoders",
+    "seq2seq": "Seq2Seq",
+    "joint": "Joint ranking",
+}
+
+
 @dataclasses.dataclass
 class ResultRecord:
     """One ranker on one dataset split under one configuration."""

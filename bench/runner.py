@@ -51,7 +51,15 @@ from bench.results import (
     write_result,
 )
 from bench.settings import results_root
-from rankers import Ranker, RankerError, Role, canonical_name, create_ranker, get_ranker_class
+from rankers import (
+    Ranker,
+    RankerError,
+    Role,
+    canonical_name,
+    config_file,
+    create_ranker,
+    get_ranker_class,
+)
 
 log = logging.getLogger(__name__)
 
@@ -166,8 +174,10 @@ def ranker_options(
     name: str, dataset: str, overrides: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
     """Settings for ``name`` on ``dataset``: config file ``default``, then its ``datasets.<name>``
-    section, then ``overrides`` (the command line). Rankers without a file use their defaults."""
-    path = CONFIG_DIR / f"{name}.yaml"
+    section, then ``overrides`` (the command line). Rankers without a file use their defaults.
+    The file is ``CONFIG_DIR/<name>.yaml``, or the one the ranker was registered with
+    (:func:`rankers.register`), so that a ranker kept outside this repository brings its own."""
+    path = config_file(name) or CONFIG_DIR / f"{name}.yaml"
     options: dict[str, Any] = {}
     if path.exists():
         try:

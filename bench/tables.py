@@ -20,9 +20,8 @@ from typing import TYPE_CHECKING
 
 from bench.metrics import DEFAULT_MEASURES
 from bench.reference import PAPER, ReferenceRow, paper_reference
-from bench.results import ResultRecord
+from bench.results import FAMILIES, ResultRecord
 from bench.significance import PairedResult, canonical_test, compare
-from rankers.base import FAMILIES
 
 if TYPE_CHECKING:
     from rich.table import Table

@@ -7,11 +7,13 @@ created, so ``bench --help`` and BM25 runs stay fast and an absent extra gives a
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from typing import Any
 
 from rankers.base import FAMILIES, Ranker, RankerConfig, RankerError, Role
 
-# name -> "module:Class". Later rankers register here.
+# name -> "module:Class". A new ranker is one module plus one line here (or one :func:`register`
+# call from anywhere); nothing in ``bench`` names rankers, so no other file changes.
 _REGISTRY: dict[str, str] = {
     "firststage": "rankers.firststage:FirstStageRanker",
     "bm25": "rankers.bm25:BM25Ranker",
@@ -34,6 +36,35 @@ ALIASES: dict[str, str] = {
 
 # extra to install when a ranker's import fails
 _EXTRAS: dict[str, str] = {"colbert": "colbert"}
+
+# name -> settings file, for rankers registered with one of their own (default:
+# rankers/configs/<name>.yaml, see bench.runner.ranker_options)
+_CONFIG_FILES: dict[str, Path] = {}
+
+
+def register(name: str, target: str, config: Path | str | None = None) -> None:
+    """Register ranker ``name`` as ``"module:Class"`` (imported only when first created, like the
+    built-in rankers). ``config``: its settings file (``default`` and ``datasets`` sections) when
+    it is not ``rankers/configs/<name>.yaml``; a ranker without one runs on its defaults.
+
+    This is the one line a ranker defined outside this package needs: the CLI, runner, tables
+    and latency benchmark read everything else (family, options, hooks) from the class."""
+    key = name.strip().lower()
+    module_name, sep, cls_name = target.partition(":")
+    if not (key and module_name and sep and cls_name):
+        raise RankerError(f"register({name!r}, {target!r}): expected a name and 'module:Class'")
+    _REGISTRY[key] = target
+    if config is not None:
+        _CONFIG_FILES[key] = Path(config)
+    else:
+        _CONFIG_FILES.pop(key, None)
+
+
+def config_file(name: str) -> Path | None:
+    """The settings file ranker ``name`` was registered with, else None (then the runner reads
+    ``rankers/configs/<name>.yaml`` if there is one)."""
+    key = name.strip().lower()
+    return _CONFIG_FILES.get(ALIASES.get(key, key))
 
 
 def available() -> list[str]:
@@ -75,6 +106,8 @@ __all__ = [
     "Role",
     "available",
     "canonical_name",
+    "config_file",
     "create_ranker",
     "get_ranker_class",
+    "register",
 ]

@@ -23,19 +23,12 @@ from typing import Any, ClassVar
 import numpy as np
 
 from bench.data.model import CandidateList, RankingSplit
+from bench.results import FAMILIES as FAMILIES  # re-exported: rankers.base.FAMILIES
 
 log = logging.getLogger(__name__)
 
-#: Families in the order of the paper's main table.
-FAMILIES: dict[str, str] = {
-    "firststage": "First stage",
-    "sparse": "Sparse",
-    "early": "Early interaction",
-    "late": "Late interaction",
-    "dual": "Dual encoders",
-    "seq2seq": "Seq2Seq",
-    "joint": "Joint ranking",
-}
+# FAMILIES (display names, paper order) lives in the foundation layer, beside the record field
+# it labels, so that tables can group rows without importing rankers; re-exported here.
 
 
 class RankerError(RuntimeError):

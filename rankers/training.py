@@ -610,7 +610,7 @@ def fit_lists(
 
     from bench.device import seed_everything
     from bench.progress import progress_bar
-    from rankers.encoders import state_hash
+    from rankers.models import state_hash
 
     cfg = ranker.cfg
     loss_fn = get_loss(cfg.loss)

@@ -499,13 +499,19 @@ def test_record_round_trips_through_json_with_the_new_fields() -> None:
 
 
 def test_records_written_before_the_new_fields_still_load() -> None:
-    old = sorted((PROJECT / "results" / "reference" / "latency").glob("*.json"))
-    assert old
-    for path in old:
+    # a record of the previous implementation (no scoring mode, host/model split or arch)
+    path = PROJECT / "tests" / "fixtures" / "latency-record-v1.json"
+    rec = LatencyRecord.from_json(json.loads(path.read_text()), path)
+    assert rec.rows and all(r.mode == "" and r.model_only is None for r in rec.rows)
+    table = build_latency_table(rec)
+    assert table.n_values and "monobert" in table.columns
+
+
+def test_reference_records_load_with_their_modes() -> None:
+    for path in sorted((PROJECT / "results" / "reference" / "latency").glob("*.json")):
         rec = LatencyRecord.from_json(json.loads(path.read_text()), path)
-        assert rec.rows and all(r.mode == "" and r.model_only is None for r in rec.rows)
-        table = build_latency_table(rec)
-        assert table.n_values and "monobert" in table.columns
+        assert {r.mode for r in rec.rows} >= {"pre-tokenised", "end-to-end"}
+        assert build_latency_table(rec).speedups
 
 
 def test_check_records_feed_ratio_expectations(tmp_path: Path) -> None:

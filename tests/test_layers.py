@@ -1,0 +1,151 @@
+"""The layer rule of :data:`bench.FOUNDATION`, checked on the source (``ast``, nothing imported).
+
+``rankers`` may import only the foundation of ``bench``; the foundation imports neither
+``rankers`` nor the application modules of ``bench``; ``rankers`` modules import each other
+without cycles; no module imports another module's private (``_name``) names. Every import
+counts, also those inside functions and under ``TYPE_CHECKING``: a lazy import is still a
+dependency, only a later one. ``make layers`` runs this file (and ``make lint`` runs that).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bench import FOUNDATION
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("bench", "rankers")
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+#: module name -> source file, for every module of the project's packages
+MODULES: dict[str, Path] = {
+    _module_name(p): p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))
+}
+
+
+def is_foundation(module: str) -> bool:
+    """Whether ``module`` is in :data:`bench.FOUNDATION` (``pkg.*`` entries cover submodules)."""
+    return module in FOUNDATION or any(
+        entry.endswith(".*") and module.startswith(entry[:-1]) for entry in FOUNDATION
+    )
+
+
+def _is_package(module: str) -> bool:
+    return MODULES.get(module, Path()).name == "__init__.py"
+
+
+def imports(module: str) -> Iterator[tuple[int, str, list[str]]]:
+    """``(line, imported module, names)`` for every import of ``module`` in our packages;
+    ``from pkg import sub`` resolves to module ``pkg.sub`` when that is a module."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    package = module if _is_package(module) else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name, []
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            names = [a.name for a in node.names]
+            subs = [f"{base}.{n}" for n in names if f"{base}.{n}" in MODULES]
+            if subs:
+                yield from ((node.lineno, sub, []) for sub in subs)
+            rest = [n for n in names if f"{base}.{n}" not in MODULES]
+            if rest or not subs:
+                yield node.lineno, base, rest
+
+
+def _ours(module: str) -> bool:
+    return module.split(".")[0] in PACKAGES
+
+
+def _in(package: str, module: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_foundation_entries_name_existing_modules() -> None:
+    for entry in FOUNDATION:
+        assert entry.removesuffix(".*") in MODULES, f"FOUNDATION names no module {entry!r}"
+
+
+def test_rankers_import_only_the_foundation_of_bench() -> None:
+    leaks = [
+        f"{MODULES[m].relative_to(ROOT)}:{line} imports {target}"
+        for m in MODULES
+        if _in("rankers", m)
+        for line, target, _ in imports(m)
+        if _in("bench", target) and not is_foundation(target)
+    ]
+    assert not leaks, "rankers may import only bench.FOUNDATION:\n" + "\n".join(leaks)
+
+
+def test_foundation_imports_neither_rankers_nor_the_application() -> None:
+    leaks = [
+        f"{MODULES[m].relative_to(ROOT)}:{line} imports {target}"
+        for m in MODULES
+        if is_foundation(m)
+        for line, target, _ in imports(m)
+        if _in("rankers", target) or (_in("bench", target) and not is_foundation(target))
+    ]
+    assert not leaks, "a bench.FOUNDATION module reaches above it:\n" + "\n".join(leaks)
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of ``graph`` (as a path that ends where it starts), else None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def test_rankers_modules_import_each_other_without_cycles() -> None:
+    graph = {
+        m: {t for _, t, _ in imports(m) if _in("rankers", t) and t != m}
+        for m in MODULES
+        if _in("rankers", m)
+    }
+    cycle = _cycle(graph)
+    assert cycle is None, "import cycle among rankers modules: " + " -> ".join(cycle or [])
+
+
+def test_cycle_finder_finds_cycles() -> None:
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_module_imports_private_names_of_another(package: str) -> None:
+    leaks = [
+        f"{MODULES[m].relative_to(ROOT)}:{line} imports {', '.join(private)} from {target}"
+        for m in MODULES
+        if _in(package, m)
+        for line, target, names in imports(m)
+        if _ours(target) and (private := [n for n in names if n.startswith("_")])
+    ]
+    assert not leaks, "private names used across modules:\n" + "\n".join(leaks)
