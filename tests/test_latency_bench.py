@@ -37,9 +37,11 @@ from bench.latency import (
     time_host_step,
     time_interleaved,
     time_model_only,
+    time_parts,
     time_scoring,
     token_summary,
 )
+from bench.latency.protocol import PARTS
 from rankers.base import LatencyVariant, Ranker, RankerConfig, RankerError
 from rankers.encoders import write_tiny_bert
 from rankers.models import write_random_bert
@@ -233,6 +235,38 @@ def test_host_step_and_model_only_time_the_two_halves() -> None:
     assert a.consumed == a.prepared and b.consumed == b.prepared and len(a.prepared) == 7
     with pytest.raises(ValueError, match="part must be one of score, host, model"):
         time_interleaved([a], _lists(1), part="tokens")
+
+
+def test_parts_of_a_call_are_timed_back_to_back_with_rankers_taking_turns() -> None:
+    """Load from other processes must fall on the whole call, the host step and the model step
+    alike: each ranker times its parts of a call one after the other, rankers rotating."""
+    events: list[tuple[str, str]] = []
+
+    class Logged(ToyRanker):
+        def __init__(self, tag: str) -> None:
+            super().__init__()
+            self.tag = tag
+
+        def score(self, lists):  # type: ignore[override]
+            events.append((self.tag, "score"))
+            return super().score(lists)
+
+        def prepare_scoring(self, lists):  # type: ignore[override]
+            events.append((self.tag, "prepare"))
+            return super().prepare_scoring(lists)
+
+        def score_prepared(self, prepared):  # type: ignore[override]
+            events.append((self.tag, "model"))
+            return super().score_prepared(prepared)
+
+    a, b = Logged("a"), Logged("b")
+    timed = time_parts([a, b], _lists(2), [PARTS, ("score",)], warmup=0, repeats=1)
+    assert [sorted(t) for t in timed] == [sorted(PARTS), ["score"]]
+    assert [len(t["score"].call_s) for t in timed] == [2, 2]
+    a_call = [("a", "score"), ("a", "prepare"), ("a", "prepare"), ("a", "model")]
+    # call 1: a then b; call 2: b then a (the host part is prepare_scoring, timed; the model
+    # part prepares its input untimed just before)
+    assert events == a_call + [("b", "score"), ("b", "score")] + a_call
 
 
 def test_entries_come_from_each_rankers_latency_variants(toys: None) -> None:

@@ -29,6 +29,7 @@ from bench.latency.protocol import (
     time_host_step,
     time_interleaved,
     time_model_only,
+    time_parts,
     time_scoring,
 )
 from bench.latency.records import (
@@ -93,6 +94,7 @@ __all__ = [
     "time_entries",
     "time_host_step",
     "time_interleaved",
+    "time_parts",
     "time_model_only",
     "time_scoring",
     "token_summary",

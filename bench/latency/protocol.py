@@ -305,6 +305,62 @@ def _timed_call(ranker: Ranker, part: str, batch: list[CandidateList], prepared:
     return ranker.score(batch)
 
 
+def time_parts(
+    rankers: Sequence[Ranker],
+    lists: Sequence[CandidateList],
+    parts: Sequence[Sequence[str]],
+    *,
+    batch_queries: int = 1,
+    warmup: int = 3,
+    repeats: int = 3,
+) -> list[dict[str, LatencyTracker]]:
+    """Time ``parts[k]`` (:data:`PARTS`) of ranker ``k``: ``warmup`` untimed calls of each part
+    per ranker, then ``repeats`` timed passes over ``lists`` (``batch_queries`` lists per call);
+    one tracker per ranker and part, timed calls only.
+
+    The rankers take turns call by call (the order rotating), and each ranker times all its
+    parts of a call back to back, so a burst of load from other processes on a shared machine
+    falls on every ranker and every part alike rather than on whichever ran then. ``model``
+    times ``score_prepared`` on inputs prepared just before, untimed. The tracker synchronises
+    CUDA around every call, and its events give device time too.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, not {repeats}")
+    for names in parts:
+        unknown = [p for p in names if p not in PARTS]
+        if unknown:
+            raise ValueError(f"part must be one of {', '.join(PARTS)}, not {unknown[0]!r}")
+    calls = _calls(lists, batch_queries)
+
+    def call(ranker: Ranker, part: str, batch: list[CandidateList], tracker: Any) -> None:
+        prepared = ranker.prepare_scoring(batch) if part == "model" else None
+        if tracker is None:
+            _timed_call(ranker, part, batch, prepared)
+            return
+        with tracker.track(**_volume(batch)):
+            out = _timed_call(ranker, part, batch, prepared)
+        if part != "host":
+            _check_scores(ranker, out, batch)
+
+    for ranker, names in zip(rankers, parts, strict=True):
+        for i in range(warmup):
+            for part in names:
+                call(ranker, part, calls[i % len(calls)], None)
+    trackers = [
+        {part: LatencyTracker(r.device) for part in names}
+        for r, names in zip(rankers, parts, strict=True)
+    ]
+    turn = 0
+    for _ in range(repeats):
+        for batch in calls:
+            order = [(turn + k) % len(rankers) for k in range(len(rankers))]
+            turn += 1
+            for k in order:
+                for part in parts[k]:
+                    call(rankers[k], part, batch, trackers[k][part])
+    return trackers
+
+
 def time_interleaved(
     rankers: Sequence[Ranker],
     lists: Sequence[CandidateList],
@@ -314,40 +370,16 @@ def time_interleaved(
     repeats: int = 3,
     part: str = "score",
 ) -> list[LatencyTracker]:
-    """``warmup`` untimed calls per ranker, then ``repeats`` timed passes over ``lists``
-    (``batch_queries`` lists per call); one tracker per ranker, timed calls only.
-
-    The rankers take turns call by call (the order rotating), so a burst of load from other
-    processes on a shared machine falls on all of them alike rather than on whichever ran then.
-    ``part`` (:data:`PARTS`): ``score`` times whole ``score()`` calls; ``host`` times
-    ``prepare_scoring`` alone; ``model`` times ``score_prepared`` alone, each pass first
-    preparing every call's inputs (untimed) and using each prepared input once. The tracker
-    synchronises CUDA around every call, and its events give device time too.
-    """
-    if repeats < 1:
-        raise ValueError(f"repeats must be >= 1, not {repeats}")
-    if part not in PARTS:
-        raise ValueError(f"part must be one of {', '.join(PARTS)}, not {part!r}")
-    calls = _calls(lists, batch_queries)
-    model = part == "model"
-    for ranker in rankers:
-        for i in range(warmup):
-            batch = calls[i % len(calls)]
-            _timed_call(ranker, part, batch, ranker.prepare_scoring(batch) if model else None)
-    trackers = [LatencyTracker(r.device) for r in rankers]
-    turn = 0
-    for _ in range(repeats):
-        inputs = [[r.prepare_scoring(b) if model else None for b in calls] for r in rankers]
-        for c, batch in enumerate(calls):
-            order = [(turn + k) % len(rankers) for k in range(len(rankers))]
-            turn += 1
-            for k in order:
-                prepared, inputs[k][c] = inputs[k][c], None
-                with trackers[k].track(**_volume(batch)):
-                    out = _timed_call(rankers[k], part, batch, prepared)
-                if part != "host":
-                    _check_scores(rankers[k], out, batch)
-    return trackers
+    """:func:`time_parts` with the same single ``part`` for every ranker."""
+    timed = time_parts(
+        rankers,
+        lists,
+        [(part,)] * len(rankers),
+        batch_queries=batch_queries,
+        warmup=warmup,
+        repeats=repeats,
+    )
+    return [t[part] for t in timed]
 
 
 def time_scoring(
@@ -390,37 +422,25 @@ def time_model_only(
     )[0]
 
 
-def _split_timings(
-    rankers: Sequence[Ranker],
-    lists: Sequence[CandidateList],
-    opts: BenchOptions,
-    extra: dict[str, Any],
-) -> list[tuple[LatencySummary, LatencySummary] | None]:
-    """Per ranker: (host step, model only) summaries, the rankers with a host step taking turns
-    as in the whole-call timing (one untimed call each first); None without a host step."""
-    split = [r for r in rankers if r.host_step is not None]
-    if not split:
-        return [None] * len(rankers)
-    kwargs = {"batch_queries": opts.batch_queries, "warmup": 1, "repeats": opts.repeats}
-    host = time_interleaved(split, lists, part="host", **kwargs)
-    model = time_interleaved(split, lists, part="model", **kwargs)
-    found = {
-        id(r): (
-            h.summary(
-                **extra,
-                interleaved=len(split),
-                scope="ranker.prepare_scoring per call",
-                covers=r.host_step,
-            ),
-            m.summary(
-                **extra,
-                interleaved=len(split),
-                scope="ranker.score_prepared per call (inputs prepared beforehand)",
-            ),
-        )
-        for r, h, m in zip(split, host, model, strict=True)
-    }
-    return [found.get(id(r)) for r in rankers]
+def _split_summaries(
+    ranker: Ranker, timed: dict[str, LatencyTracker], extra: dict[str, Any], interleaved: int
+) -> tuple[LatencySummary, LatencySummary] | None:
+    """(host step, model only) summaries of a ranker with a host step; None without one."""
+    if "host" not in timed:
+        return None
+    return (
+        timed["host"].summary(
+            **extra,
+            interleaved=interleaved,
+            scope="ranker.prepare_scoring per call",
+            covers=ranker.host_step,
+        ),
+        timed["model"].summary(
+            **extra,
+            interleaved=interleaved,
+            scope="ranker.score_prepared per call (inputs prepared just before, untimed)",
+        ),
+    )
 
 
 def _with_share(summary: LatencySummary, whole_mean_ms: float) -> dict[str, Any]:
@@ -445,13 +465,16 @@ def time_entries(
         ranker = create_entry(entry, device, checkpoint)
         ranker.index(split)
         loaded.append((entry, checkpoint, ranker))
-    trackers = time_interleaved(
-        [r for _, _, r in loaded],
+    rankers = [r for _, _, r in loaded]
+    timed = time_parts(
+        rankers,
         split.lists,
+        [PARTS if r.host_step is not None else ("score",) for r in rankers],
         batch_queries=opts.batch_queries,
         warmup=opts.warmup,
         repeats=opts.repeats,
     )
+    trackers = [t["score"] for t in timed]
     n = len(split.lists[0])
     extra = {
         "batch_queries": opts.batch_queries,
@@ -459,7 +482,9 @@ def time_entries(
         "repeats": opts.repeats,
         "n": n,
     }
-    halves = _split_timings([r for _, _, r in loaded], split.lists, opts, extra)
+    halves = [
+        _split_summaries(r, t, extra, len(loaded)) for r, t in zip(rankers, timed, strict=True)
+    ]
     rows = []
     for (entry, checkpoint, ranker), tracker, split_timing in zip(
         loaded, trackers, halves, strict=True
