@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 
 #: what -> (option name, values in table order; the first is the significance baseline)
 ABLATIONS: dict[str, tuple[str, tuple[Any, ...]]] = {
-    "loss": ("loss", ("bce", "ce", "listnet", "rpl")),
+    "loss": ("loss", ("bce", "ce", "listnet", "rpl", "rpl-self", "pl")),
     "positions": ("item_positions", (False, True)),
 }
 

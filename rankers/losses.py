@@ -1,4 +1,6 @@
-"""Per-query ranking losses over padded lists: BCE, softmax CE, ListNet (top-1) and the paper's RPL.
+"""Per-query ranking losses over padded lists: BCE, softmax CE, ListNet (top-1), the paper's RPL
+as written, RPL repaired so that every item gets a gradient (``rpl-self``), and the Plackett-Luce
+likelihood of the targets' ordering (``pl``, ListMLE with ties) that the paper's lemma describes.
 
 Every loss takes ``logits`` and ``targets`` of shape ``(B, N)`` and a boolean ``mask`` (True for
 real items) and returns the mean over queries of a per-query loss. Padded entries are replaced
@@ -142,15 +144,55 @@ def listnet_per_query(logits: Tensor, targets: Tensor, mask: Tensor) -> tuple[Te
     return _cross_entropy(dist, logits, mask), mask.any(dim=-1)
 
 
+def _lower(targets: Tensor, mask: Tensor) -> Tensor:
+    """``lower[b, j, k]``: items j and k are valid and k has a strictly lower target than j."""
+    return (targets[:, None, :] < targets[:, :, None]) & mask[:, None, :] & mask[:, :, None]
+
+
+def _rpl(
+    name: str, sets: Tensor, logits: Tensor, targets: Tensor, mask: Tensor
+) -> tuple[Tensor, Tensor]:
+    """-sum_j t_j log softmax(s)_j with s_j, t_j the sums of f and y over ``sets[:, j]``."""
+    _check_range(name, targets, mask, 0.0, None)
+    sets = sets.to(logits.dtype)
+    s = (sets @ logits[..., None]).squeeze(-1)
+    t, valid = _normalise((sets @ targets[..., None]).squeeze(-1))
+    return _cross_entropy(t, s, mask), valid
+
+
 def rpl_per_query(logits: Tensor, targets: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
     """Ranking Probability Loss, paper eq. L^RPL (see the module docstring)."""
-    _check_range("rpl", targets, mask, 0.0, None)
-    # lower[b, j, k] = item k is valid and has a strictly lower target than item j
-    lower = (targets[:, None, :] < targets[:, :, None]) & mask[:, None, :] & mask[:, :, None]
-    lower = lower.to(logits.dtype)
-    s = (lower @ logits[..., None]).squeeze(-1)
-    t, valid = _normalise((lower @ targets[..., None]).squeeze(-1))
-    return _cross_entropy(t, s, mask), valid
+    return _rpl("rpl", _lower(targets, mask), logits, targets, mask)
+
+
+def rpl_self_per_query(logits: Tensor, targets: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+    """The smallest repair of RPL that gives every item a gradient: each item's set holds the
+    item itself besides the lower ones, ``L_j = {k : y_k < y_j} + {j}``. The top item's ``s``
+    then contains its own logit; the rest of the written formula is unchanged."""
+    import torch
+
+    own = torch.diag_embed(mask)
+    return _rpl("rpl-self", _lower(targets, mask) | own, logits, targets, mask)
+
+
+def plackett_luce_per_query(logits: Tensor, targets: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+    """Negative log-likelihood of the targets' ordering under a Plackett-Luce model of the
+    logits (ListMLE): what the paper's lemma says RPL maximises.
+
+    Item ``j`` is chosen from the items not ranked above it, ``R_j = {k : y_k <= y_j}``:
+    ``-sum_j (f_j - logsumexp_{k in R_j} f_k)``. Tied items share their risk set (Breslow's
+    approximation of the marginal over their orders, which keeps the loss independent of the
+    candidates' order), and the bottom tie group adds nothing: every order of the last items is
+    consistent with the targets, so their marginal probability is 1. A list with a single target
+    level carries no signal."""
+    import torch
+
+    risk = (targets[:, None, :] <= targets[:, :, None]) & mask[:, None, :] & mask[:, :, None]
+    scores = logits[:, None, :].expand_as(risk).masked_fill(~risk, float("-inf"))
+    log_z = torch.logsumexp(scores, dim=-1).masked_fill(~mask, 0.0)
+    ranked = _lower(targets, mask).any(dim=-1)  # some item below: not in the bottom group
+    per_item = (log_z - logits) * ranked
+    return per_item.sum(dim=-1), ranked.any(dim=-1)
 
 
 LOSSES: dict[str, RankingLoss] = {
@@ -164,6 +206,14 @@ LOSSES: dict[str, RankingLoss] = {
         rpl_per_query,
         "RPL needs graded or teacher scores: with binary labels every item below another has "
         "target 0, so all RPL targets sum to zero (train on teacher probabilities or use bce/ce)",
+    ),
+    "rpl-self": RankingLoss(
+        "rpl-self", rpl_self_per_query, "every query's targets sum to zero (no positive item)"
+    ),
+    "pl": RankingLoss(
+        "pl",
+        plackett_luce_per_query,
+        "every list has a single target level (all items tied): no ordering to learn",
     ),
 }
 

@@ -61,6 +61,45 @@ def test_rpl_ties_are_not_lower() -> None:
     assert got == pytest.approx(log_z + 1.1 / 7.0, abs=1e-6)
 
 
+def test_plackett_luce_hand_computed() -> None:
+    # ordering 1 > 2 > 3: -log P = (log Z_{1,2,3} - f_1) + (log Z_{2,3} - f_2) + 0
+    expected = (LOG_Z_F - 1.0) + (math.log(1.0 + math.exp(-1.0)) - 0.0)
+    assert _loss("pl", F, Y) == pytest.approx(expected, abs=1e-6)
+
+
+def test_plackett_luce_ties_share_a_risk_set_and_the_bottom_group_adds_nothing() -> None:
+    # y = [0.5, 0.5, 0.2, 0.1], f = [0.3, -0.2, 0.4, -0.5]: items 1 and 2 both choose from all
+    # four, item 3 from {3, 4}, item 4 (bottom) adds nothing
+    f, y = [0.3, -0.2, 0.4, -0.5], [0.5, 0.5, 0.2, 0.1]
+    log_all = math.log(sum(math.exp(v) for v in f))
+    expected = (log_all - 0.3) + (log_all + 0.2) + (math.log(math.exp(0.4) + math.exp(-0.5)) - 0.4)
+    assert _loss("pl", f, y) == pytest.approx(expected, abs=1e-6)
+    # binary labels: positives choose from everything, the negatives are the bottom group
+    got = _loss("pl", [2.0, 0.0, 1.0], [0.0, 1.0, 0.0])
+    assert got == pytest.approx(math.log(math.exp(2.0) + 1.0 + math.exp(1.0)) - 0.0, abs=1e-6)
+    with pytest.raises(ValueError, match="single target level"):
+        _loss("pl", [1.0, 2.0], [1.0, 1.0])
+
+
+def test_plackett_luce_is_minimised_by_the_target_order() -> None:
+    y = torch.tensor([[0.9, 0.5, 0.1]])
+    right = get_loss("pl")(torch.tensor([[3.0, 0.0, -3.0]]), y)
+    wrong = get_loss("pl")(torch.tensor([[-3.0, 0.0, 3.0]]), y)
+    assert float(right) < 0.2 < float(wrong)
+
+
+def test_rpl_self_hand_computed_and_trains_the_top_item() -> None:
+    # L_j = lower items + j itself: s = [1 + 0 - 1, 0 - 1, -1] = [0, -1, -1],
+    # t = [1.5, 0.6, 0.1] / 2.2; loss = log(1 + 2/e) - sum_j t_j s_j = log(1 + 2/e) + 7/22
+    expected = math.log(1.0 + 2.0 * math.exp(-1.0)) + 7.0 / 22.0
+    assert _loss("rpl-self", F, Y) == pytest.approx(expected, abs=1e-6)
+    f = torch.tensor([[1.0, 0.0, -1.0]], requires_grad=True)
+    get_loss("rpl-self")(f, torch.tensor([Y])).backward()
+    assert f.grad is not None and f.grad[0, 0].item() != 0.0
+    # unlike RPL as written, binary labels carry signal
+    assert _loss("rpl-self", [1.0, 0.0], [1.0, 0.0]) > 0
+
+
 def test_rpl_literal_form_gives_top_item_no_gradient() -> None:
     # The top item (highest target) is in no L_j, so the paper's equation never trains its logit,
     # and the gradient raises lower items' logits. Pinned so a change of definition is deliberate.
@@ -149,6 +188,6 @@ def test_ce_without_positive_is_an_error() -> None:
 
 
 def test_unknown_loss_lists_names() -> None:
-    with pytest.raises(ValueError, match="known: bce, ce, listnet, rpl"):
+    with pytest.raises(ValueError, match="known: bce, ce, listnet, pl, rpl, rpl-self"):
         get_loss("hinge")
     assert get_loss(" RPL ").name == "rpl"

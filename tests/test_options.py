@@ -195,7 +195,7 @@ def test_dtype_names_are_the_torch_mapping_keys() -> None:
         (
             "crossjem",
             {"loss": "hinge"},
-            "option loss='hinge': expected one of bce, ce, listnet, rpl",
+            "option loss='hinge': expected one of bce, ce, listnet, rpl, rpl-self, pl",
         ),
         (
             "dpr",
@@ -223,7 +223,7 @@ def test_a_subclass_default_keeps_the_declaration() -> None:
     assert (loss.default, loss.role, loss.range) == (
         "listnet",
         Role.TRAINING,
-        "bce, ce, listnet, rpl",
+        "bce, ce, listnet, rpl, rpl-self, pl",
     )
 
 
