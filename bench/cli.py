@@ -363,7 +363,10 @@ def train(
     dataset: Annotated[str, typer.Option("--dataset", "-d", help="Dataset with a train split.")],
     model: Annotated[str | None, typer.Option(help="Base model alias, hub id or path.")] = None,
     loss: Annotated[
-        str | None, typer.Option(help="bce, ce, listnet, rpl (as the paper writes it), rpl-self or pl (encoder rankers).")
+        str | None,
+        typer.Option(
+            help="bce, ce, listnet, rpl (as the paper writes it), rpl-self or pl (encoder rankers)."
+        ),
     ] = None,
     teacher: Annotated[
         str | None, typer.Option(help="Teacher: a ranker name (trained first) or a saved folder.")
