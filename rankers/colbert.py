@@ -285,10 +285,9 @@ class ColBERTRanker(Ranker):
         return self._cast.get(self.colbert, scoring_dtype(self.cfg.dtype, self.device))
 
     def compute_dtype(self) -> str:
-        from rankers.encoders import scoring_dtype
+        from rankers.encoders import dtype_label
 
-        name = str(scoring_dtype(self.cfg.dtype, self.device)).removeprefix("torch.")
-        return name if name == "float32" else f"{name} weights"
+        return dtype_label(self.cfg.dtype, self.device)
 
     def weights_note(self, checkpoint: str | None) -> str:
         if checkpoint or self._provenance.get("checkpoint"):

@@ -575,10 +575,9 @@ class DenseRanker(Ranker):
         return "items pre-encoded" if self.config.precompute else "end-to-end"
 
     def compute_dtype(self) -> str:
-        from rankers.encoders import scoring_dtype
+        from rankers.encoders import dtype_label
 
-        name = str(scoring_dtype(self.config.dtype, self.device)).removeprefix("torch.")
-        return name if name == "float32" else f"{name} weights"
+        return dtype_label(self.config.dtype, self.device)
 
     def weights_note(self, checkpoint: str | None) -> str:
         if checkpoint:

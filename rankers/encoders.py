@@ -68,6 +68,13 @@ def scoring_dtype(dtype: str, device: str) -> torch.dtype:
     return DTYPES[dtype] or torch.float32
 
 
+def dtype_label(dtype: str, device: str) -> str:
+    """What latency records say about the scoring dtype: ``float32`` or ``<dtype> weights``."""
+    resolved = scoring_dtype(dtype, device)
+    name = str(resolved).removeprefix("torch.")
+    return name if resolved == torch.float32 else f"{name} weights"
+
+
 class CastCache:
     """A copy of a module with its weights cast once to a low-precision dtype for scoring.
 
@@ -433,9 +440,7 @@ class EncoderRanker(Ranker):
         return out
 
     def compute_dtype(self) -> str:
-        dtype = scoring_dtype(self.cfg.dtype, self.device)
-        name = str(dtype).removeprefix("torch.")
-        return name if dtype == torch.float32 else f"{name} weights"
+        return dtype_label(self.cfg.dtype, self.device)
 
     def weights_note(self, checkpoint: str | None) -> str:
         if checkpoint or self.cfg.checkpoint:

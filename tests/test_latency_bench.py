@@ -34,9 +34,8 @@ from bench.latency import (
     render_latency,
     run_benchmark,
     speedup_summary,
-    time_host_step,
     time_interleaved,
-    time_model_only,
+    time_part,
     time_parts,
     time_scoring,
     token_summary,
@@ -220,11 +219,11 @@ def toys(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_host_step_and_model_only_time_the_two_halves() -> None:
     ranker = ToyRanker()
-    host = time_host_step(ranker, _lists(5), batch_queries=2, repeats=2)
+    host = time_part(ranker, _lists(5), "host", batch_queries=2, repeats=2)
     assert len(ranker.prepared) == 1 + 2 * 3 and not ranker.consumed  # one untimed call first
     assert host.queries == [2, 2, 1] * 2
     ranker = ToyRanker()
-    model = time_model_only(ranker, _lists(5), batch_queries=2, repeats=2)
+    model = time_part(ranker, _lists(5), "model", batch_queries=2, repeats=2)
     assert model.queries == [2, 2, 1] * 2 and len(model.call_s) == 6
     # every timed call got inputs prepared beforehand, each used exactly once
     assert ranker.consumed == ranker.prepared

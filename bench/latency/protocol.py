@@ -396,29 +396,19 @@ def time_scoring(
     )[0]
 
 
-def time_host_step(
+def time_part(
     ranker: Ranker,
     lists: Sequence[CandidateList],
+    part: str,
     *,
     batch_queries: int = 1,
     repeats: int = 3,
 ) -> LatencyTracker:
-    """``ranker.prepare_scoring`` alone on the same calls (one untimed call first)."""
+    """One :data:`PARTS` entry of ``ranker`` alone on the same calls (one untimed call first):
+    ``host`` times ``prepare_scoring``, ``model`` times ``score_prepared`` on inputs prepared
+    just before."""
     return time_interleaved(
-        [ranker], lists, batch_queries=batch_queries, warmup=1, repeats=repeats, part="host"
-    )[0]
-
-
-def time_model_only(
-    ranker: Ranker,
-    lists: Sequence[CandidateList],
-    *,
-    batch_queries: int = 1,
-    repeats: int = 3,
-) -> LatencyTracker:
-    """``ranker.score_prepared`` alone on inputs prepared beforehand (one untimed call first)."""
-    return time_interleaved(
-        [ranker], lists, batch_queries=batch_queries, warmup=1, repeats=repeats, part="model"
+        [ranker], lists, batch_queries=batch_queries, warmup=1, repeats=repeats, part=part
     )[0]
 
 
