@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from crashing import Crash, die_after_checkpoint
 
 from bench.data.model import Candidate, CandidateList, Query, RankingSplit, text_id
 from rankers import create_ranker
@@ -258,10 +259,6 @@ def test_ance_fine_tunes_and_remines_with_current_weights(tmp_path: Path) -> Non
     _check_round_trip(ranker, tmp_path)
 
 
-class Crash(Exception):
-    """Stands for the process dying right after a checkpoint was published."""
-
-
 @pytest.mark.parametrize("cls", [DPRRanker, ANCERanker], ids=["dpr", "ance"])
 def test_interrupted_fit_resumes_to_identical_weights(
     cls: type[DenseRanker], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -271,24 +268,12 @@ def test_interrupted_fit_resumes_to_identical_weights(
     the same work directory resumes there and ends where an uninterrupted run ends - dropout
     RNG, optimizer, schedule and, for ANCE, the negatives epoch 2 mined with weights that no
     checkpoint holds any more."""
-    import rankers.training as training
-
     options = {**FIT, "checkpoint_steps": "2"}
     plain_ranker = cls(DenseConfig.from_options(options))
     plain = plain_ranker.fit(TRAIN, DEV)
     assert plain["steps"] == 6 and plain["resumed_from"] is None and plain["checkpoint"] is None
 
-    real_save = training.save_checkpoint
-    saved: list[int] = []
-
-    def save_then_die(accelerator, folder, key, progress):  # type: ignore[no-untyped-def]
-        final = real_save(accelerator, folder, key, progress)
-        saved.append(progress.step)
-        if progress.step == 4:
-            raise Crash(final)
-        return final
-
-    monkeypatch.setattr(training, "save_checkpoint", save_then_die)
+    saved = die_after_checkpoint(monkeypatch, step=4)
     first = cls(DenseConfig.from_options(options))
     first.work_dir = tmp_path
     with pytest.raises(Crash):
