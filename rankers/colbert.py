@@ -37,7 +37,6 @@ import dataclasses
 import io
 import json
 import logging
-import math
 import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -456,13 +455,15 @@ class ColBERTRanker(Ranker):
                 out.append(Triple(g.qid, g.query, pos, tuple(negs)))
         return out
 
-    def batch_loss(self, batch: Sequence[Triple]) -> torch.Tensor:
+    def batch_loss(self, batch: Sequence[Triple], module: Any = None) -> torch.Tensor:
         """colbert-ai's objective on ``batch``: ``ColBERT.forward`` scores each query against its
-        [positive, negatives], cross-entropy with the positive as target (+ in-batch loss)."""
+        [positive, negatives], cross-entropy with the positive as target (+ in-batch loss).
+        ``module``: the model to run (the training loop's prepared one; default :attr:`colbert`).
+        """
         import torch
         import torch.nn.functional as F
 
-        model = self.colbert
+        model = self.colbert if module is None else module
         Q = self.query_tokenizer.tensorize([t.query for t in batch])
         D = self.doc_tokenizer.tensorize([d for t in batch for d in (t.positive, *t.negatives)])
         out = model(Q, D)
@@ -492,26 +493,23 @@ class ColBERTRanker(Ranker):
         rng.shuffle(triples)
         return triples
 
+    # -- the training protocol of rankers.training.train_loop ----------------------------------
+    def training_module(self) -> ColBERT:
+        return self.colbert
+
+    def epoch_batches(self, train: RankingSplit, epoch: int) -> list[list[Triple]]:
+        """:meth:`epoch_triples` cut into ``train_batch_size`` triples a step."""
+        triples, size = self.epoch_triples(train, epoch), self.cfg.train_batch_size
+        return [triples[b : b + size] for b in range(0, len(triples), size)]
+
     def fit(self, train: RankingSplit, dev: RankingSplit | None = None) -> dict[str, Any]:
-        """Fine-tune with colbert-ai's objective; the epoch with the best dev AP@10 is kept.
+        """Fine-tune with colbert-ai's objective by the shared loop (:mod:`rankers.training`);
+        the epoch with the best dev AP@10 is kept.
 
         With :attr:`work_dir` set, the full state is checkpointed there at every epoch end (and
         every ``checkpoint_steps`` steps) and an interrupted fit resumes from it.
         """
-        import torch
-        from transformers import get_constant_schedule, get_linear_schedule_with_warmup
-
-        from bench.device import seed_everything
-        from bench.progress import progress_bar
-        from rankers.encoders import state_hash
-        from rankers.training import (
-            SELECTION_MEASURE,
-            Resumable,
-            checkpoint_key,
-            dev_score,
-            list_ids,
-            make_accelerator,
-        )
+        from rankers.training import LoopPlan, split_key, train_loop
 
         cfg = self.cfg
         groups = _groups(train)
@@ -520,112 +518,31 @@ class ColBERTRanker(Ranker):
                 f"{train.dataset}/{train.split}: no query has both a relevant (grade >= "
                 f"{train.relevance_level}) and a non-relevant candidate: nothing to train on"
             )
-        accelerator = make_accelerator(self.device, "float32")
-        if accelerator.num_processes > 1:
-            raise RankerError(
-                "colbert: fine-tuning runs in one process; start it without a launcher"
-            )
-        model = self.colbert
-        seed_everything(cfg.seed)  # dropout; a resumed run restores the saved RNG state instead
         n_triples = sum(len(g.positives) for g in groups)
-        steps_per_epoch = math.ceil(n_triples / cfg.train_batch_size)
-        total = steps_per_epoch * cfg.epochs
-        if cfg.max_steps is not None:
-            total = min(total, cfg.max_steps)
-        optimizer = torch.optim.AdamW(
-            [p for p in model.parameters() if p.requires_grad],
-            lr=cfg.lr,
-            eps=1e-8,
-            weight_decay=cfg.weight_decay,
+        plan = LoopPlan.of(
+            cfg,
+            # colbert-ai: linear warm-up and decay when warmup is set, else a constant lr; its
+            # AdamW decays every weight (biases and LayerNorm too)
+            schedule="linear" if cfg.warmup_steps else "constant",
+            warmup_steps=cfg.warmup_steps,
+            no_decay=(),
+            max_steps=cfg.max_steps,
+            data=split_key(train),
+            describe=(
+                f"{len(groups)} queries, {n_triples} triples/epoch, nway {cfg.nway}, lr {cfg.lr:g}"
+            ),
         )
-        # colbert-ai: linear warm-up and decay when warmup is set, else a constant lr
-        scheduler = (
-            get_linear_schedule_with_warmup(optimizer, cfg.warmup_steps, total)
-            if cfg.warmup_steps
-            else get_constant_schedule(optimizer)
-        )
-        prepared, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
-        if accelerator.unwrap_model(prepared) is not model:
-            raise RankerError("colbert: Accelerate returned another module than it was given")
-        data = {
-            "train": list_ids(train.lists),
-            "qrels": [train.checksum, sorted(train.qrels.items()), train.relevance_level],
-        }
-        key = checkpoint_key(self, data, dev, 1, accelerator.mixed_precision)
-        run = Resumable(accelerator, model, self.work_dir, key, self.name)
-        progress = run.progress
-        if not run.resume():
-            progress.dev_before = dev_score(self, dev)
-        log.info(
-            "colbert fine-tuning: %d queries, %d triples/epoch, nway %d, %d steps, lr %g",
-            len(groups),
-            n_triples,
-            cfg.nway,
-            total,
-            cfg.lr,
-        )
-        bar = progress_bar(total, "colbert fit", "step", initial=progress.step)
-        with bar:
-            for epoch in range(progress.epochs_done + 1, cfg.epochs + 1):
-                if progress.step >= total:
-                    break
-                triples = self.epoch_triples(train, epoch)
-                model.train()
-                for b in range(
-                    progress.batches_done * cfg.train_batch_size, len(triples), cfg.train_batch_size
-                ):
-                    if progress.step >= total:
-                        break
-                    loss = self.batch_loss(triples[b : b + cfg.train_batch_size])
-                    optimizer.zero_grad(set_to_none=True)
-                    accelerator.backward(loss)
-                    accelerator.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-                    optimizer.step()
-                    scheduler.step()
-                    progress.epoch_losses.append(float(loss.detach()))
-                    progress.batches_done += 1
-                    progress.step += 1
-                    bar.update(1)
-                    bar.set_postfix(epoch=epoch, loss=f"{progress.epoch_losses[-1]:.4f}")
-                    if (
-                        cfg.checkpoint_steps
-                        and progress.step % cfg.checkpoint_steps == 0
-                        and progress.batches_done < steps_per_epoch
-                        and progress.step < total
-                    ):
-                        run.save()
-                model.eval()
-                entry = {
-                    "epoch": epoch,
-                    "loss": float(np.mean(progress.epoch_losses)),
-                    f"dev_{SELECTION_MEASURE}": dev_score(self, dev),
-                    "steps": progress.step,
-                }
-                log.info("colbert epoch %d: %s", epoch, entry)
-                run.end_epoch(epoch, entry, entry[f"dev_{SELECTION_MEASURE}"])
-        run.restore_best()
-        accelerator.free_memory()
+        summary = train_loop(self, self, train, dev, plan)
         self.training_summary = {
             "objective": (
                 f"colbert-ai ColBERT.forward: {cfg.nway}-way softmax CE (positive + "
                 f"{cfg.nway - 1} list negatives)"
                 + (" + in-batch negatives CE" if cfg.use_ib_negatives else "")
             ),
-            "optimizer": {
-                "name": "AdamW",
-                "lr": cfg.lr,
-                "weight_decay": cfg.weight_decay,
-                "schedule": "linear" if cfg.warmup_steps else "constant",
-                "warmup_steps": cfg.warmup_steps,
-                "max_grad_norm": cfg.max_grad_norm,
-            },
-            "epochs": len(progress.history),
-            "steps": progress.step,
-            **run.summary(),
+            **summary,
             "train_queries": len(groups),
             "skipped_queries": len(train.lists) - len(groups),
             "triples_per_epoch": n_triples,
-            "weights_hash": state_hash(model),
         }
         return self.training_summary
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import math
 import random
 import time
 from collections.abc import Sequence
@@ -41,7 +40,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from bench.data.model import CandidateList, RankingSplit, relevant
-from bench.metrics import build_run, evaluate, rank_order
+from bench.metrics import rank_order
 from rankers.base import (
     DTYPE_NAMES,
     RUNTIME,
@@ -62,8 +61,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SIMILARITIES: tuple[str, ...] = ("cosine", "dot")
-#: dev measure used to select the epoch
-SELECTION_MEASURE = "AP@10"
 #: default logit scale per similarity (MultipleNegativesRankingLoss uses 20 on cosine)
 DEFAULT_SCALE: dict[str, float] = {"cosine": 20.0, "dot": 1.0}
 
@@ -124,6 +121,12 @@ class DenseConfig(RankerConfig):
     )
     max_grad_norm: float = option(1.0, role=TRAINING, help="gradient clipping norm")
     seed: int = option(42, role=TRAINING, help="shuffling and dropout")
+    checkpoint_steps: int = option(
+        0,
+        role=RUNTIME,
+        min=0,
+        help="also checkpoint every N steps (0: at epoch ends only; needs a work directory)",
+    )
 
 
 @dataclass
@@ -142,6 +145,16 @@ class _Pair:
     query: str
     docid: str
     text: str
+
+
+@dataclass(frozen=True)
+class _FitData:
+    """What one fit's training hooks read: its pairs, each query's positives and the texts."""
+
+    split: RankingSplit
+    pairs: list[_Pair]
+    positives: dict[str, set[str]]
+    collection: dict[str, str]
 
 
 class DenseRanker(Ranker):
@@ -170,6 +183,8 @@ class DenseRanker(Ranker):
         self._indexed: RankingSplit | None = None
         self.training_summary: dict[str, Any] | None = None
         self.mining_rounds: list[MiningRound] = []
+        self._fit: _FitData | None = None
+        self._fitting = False
         from rankers.encoders import CastCache
 
         self._cast = CastCache()
@@ -269,6 +284,8 @@ class DenseRanker(Ranker):
         )
 
     def score(self, lists: Sequence[CandidateList]) -> list[np.ndarray]:
+        if self._fitting:  # dev scoring inside fit(): the weights change under any index
+            return self._score(lists, use_cache=False)
         if self.config.precompute and self._items is None:
             raise RankerError(
                 f"{type(self).__name__} with precompute=true: call index(split) before score()"
@@ -342,16 +359,13 @@ class DenseRanker(Ranker):
 
     # -- training ------------------------------------------------------------------------------
     def fit(self, train: RankingSplit, dev: RankingSplit | None = None) -> dict[str, Any]:
-        """Contrastive fine-tuning with in-batch + hard negatives; best dev AP@10 epoch kept."""
-        import torch
-        from transformers import get_linear_schedule_with_warmup
-
-        from bench.device import seed_everything
-        from bench.progress import progress_bar
+        """Contrastive fine-tuning with in-batch + hard negatives by the shared loop
+        (:mod:`rankers.training`); the best dev AP@10 epoch is kept. With :attr:`work_dir` set,
+        the state (mined negatives included) is checkpointed there and an interrupted fit
+        resumes from it."""
+        from rankers.training import LoopPlan, split_key, train_loop
 
         cfg = self.config
-        seed_everything(cfg.seed)
-        model = self.model
         self._items = None  # stale once the weights change; re-indexed at the end
         pairs = _pairs(train)
         if not pairs:
@@ -363,98 +377,77 @@ class DenseRanker(Ranker):
             cl.query.qid: relevant(train.qrels, cl.query.qid, train.relevance_level)
             for cl in train.lists
         }
-        collection = train.collection()
-        scale = cfg.scale if cfg.scale is not None else DEFAULT_SCALE[self._similarity]
-        steps_per_epoch = math.ceil(len(pairs) / cfg.train_batch_size)
-        total = steps_per_epoch * cfg.epochs
-        no_decay = ("bias", "LayerNorm.weight", "LayerNorm.bias")
-        named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(
-            [
-                {
-                    "params": [p for n, p in named if not n.endswith(no_decay)],
-                    "weight_decay": cfg.weight_decay,
-                },
-                {"params": [p for n, p in named if n.endswith(no_decay)], "weight_decay": 0.0},
-            ],
-            lr=cfg.lr,
-        )
-        scheduler = get_linear_schedule_with_warmup(optimizer, int(cfg.warmup_ratio * total), total)
-        dev_before = self._dev_score(dev)
+        self._fit = _FitData(train, pairs, positives, train.collection())
         self.mining_rounds = []
-        history: list[dict[str, Any]] = []
-        best: tuple[float, int, dict[str, torch.Tensor]] | None = None
-        start = time.perf_counter()
-        log.info(
-            "%s fine-tuning: %d pairs, %d epochs x %d steps, %s negatives x %d, scale %g",
-            self.name,
-            len(pairs),
-            cfg.epochs,
-            steps_per_epoch,
-            self.miner,
-            cfg.hard_negatives,
-            scale,
+        plan = LoopPlan.of(
+            cfg,
+            warmup_ratio=cfg.warmup_ratio,
+            data=split_key(train),
+            describe=(
+                f"{len(pairs)} pairs, {cfg.train_batch_size} a step, {self.miner} negatives x "
+                f"{cfg.hard_negatives}"
+            ),
         )
-        with progress_bar(total, f"{self.name} fit", "step") as bar:
-            for epoch in range(1, cfg.epochs + 1):
-                if epoch == 1 or self.refresh_negatives:
-                    self.mining_rounds.append(self.mine_negatives(train, epoch))
-                negatives = self.mining_rounds[-1].negatives
-                order = list(pairs)
-                random.Random(cfg.seed + epoch).shuffle(order)
-                model.train()
-                losses: list[float] = []
-                for b in range(0, len(order), cfg.train_batch_size):
-                    batch = order[b : b + cfg.train_batch_size]
-                    loss = self._loss(batch, negatives, positives, collection, scale)
-                    optimizer.zero_grad(set_to_none=True)
-                    loss.backward()
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-                    optimizer.step()
-                    scheduler.step()
-                    losses.append(float(loss.detach()))
-                    bar.update(1)
-                    bar.set_postfix(epoch=epoch, loss=f"{losses[-1]:.4f}")
-                model.eval()
-                dev_ap = self._dev_score(dev)
-                record = {
-                    "epoch": epoch,
-                    "loss": float(np.mean(losses)),
-                    f"dev_{SELECTION_MEASURE}": dev_ap,
-                    "weights_hash": state_hash(model),
-                }
-                history.append(record)
-                log.info("%s epoch %d: %s", self.name, epoch, record)
-                # no dev: the last epoch wins; ties keep the earlier epoch
-                if best is None or dev_ap is None or dev_ap > best[0]:
-                    state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
-                    best = (dev_ap if dev_ap is not None else -math.inf, epoch, state)
-        assert best is not None
-        model.load_state_dict(best[2])
-        model.eval()
-        self._weights_hash, self._weights_of = state_hash(model), "state dict (fine-tuned)"
+        self._fitting = True  # dev scoring encodes items at query time (no stale index)
+        try:
+            summary = train_loop(self, self, train, dev, plan)
+        finally:
+            self._fitting = False
+        self._weights_hash, self._weights_of = summary["weights_hash"], "state dict (fine-tuned)"
         self._base_model_id = self._base_model_id or self._ref.model_id
         self._reindex()
         self.training_summary = {
-            "epochs": cfg.epochs,
-            "best_epoch": best[1],
-            f"dev_{SELECTION_MEASURE}": [h[f"dev_{SELECTION_MEASURE}"] for h in history],
-            f"dev_{SELECTION_MEASURE}_before": dev_before,
-            "loss": [h["loss"] for h in history],
+            **summary,
             "train_queries": len({p.qid for p in pairs}),
             "train_pairs": len(pairs),
             "hard_negatives_per_query": cfg.hard_negatives,
             "negatives": self.miner,
             "negatives_refreshed_per_epoch": self.refresh_negatives,
             "collection_fallback_queries": self.mining_rounds[0].collection_fallback,
-            "steps": total,
-            "scale": scale,
+            "scale": self._scale(),
             "similarity": self._similarity,
-            "seconds": round(time.perf_counter() - start, 2),
-            "epoch_weights_hash": [h["weights_hash"] for h in history],
-            "weights_hash": self._weights_hash,
         }
         return self.training_summary
+
+    # -- the training protocol of rankers.training.train_loop ----------------------------------
+    def training_module(self) -> SentenceTransformer:
+        return self.model
+
+    def on_epoch_start(self, epoch: int) -> None:
+        """Mine hard negatives: once (DPR), or with the current weights every epoch (ANCE)."""
+        if not self.mining_rounds or self.refresh_negatives:
+            self.mining_rounds.append(self.mine_negatives(self._fit_data().split, epoch))
+
+    def epoch_batches(self, train: RankingSplit, epoch: int) -> list[list[_Pair]]:
+        """The (query, positive) pairs shuffled by (seed, epoch), ``train_batch_size`` a step."""
+        order = list(self._fit_data().pairs)
+        random.Random(self.config.seed + epoch).shuffle(order)
+        size = self.config.train_batch_size
+        return [order[b : b + size] for b in range(0, len(order), size)]
+
+    def batch_loss(self, batch: Sequence[_Pair], module: Any = None) -> torch.Tensor:
+        """:meth:`_loss` against the latest mining round's negatives."""
+        data = self._fit_data()
+        negatives = self.mining_rounds[-1].negatives
+        return self._loss(batch, negatives, data.positives, data.collection, self._scale(), module)
+
+    def training_state(self) -> dict[str, Any]:
+        """The mining rounds so far: a resumed ANCE epoch trains on the negatives its start mined
+        (the weights that mined them are gone by a mid-epoch checkpoint)."""
+        return {"mining_rounds": [dataclasses.asdict(r) for r in self.mining_rounds]}
+
+    def load_training_state(self, state: dict[str, Any]) -> None:
+        self.mining_rounds = [MiningRound(**r) for r in state["mining_rounds"]]
+
+    def _fit_data(self) -> _FitData:
+        if self._fit is None:
+            raise RankerError(f"{self.name}: training hooks called outside fit()")
+        return self._fit
+
+    def _scale(self) -> float:
+        """The logit multiplier: the option, else the similarity's default."""
+        cfg = self.config
+        return cfg.scale if cfg.scale is not None else DEFAULT_SCALE[self.similarity]
 
     def _loss(
         self,
@@ -463,15 +456,17 @@ class DenseRanker(Ranker):
         positives: dict[str, set[str]],
         collection: dict[str, str],
         scale: float,
+        module: Any = None,
     ) -> torch.Tensor:
-        """Cross-entropy of each query over [batch positives + batch hard negatives]."""
+        """Cross-entropy of each query over [batch positives + batch hard negatives]; ``module``
+        runs the encoder (the training loop's prepared model; default :attr:`model`)."""
         import torch
         import torch.nn.functional as F
 
         docids = [p.docid for p in batch] + [d for p in batch for d in negatives.get(p.qid, [])]
         texts = [p.text for p in batch] + [collection[d] for d in docids[len(batch) :]]
-        q = self._forward([p.query for p in batch], self.config.query_prefix)
-        d = self._forward(texts, self.config.document_prefix)
+        q = self._forward([p.query for p in batch], self.config.query_prefix, module)
+        d = self._forward(texts, self.config.document_prefix, module)
         logits = scale * self._similarities(q, d)
         # a column relevant to the row's query is no negative for it (except its own target)
         mask = torch.tensor(
@@ -484,7 +479,7 @@ class DenseRanker(Ranker):
         logits = logits.masked_fill(mask, torch.finfo(logits.dtype).min)
         return F.cross_entropy(logits, torch.arange(len(batch), device=logits.device))
 
-    def _forward(self, texts: Sequence[str], prefix: str) -> torch.Tensor:
+    def _forward(self, texts: Sequence[str], prefix: str, module: Any = None) -> torch.Tensor:
         """Embeddings with gradients: tokenize, move to the model's device, forward."""
         import torch
 
@@ -495,15 +490,7 @@ class DenseRanker(Ranker):
             k: v.to(model.device) if isinstance(v, torch.Tensor) else v
             for k, v in prep(inputs).items()
         }
-        return model(features)["sentence_embedding"]
-
-    def _dev_score(self, dev: RankingSplit | None) -> float | None:
-        """Dev AP@10 with the current weights (query-time encoding)."""
-        if dev is None or not dev.lists:
-            return None
-        run = build_run(dev.lists, self._score(dev.lists, use_cache=False))
-        ev = evaluate(dev.qrels, run, dev.relevance_level, measures=(SELECTION_MEASURE,))
-        return ev.aggregate[SELECTION_MEASURE]
+        return (model if module is None else module)(features)["sentence_embedding"]
 
     # -- persistence ---------------------------------------------------------------------------
     def save(self, path: Path) -> None:

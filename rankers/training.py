@@ -1,35 +1,46 @@
-"""List-level fine-tuning shared by the list-trainable rankers (monoBERT, CROSS-JEM, RankT5).
+"""One training loop for every trainable ranker, and the list trainer built on it.
 
-A ranker exposes ``prepare(lists) -> batch`` and ``forward(batch) -> (logits (B, N), mask)``, so one
-loop trains any of them with any loss of :mod:`rankers.losses`. The paper's settings are the
-defaults of :class:`rankers.encoders.EncoderConfig`: AdamW, lr 1e-4, linear schedule (with
-``warmup_ratio`` warm-up), gradient clipping; the epoch with the best dev AP@10 is kept.
+**The loop** (:func:`train_loop`). A ranker declares its training step through the small
+:class:`Trainable` protocol - ``training_module()``, ``epoch_batches(train, epoch)``,
+``batch_loss(batch, module)``, optionally ``on_epoch_start(epoch)`` and a
+``training_state()``/``load_training_state()`` pair - and its settings as a :class:`LoopPlan`.
+Everything around the step is shared, so it behaves the same for monoBERT, CROSS-JEM and RankT5
+(:class:`ListSteps`), ColBERT (colbert-ai's objective on triples) and the dual encoders DPR and
+ANCE (pairs with hard negatives): AdamW (no decay on biases and LayerNorm unless the plan says
+otherwise), a linear warm-up/decay or constant schedule, gradient clipping, dev AP@10 through
+``ranker.score`` after every epoch, the best epoch's weights kept, checkpoints and resume, and
+the training summary.
 
 **Accelerate.** The same loop runs on CPU, one GPU or many GPUs/nodes (``accelerate launch``):
-the model, optimizer, data loader and scheduler go through ``Accelerator.prepare``; bf16/fp16
-autocast follows the config's ``dtype`` on CUDA only. Batches are *split*: ``train_batch_queries``
-lists per optimisation step whatever the process count, each process taking an equal slice. Each
-process's loss is weighted by its share of the lists that carry signal, so the averaged gradient is
-the gradient of the global batch mean - N processes train like one, up to float rounding. With
-several processes the last, short batch is padded with zero-weight lists so every process gets a
-slice. Logging, dev evaluation and teacher scoring run on the main process and are broadcast.
+the model, optimizer and scheduler go through ``Accelerator.prepare``; bf16/fp16 autocast follows
+the list rankers' ``dtype`` on CUDA only (the others train in float32). Batches are *split*: each
+process takes an equal contiguous slice of every global batch, so ``train_batch_queries`` lists
+make one optimisation step whatever the process count. Each process's loss is weighted by its
+share of the examples that carry signal, so the averaged gradient is the gradient of the global
+batch mean - N processes train like one, up to float rounding. The list trainer pads the last,
+short batch with zero-weight lists so every process gets a slice; ColBERT and the dual encoders
+train in one process. Logging, dev evaluation and teacher scoring run on the main process and are
+broadcast.
 
 **Resume.** With a work directory (``ranker.work_dir``, set by the runner, or ``work_dir=``) the
 full training state - model, optimizer, scheduler, every process's RNG, epoch/step, history, the
-best weights so far and their dev score - is saved to ``work_dir/checkpoint/`` at the end of every
-epoch and every ``checkpoint_steps`` steps. A state is written to a temporary folder, renamed,
-then published by atomically replacing ``latest.json``; a crash at any point leaves the previous
-state usable. A later fit with the same settings, data and targets continues from it and ends
-with the same weights as an uninterrupted run.
+best weights so far and their dev score, and the ranker's own training state (mined negatives) -
+is saved to ``work_dir/checkpoint/`` at the end of every epoch and every ``checkpoint_steps``
+steps. A state is written to a temporary folder, renamed, then published by atomically replacing
+``latest.json``; a crash at any point leaves the previous state usable. A later fit with the same
+settings, data and targets continues from it (the epoch's batches are rebuilt from (seed, epoch)
+and the trained ones skipped) and ends with the same weights as an uninterrupted run.
 
-**Targets.** With a teacher (``teacher=`` or the config's ``teacher``, a ``save()`` folder of any
-ranker): sigmoid(teacher logits), the 0-1 teacher probabilities the paper trains on ("target
-scores obtained from a teacher"). Teacher logits of the training lists are computed once and cached
-(``cache_dir``, default ``work_dir/../teacher-scores``) under the teacher's weights hash, the
-split checksum and the lists' ids. Without a teacher: the qrels grade divided by the split's
-highest grade (binary qrels stay 0/1; graded ones keep their order, which RPL needs); candidates
-without a judgement count as grade 0. A loss that finds no signal in any list (RPL on binary
-labels) is an error before training starts.
+**Targets** (list trainer). With a teacher (``teacher=`` or the config's ``teacher``, a ``save()``
+folder of any ranker): sigmoid(teacher logits), the 0-1 teacher probabilities the paper trains on
+("target scores obtained from a teacher"). Teacher logits of the training lists are computed once
+and cached (``cache_dir``, default ``work_dir/../teacher-scores``) under the teacher's weights
+hash, the split checksum and the lists' ids. Without a teacher: the qrels grade divided by the
+split's highest grade (binary qrels stay 0/1; graded ones keep their order, which RPL needs);
+candidates without a judgement count as grade 0. A loss that finds no signal in any list (RPL on
+binary labels) is an error before training starts. The paper's settings are the defaults of
+:class:`rankers.encoders.EncoderConfig`: AdamW, lr 1e-4, linear schedule (with ``warmup_ratio``
+warm-up), gradient clipping.
 """
 
 from __future__ import annotations
@@ -47,7 +58,7 @@ import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -213,27 +224,44 @@ def dev_score(ranker: Ranker, dev: RankingSplit | None) -> float | None:
 
 
 # -- optimisation --------------------------------------------------------------------------------
+#: parameter-name endings AdamW does not decay (biases and LayerNorm, the usual BERT recipe)
+NO_DECAY: tuple[str, ...] = ("bias", "LayerNorm.weight", "LayerNorm.bias")
+
+
+def adamw(
+    module: nn.Module,
+    lr: float,
+    weight_decay: float,
+    total_steps: int,
+    warmup_steps: int = 0,
+    schedule: str = "linear",
+    no_decay: tuple[str, ...] = NO_DECAY,
+) -> tuple[torch.optim.Optimizer, Any]:
+    """AdamW over the trainable parameters (those ending in ``no_decay`` without weight decay)
+    and its schedule: ``linear`` warm-up then linear decay to 0 at ``total_steps``, or
+    ``constant`` (colbert-ai's default when it has no warm-up). An empty ``no_decay`` decays
+    every weight, as colbert-ai's own trainer does."""
+    import torch
+    from transformers import get_constant_schedule, get_linear_schedule_with_warmup
+
+    named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+    groups = [
+        {"params": [p for n, p in named if not n.endswith(no_decay)], "weight_decay": weight_decay},
+        {"params": [p for n, p in named if no_decay and n.endswith(no_decay)], "weight_decay": 0.0},
+    ]
+    optimizer = torch.optim.AdamW([g for g in groups if g["params"]], lr=lr)
+    if schedule == "constant":
+        return optimizer, get_constant_schedule(optimizer)
+    if schedule != "linear":
+        raise RankerError(f"unknown learning-rate schedule {schedule!r} (linear or constant)")
+    return optimizer, get_linear_schedule_with_warmup(optimizer, warmup_steps, total_steps)
+
+
 def adamw_linear(
     module: nn.Module, lr: float, weight_decay: float, warmup_ratio: float, total_steps: int
 ) -> tuple[torch.optim.Optimizer, Any]:
-    """AdamW (no decay on biases and LayerNorm weights) + linear warm-up then linear decay to 0."""
-    import torch
-    from transformers import get_linear_schedule_with_warmup
-
-    no_decay = ("bias", "LayerNorm.weight", "LayerNorm.bias")
-    named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(
-        [
-            {
-                "params": [p for n, p in named if not n.endswith(no_decay)],
-                "weight_decay": weight_decay,
-            },
-            {"params": [p for n, p in named if n.endswith(no_decay)], "weight_decay": 0.0},
-        ],
-        lr=lr,
-    )
-    warmup = int(warmup_ratio * total_steps)
-    return optimizer, get_linear_schedule_with_warmup(optimizer, warmup, total_steps)
+    """:func:`adamw` with the usual groups, warming up over ``warmup_ratio`` of the steps."""
+    return adamw(module, lr, weight_decay, total_steps, int(warmup_ratio * total_steps))
 
 
 def make_accelerator(device: str, dtype: str) -> Accelerator:
@@ -248,6 +276,8 @@ def make_accelerator(device: str, dtype: str) -> Accelerator:
     options: dict[str, Any] = {
         "cpu": not cuda,
         "mixed_precision": MIXED_PRECISION.get(dtype, "no") if cuda else "no",
+        # one scheduler step per optimisation step, whatever the process count (the loop cuts
+        # the global batches into the processes' slices itself)
         "dataloader_config": DataLoaderConfiguration(split_batches=True),
         "kwargs_handlers": [
             # the encoders' pooler (and any head a variant skips) gets no gradient
@@ -270,13 +300,11 @@ def make_accelerator(device: str, dtype: str) -> Accelerator:
 class ListBatches:
     """Global batches of list indices, a fresh permutation per epoch (``seed + epoch``).
 
-    A batch sampler for the DataLoader, so Accelerate can split each batch across processes.
-    With ``pad`` the last short batch is filled up to ``batch_size`` with ``-1 - i`` (list ``i``
-    again, zero weight): every process then gets a non-empty slice. The epoch is set through
-    :attr:`epoch` (not ``set_epoch``, which Accelerate would overwrite with its own counter).
+    The list trainer's ``epoch_batches``; :func:`train_loop` gives each process an equal slice of
+    every batch. With ``pad`` the last short batch is filled up to ``batch_size`` with ``-1 - i``
+    (list ``i`` again, zero weight): every process then gets a non-empty slice. The epoch is set
+    through :attr:`epoch`.
     """
-
-    drop_last = False
 
     def __init__(self, n_lists: int, batch_size: int, seed: int, pad: bool) -> None:
         self.n_lists = n_lists
@@ -298,26 +326,10 @@ class ListBatches:
             yield batch
 
 
-class _Indices:
-    """Map-style dataset whose items are their own index (the batch sampler picks the lists)."""
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, index: int) -> int:
-        return int(index)
-
-
 @dataclasses.dataclass
 class ListBatch:
-    """One process's slice of a batch: the ranker's inputs and the padded targets.
-
-    No ``to()`` and not a mapping, so Accelerate leaves it alone: ``ranker.prepare`` already put
-    everything on the ranker's device.
-    """
+    """One process's slice of a batch: the ranker's inputs and the padded targets, on the
+    ranker's device (``ranker.prepare`` puts them there)."""
 
     inputs: Any
     targets: torch.Tensor
@@ -327,7 +339,8 @@ class ListBatch:
 
 
 class ListCollate:
-    """DataLoader collate: list indices -> ``ranker.prepare`` inputs + targets with their mask."""
+    """List indices (``-1 - i``: padding list ``i``) -> ``ranker.prepare`` inputs + targets with
+    their mask."""
 
     def __init__(self, ranker: Any, lists: Sequence[CandidateList], targets: Sequence[np.ndarray]):
         self.ranker = ranker
@@ -432,6 +445,15 @@ def list_ids(lists: Sequence[CandidateList]) -> list[list[Any]]:
     return [[cl.query.qid, cl.docids] for cl in lists]
 
 
+def split_key(split: RankingSplit) -> dict[str, Any]:
+    """The checkpoint-key data of a trainer whose examples come from the lists and qrels (ColBERT's
+    triples, the dual encoders' pairs): list ids, the split checksum, qrels and relevance level."""
+    return {
+        "train": list_ids(split.lists),
+        "qrels": [split.checksum, sorted(split.qrels.items()), split.relevance_level],
+    }
+
+
 def find_checkpoint(folder: Path, key: str) -> tuple[Path, dict[str, Any]] | None:
     """The published state in ``folder`` if it was made with ``key``; None (logged) otherwise."""
     latest = folder / LATEST_FILE
@@ -498,10 +520,10 @@ def save_checkpoint(accelerator: Accelerator, folder: Path, key: str, progress: 
 class Resumable:
     """The checkpointed progress of one training run: resume, saves, best-epoch selection.
 
-    Serves :func:`fit_lists` and trainers with batches of their own (ColBERT's triples). Create
-    it after ``accelerator.prepare`` and call :meth:`resume` before the first step; then
-    :meth:`save` whenever a mid-epoch checkpoint is due, :meth:`end_epoch` after each epoch's dev
-    evaluation, and :meth:`restore_best` at the end. Without a work directory nothing is saved.
+    The bookkeeping half of :func:`train_loop`. Create it after ``accelerator.prepare`` and call
+    :meth:`resume` before the first step; then :meth:`save` whenever a mid-epoch checkpoint is
+    due, :meth:`end_epoch` after each epoch's dev evaluation, and :meth:`restore_best` at the
+    end. Without a work directory nothing is saved.
     """
 
     def __init__(
@@ -588,6 +610,338 @@ class Resumable:
 
 
 # -- the loop ------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class BatchLoss:
+    """One process's loss for its slice of a step, with what the loop needs to combine slices.
+
+    ``loss`` is the mean over this slice's examples that carry signal; ``used`` counts them and
+    ``real`` counts the slice's real (not padding) examples. The loop weights each process's loss
+    by its share of ``used`` so the averaged gradient is the global batch mean, and skips the
+    optimizer step when no process has signal. A plain tensor from ``batch_loss`` means every
+    example counts (``used = real = 1``: the weight is then exactly 1 in one process).
+    """
+
+    loss: torch.Tensor
+    used: int
+    real: int
+
+
+@runtime_checkable
+class Trainable(Protocol):
+    """The training step a ranker declares; :func:`train_loop` owns everything around it.
+
+    In the manner of lightning-ir's one training step with a loss hook: the ranker says what
+    module is trained, which batches an epoch has and what one batch's loss is; the loop does
+    the optimiser, schedule, Accelerate, dev scoring, best-epoch selection, checkpoints and
+    resume the same way for every ranker. ``epoch_batches`` must depend on (seed, epoch) only,
+    so a resumed run sees the same batches and skips the ones already trained. Optional hooks,
+    looked up by name: ``on_epoch_start(epoch)`` before a fresh (not resumed mid-way) epoch, and
+    ``training_state()``/``load_training_state(state)`` for state the ranker keeps across epochs
+    (the dual encoders' mined negatives), saved with every checkpoint.
+    """
+
+    def training_module(self) -> nn.Module:
+        """The module the optimiser trains and Accelerate prepares (loaded if need be)."""
+        ...
+
+    def epoch_batches(self, train: RankingSplit, epoch: int) -> Sequence[Any]:
+        """Epoch ``epoch``'s global batches, in order (a function of the seed and the epoch)."""
+        ...
+
+    def batch_loss(self, batch: Any, module: nn.Module) -> torch.Tensor | BatchLoss:
+        """The loss of one batch (this process's slice of it) through ``module``, the prepared
+        module (a DDP wrapper under several processes: gradients sync only through it)."""
+        ...
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopPlan:
+    """A trainer's settings for :func:`train_loop`, read from its config by the ranker."""
+
+    epochs: int
+    lr: float
+    weight_decay: float
+    max_grad_norm: float
+    seed: int
+    #: ``linear`` (warm-up, then decay to 0) or ``constant``
+    schedule: str = "linear"
+    #: warm-up as a share of all steps (``warmup_steps`` wins when set)
+    warmup_ratio: float = 0.0
+    warmup_steps: int | None = None
+    #: parameter-name endings without weight decay (empty: decay everything)
+    no_decay: tuple[str, ...] = NO_DECAY
+    #: also checkpoint every N steps (0: at epoch ends only)
+    checkpoint_steps: int = 0
+    #: stop after this many steps in all (None: every epoch)
+    max_steps: int | None = None
+    #: what defines the training examples and targets, for the checkpoint key
+    data: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: one line for the log: what is trained on what
+    describe: str = ""
+    #: False: refuse to run under several processes (the trainer has no slicing of its own)
+    distributed: bool = False
+
+    @classmethod
+    def of(cls, cfg: Any, **settings: Any) -> LoopPlan:
+        """A plan from the option names every trainable config shares (epochs, lr,
+        weight_decay, max_grad_norm, seed, checkpoint_steps), then ``settings``."""
+        shared = ("epochs", "lr", "weight_decay", "max_grad_norm", "seed")
+        plan: dict[str, Any] = {name: getattr(cfg, name) for name in shared}
+        plan["checkpoint_steps"] = int(getattr(cfg, "checkpoint_steps", 0) or 0)
+        return cls(**{**plan, **settings})
+
+
+def train_loop(
+    ranker: Ranker,
+    steps: Trainable,
+    train_split: RankingSplit,
+    dev: RankingSplit | None,
+    plan: LoopPlan,
+    *,
+    accelerator: Accelerator | None = None,
+    work_dir: str | Path | None = None,
+    on_checkpoint: Callable[[dict[str, int]], None] | None = None,
+) -> dict[str, Any]:
+    """Train ``steps`` (often ``ranker`` itself) in place; returns the shared training summary.
+
+    One loop for every trainable ranker: seed, AdamW and schedule, ``accelerator.prepare``,
+    resume from ``work_dir``'s checkpoint, then per epoch ``on_epoch_start``, the steps (each
+    process takes an equal contiguous slice of every global batch, as Accelerate's split
+    batches do), checkpoints every ``plan.checkpoint_steps`` steps, dev AP@10 through
+    ``ranker.score`` on the main process and the epoch-end checkpoint; at the end the best
+    epoch's weights are restored. Without ``accelerator``, one is made in float32 on the
+    ranker's device. ``on_checkpoint`` is called on every process after each published
+    checkpoint with ``{"epoch", "step"}``.
+    """
+    from accelerate.utils import broadcast_object_list, gather_object
+
+    from bench.device import seed_everything
+    from bench.progress import progress_bar
+    from rankers.models import state_hash
+
+    if not isinstance(steps, Trainable):
+        raise RankerError(
+            f"{ranker.name}: {type(steps).__name__} lacks training_module, epoch_batches or "
+            "batch_loss, so the training loop cannot drive it"
+        )
+    if accelerator is None:
+        accelerator = make_accelerator(ranker.device, "float32")
+    main, world = accelerator.is_main_process, accelerator.num_processes
+    if world > 1 and not plan.distributed:
+        raise RankerError(
+            f"{ranker.name}: fine-tuning runs in one process; start it without a launcher"
+        )
+
+    def on_main(compute: Callable[[], Any]) -> Any:
+        """Run on the main process only; every process gets the result."""
+        return broadcast_object_list([compute() if main else None])[0]
+
+    seed_everything(plan.seed + accelerator.process_index)
+    module = steps.training_module()
+    steps_per_epoch = len(steps.epoch_batches(train_split, 1))
+    total = steps_per_epoch * plan.epochs
+    if plan.max_steps is not None:
+        total = min(total, plan.max_steps)
+    warmup = plan.warmup_steps if plan.warmup_steps is not None else int(plan.warmup_ratio * total)
+    optimizer, scheduler = adamw(
+        module, plan.lr, plan.weight_decay, total, warmup, plan.schedule, plan.no_decay
+    )
+    model, optimizer, scheduler = accelerator.prepare(module, optimizer, scheduler)
+    if accelerator.unwrap_model(model) is not module:
+        raise RankerError(f"{ranker.name}: Accelerate returned another module than it was given")
+    key = checkpoint_key(ranker, plan.data, dev, world, accelerator.mixed_precision)
+    work = work_dir if work_dir is not None else ranker.work_dir
+    run = Resumable(accelerator, module, work, key, ranker.name, on_checkpoint)
+    if callable(getattr(steps, "training_state", None)):
+        # after Progress, so every checkpoint holds them in the same order
+        accelerator.register_for_checkpointing(_HookState(steps))
+    progress = run.progress
+    if not run.resume():
+        progress.dev_before = on_main(lambda: dev_score(ranker, dev))
+    if main:
+        log.info(
+            "%s fine-tuning: %s; %d epochs x %d steps (%d in all), %d process(es), "
+            "mixed precision %s",
+            ranker.name,
+            plan.describe,
+            plan.epochs,
+            steps_per_epoch,
+            total,
+            world,
+            accelerator.mixed_precision,
+        )
+    on_epoch_start = getattr(steps, "on_epoch_start", None)
+    every = plan.checkpoint_steps
+    bar = progress_bar(total, f"{ranker.name} fit", "step", initial=progress.step, enabled=main)
+    with bar:
+        for epoch in range(progress.epochs_done + 1, plan.epochs + 1):
+            if progress.step >= total:
+                break
+            if progress.batches_done == 0 and on_epoch_start is not None:
+                on_epoch_start(epoch)
+            batches = steps.epoch_batches(train_split, epoch)
+            model.train()
+            optimizer.zero_grad(set_to_none=True)
+            for batch in batches[progress.batches_done :]:
+                if progress.step >= total:
+                    break
+                result = steps.batch_loss(_slice(batch, accelerator), model)
+                loss, used, real = _backward(accelerator, result)
+                if used:
+                    accelerator.clip_grad_norm_(model.parameters(), plan.max_grad_norm)
+                    optimizer.step()
+                    scheduler.step()
+                    progress.epoch_losses.append(loss)
+                optimizer.zero_grad(set_to_none=True)
+                progress.epoch_skipped += real - used
+                progress.batches_done += 1
+                progress.step += 1
+                bar.update(1)
+                if used:
+                    bar.set_postfix(epoch=epoch, loss=f"{loss:.4f}")
+                due = every and progress.step % every == 0
+                if due and progress.batches_done < len(batches) and progress.step < total:
+                    run.save()
+            module.eval()
+
+            def record(epoch: int = epoch) -> dict[str, Any]:
+                return {
+                    "epoch": epoch,
+                    "loss": float(np.mean(progress.epoch_losses)),
+                    f"dev_{SELECTION_MEASURE}": dev_score(ranker, dev),
+                    "skipped_queries": progress.epoch_skipped,
+                    "steps": progress.step,
+                    "weights_hash": state_hash(module),
+                }
+
+            entry = on_main(record)
+            if main:
+                log.info("%s epoch %d: %s", ranker.name, epoch, entry)
+            run.end_epoch(epoch, entry, entry[f"dev_{SELECTION_MEASURE}"])
+
+    # drops the mixed-precision forward wrapper: scoring casts weights to its own dtype
+    accelerator.unwrap_model(model, keep_fp32_wrapper=False)
+    run.restore_best()
+    accelerator.free_memory()
+    final_hash = state_hash(module)
+    if len(set(gather_object([final_hash]))) > 1:
+        raise RankerError(f"{ranker.name}: training processes ended with different weights")
+    history = progress.history
+    return {
+        "epochs": len(history),
+        "steps": progress.step,
+        **run.summary(),
+        "optimizer": {
+            "name": "AdamW",
+            "lr": plan.lr,
+            "weight_decay": plan.weight_decay,
+            "schedule": plan.schedule,
+            "warmup_steps": warmup,
+            "max_grad_norm": plan.max_grad_norm,
+        },
+        "skipped_queries": sum(h["skipped_queries"] for h in history),  # summed over epochs
+        "processes": world,
+        "mixed_precision": accelerator.mixed_precision,
+        "epoch_weights_hash": [h["weights_hash"] for h in history],
+        "weights_hash": final_hash,
+    }
+
+
+class _HookState:
+    """A ranker's ``training_state``/``load_training_state`` under the names Accelerate's
+    checkpointing calls (a ranker's own ``state_dict`` would read like its weights)."""
+
+    def __init__(self, steps: Any) -> None:
+        self.steps = steps
+
+    def state_dict(self) -> dict[str, Any]:
+        return dict(self.steps.training_state())
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.steps.load_training_state(state)
+
+
+def _slice(batch: Any, accelerator: Accelerator) -> Any:
+    """This process's equal, contiguous part of a global batch (the whole batch in one)."""
+    world = accelerator.num_processes
+    if world == 1:
+        return batch
+    size = len(batch) // world
+    if size * world != len(batch):
+        raise RankerError(f"a batch of {len(batch)} does not split into {world} equal slices")
+    return batch[size * accelerator.process_index : size * (accelerator.process_index + 1)]
+
+
+def _backward(accelerator: Accelerator, result: torch.Tensor | BatchLoss) -> tuple[float, int, int]:
+    """Backward of one slice's loss; returns the global batch loss, examples used and real.
+
+    Each process's loss is scaled by ``used * world / used_all``: DDP averages gradients over the
+    processes, so the result is the gradient of the mean over all examples with signal.
+    """
+    import torch
+
+    if not isinstance(result, BatchLoss):
+        result = BatchLoss(result, 1, 1)
+    local, used = result.loss, result.used
+    stats = torch.tensor(
+        [[used, float(local.detach()) * used, result.real]],
+        dtype=torch.float64,
+        device=local.device,
+    )
+    used_all, loss_sum, real_all = accelerator.gather(stats).sum(dim=0).tolist()
+    weight = used * accelerator.num_processes / used_all if used_all else 0.0
+    accelerator.backward(local * weight)
+    return (loss_sum / used_all if used_all else 0.0), int(used_all), int(real_all)
+
+
+# -- the list trainer ----------------------------------------------------------------------------
+class ListSteps:
+    """The :class:`Trainable` of the list rankers (monoBERT, CROSS-JEM, RankT5): their
+    ``prepare(lists)`` and ``forward(batch) -> (logits, mask)`` with any loss of
+    :mod:`rankers.losses` on whole candidate lists and fixed targets."""
+
+    def __init__(
+        self,
+        ranker: Any,
+        lists: Sequence[CandidateList],
+        targets: Targets,
+        loss_fn: RankingLoss,
+        processes: int,
+    ) -> None:
+        cfg = ranker.cfg
+        self.ranker, self.loss_fn = ranker, loss_fn
+        self.collate = ListCollate(ranker, lists, targets.values)
+        # several processes: the last, short batch is padded with zero-weight lists
+        self.batches = ListBatches(len(lists), cfg.train_batch_queries, cfg.seed, processes > 1)
+
+    def training_module(self) -> nn.Module:
+        return self.ranker.module
+
+    def epoch_batches(self, train: RankingSplit, epoch: int) -> list[list[int]]:
+        self.batches.epoch = epoch
+        return list(self.batches)
+
+    def batch_loss(self, batch: list[int], module: nn.Module) -> BatchLoss:
+        inputs = self.collate(batch)
+        forward = _forward(self.ranker, module, self.ranker.module)
+        logits, mask = forward(inputs.inputs)
+        if logits.shape != inputs.targets.shape:
+            raise RankerError(
+                f"forward returned logits of shape {tuple(logits.shape)} for targets of shape "
+                f"{tuple(inputs.targets.shape)}"
+            )
+        real = sum(1 for i in batch if i >= 0)
+        try:
+            value = self.loss_fn.compute(logits.float(), inputs.targets, mask & inputs.mask)
+        except ValueError as exc:
+            if _NO_SIGNAL not in str(exc):
+                raise
+            # e.g. only lists without positives under ce: this slice adds nothing, but still
+            # takes part in the backward pass (DDP reduces gradients of every process together)
+            return BatchLoss(logits.sum() * 0.0, 0, real)
+        return BatchLoss(value.loss, value.used, real)
+
+
 def fit_lists(
     ranker: Any,
     train: RankingSplit,
@@ -604,13 +958,7 @@ def fit_lists(
     (default ``work_dir/../teacher-scores``) the teacher scores. ``on_checkpoint`` is called on
     every process after each published checkpoint with ``{"epoch", "step"}``.
     """
-    import torch
-    from accelerate.utils import broadcast_object_list, gather_object
-    from torch.utils.data import DataLoader
-
-    from bench.device import seed_everything
-    from bench.progress import progress_bar
-    from rankers.models import state_hash
+    from accelerate.utils import broadcast_object_list
 
     cfg = ranker.cfg
     loss_fn = get_loss(cfg.loss)
@@ -624,7 +972,7 @@ def fit_lists(
         cache_dir = work.parent / TEACHER_CACHE_DIR
 
     accelerator = make_accelerator(ranker.device, cfg.dtype)
-    main, world = accelerator.is_main_process, accelerator.num_processes
+    world = accelerator.num_processes
     if cfg.train_batch_queries % world:
         raise RankerError(
             f"{ranker.name}: train_batch_queries={cfg.train_batch_queries} must be a multiple of "
@@ -633,128 +981,50 @@ def fit_lists(
     # under torchrun on CPU Accelerate says "cpu:0"; keep the plain name the rest of the code uses
     ranker.device = "cpu" if accelerator.device.type == "cpu" else str(accelerator.device)
 
-    def on_main(compute: Callable[[], Any]) -> Any:
-        """Run on the main process only; every process gets the result."""
-        return broadcast_object_list([compute() if main else None])[0]
-
     path = Path(cache_dir) if cache_dir is not None else None
-    targets: Targets = on_main(lambda: training_targets(ranker, train, lists, teacher, path))
+    targets: Targets = broadcast_object_list(
+        [
+            training_targets(ranker, train, lists, teacher, path)
+            if accelerator.is_main_process
+            else None
+        ]
+    )[0]
     if not check_signal(loss_fn, targets.values):
         raise RankerError(
             f"{ranker.name}: loss {cfg.loss} finds no signal in any list of "
             f"{train.dataset}/{train.split} ({targets.source}): {loss_fn.no_signal}"
         )
-
-    seed_everything(cfg.seed + accelerator.process_index)
-    module = ranker.module
-    steps_per_epoch = math.ceil(len(lists) / cfg.train_batch_queries)
-    total = steps_per_epoch * cfg.epochs
-    optimizer, scheduler = adamw_linear(module, cfg.lr, cfg.weight_decay, cfg.warmup_ratio, total)
-    batches = ListBatches(len(lists), cfg.train_batch_queries, cfg.seed, pad=world > 1)
-    loader = DataLoader(
-        _Indices(len(lists)),  # type: ignore[arg-type]
-        batch_sampler=batches,
-        collate_fn=ListCollate(ranker, lists, targets.values),
-        generator=torch.Generator(),  # keeps the global RNG (dropout) out of data loading
-    )
-    model, optimizer, loader, scheduler = accelerator.prepare(module, optimizer, loader, scheduler)
-    forward = _forward(ranker, model, module)
     target_hash = hashlib.sha256()
     for t in targets.values:
         target_hash.update(np.asarray(t, dtype=np.float64).tobytes())
-    data = {"train": list_ids(lists), "targets": [targets.source, target_hash.hexdigest()]}
-    key = checkpoint_key(ranker, data, dev, world, accelerator.mixed_precision)
-    run = Resumable(accelerator, module, work, key, ranker.name, on_checkpoint)
-    progress = run.progress
-    if not run.resume():
-        progress.dev_before = on_main(lambda: dev_score(ranker, dev))
-
-    every = int(getattr(cfg, "checkpoint_steps", 0) or 0)
-    if main:
-        log.info(
-            "%s fine-tuning: %d lists, %d epochs x %d steps of %d lists, loss %s on %s, "
-            "%d process(es), mixed precision %s",
-            ranker.name,
-            len(lists),
-            cfg.epochs,
-            steps_per_epoch,
-            cfg.train_batch_queries,
-            cfg.loss,
-            targets.source,
-            world,
-            accelerator.mixed_precision,
-        )
-    bar = progress_bar(total, f"{ranker.name} fit", "step", initial=progress.step, enabled=main)
-    with bar:
-        for epoch in range(progress.epochs_done + 1, cfg.epochs + 1):
-            batches.epoch = epoch
-            skip = progress.batches_done
-            epoch_loader = accelerator.skip_first_batches(loader, skip) if skip else loader
-            model.train()
-            for batch in epoch_loader:
-                loss, used, real = _step(accelerator, forward, loss_fn, batch, world)
-                if used:
-                    accelerator.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-                    optimizer.step()
-                    scheduler.step()
-                    progress.epoch_losses.append(loss)
-                optimizer.zero_grad(set_to_none=True)
-                progress.epoch_skipped += real - used
-                progress.batches_done += 1
-                progress.step += 1
-                bar.update(1)
-                if used:
-                    bar.set_postfix(epoch=epoch, loss=f"{loss:.4f}")
-                if every and progress.step % every == 0 and progress.batches_done < steps_per_epoch:
-                    run.save()
-            module.eval()
-
-            def record(epoch: int = epoch) -> dict[str, Any]:
-                return {
-                    "epoch": epoch,
-                    "loss": float(np.mean(progress.epoch_losses)),
-                    f"dev_{SELECTION_MEASURE}": dev_score(ranker, dev),
-                    "skipped_queries": progress.epoch_skipped,
-                    "weights_hash": state_hash(module),
-                }
-
-            entry = on_main(record)
-            if main:
-                log.info("%s epoch %d: %s", ranker.name, epoch, entry)
-            run.end_epoch(epoch, entry, entry[f"dev_{SELECTION_MEASURE}"])
-
-    unwrapped = accelerator.unwrap_model(model, keep_fp32_wrapper=False)
-    if unwrapped is not module:
-        raise RankerError(f"{ranker.name}: Accelerate returned another module than it was given")
-    run.restore_best()
-    accelerator.free_memory()
-    final_hash = state_hash(module)
-    replicas = set(gather_object([final_hash]))
-    if len(replicas) > 1:
-        raise RankerError(f"{ranker.name}: training processes ended with different weights")
-    history = progress.history
+    plan = LoopPlan.of(
+        cfg,
+        warmup_ratio=cfg.warmup_ratio,
+        data={"train": list_ids(lists), "targets": [targets.source, target_hash.hexdigest()]},
+        describe=(
+            f"{len(lists)} lists, {cfg.train_batch_queries} a step, loss {cfg.loss} on "
+            f"{targets.source}"
+        ),
+        distributed=True,
+    )
+    steps = ListSteps(ranker, lists, targets, loss_fn, world)
+    summary = train_loop(
+        ranker,
+        steps,
+        train,
+        dev,
+        plan,
+        accelerator=accelerator,
+        work_dir=work,
+        on_checkpoint=on_checkpoint,
+    )
     return {
-        "epochs": cfg.epochs,
-        **run.summary(),
+        **summary,
         "loss_name": cfg.loss,
         "targets": targets.source,
         "teacher": targets.teacher,
-        "optimizer": {
-            "name": "AdamW",
-            "lr": cfg.lr,
-            "weight_decay": cfg.weight_decay,
-            "schedule": "linear",
-            "warmup_steps": int(cfg.warmup_ratio * total),
-            "max_grad_norm": cfg.max_grad_norm,
-        },
         "train_queries": len(lists),
         "train_batch_queries": cfg.train_batch_queries,
-        "skipped_queries": sum(h["skipped_queries"] for h in history),  # summed over epochs
-        "steps": total,
-        "processes": world,
-        "mixed_precision": accelerator.mixed_precision,
-        "epoch_weights_hash": [h["weights_hash"] for h in history],
-        "weights_hash": final_hash,
     }
 
 
@@ -768,45 +1038,6 @@ def _forward(ranker: Any, model: nn.Module, module: nn.Module) -> Callable[[Any]
             "the distributed wrapper; train it in one process"
         )
     return functools.partial(ranker.forward, module=model)
-
-
-def _step(
-    accelerator: Accelerator,
-    forward: Callable[[Any], Any],
-    loss_fn: RankingLoss,
-    batch: ListBatch,
-    world: int,
-) -> tuple[float, int, int]:
-    """Forward + backward of one slice; returns the global batch loss, lists used and real lists.
-
-    Each process's loss is scaled by ``used * world / used_all``: DDP averages gradients over the
-    processes, so the result is the gradient of the mean over all lists with signal.
-    """
-    import torch
-
-    logits, mask = forward(batch.inputs)
-    if logits.shape != batch.targets.shape:
-        raise RankerError(
-            f"forward returned logits of shape {tuple(logits.shape)} for targets of shape "
-            f"{tuple(batch.targets.shape)}"
-        )
-    try:
-        value = loss_fn.compute(logits.float(), batch.targets, mask & batch.mask)
-        local, used = value.loss, value.used
-    except ValueError as exc:
-        if _NO_SIGNAL not in str(exc):
-            raise
-        # e.g. only lists without positives under ce: this slice adds nothing, but still takes
-        # part in the backward pass (DDP reduces gradients of every process together)
-        local, used = logits.sum() * 0.0, 0
-    real = sum(1 for i in batch.lists if i >= 0)
-    stats = torch.tensor(
-        [[used, float(local.detach()) * used, real]], dtype=torch.float64, device=logits.device
-    )
-    used_all, loss_sum, real_all = accelerator.gather(stats).sum(dim=0).tolist()
-    weight = used * world / used_all if used_all else 0.0
-    accelerator.backward(local * weight)
-    return (loss_sum / used_all if used_all else 0.0), int(used_all), int(real_all)
 
 
 def _snapshot(module: nn.Module) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from crashing import Crash, die_after_checkpoint
 
 from bench.data.model import Candidate, CandidateList, Query, RankingSplit
 from rankers.base import RankerError
@@ -246,18 +247,12 @@ def test_fit_changes_weights_lowers_the_loss_and_round_trips(
     assert info["projection"] == "from checkpoint"
 
 
-class Crash(Exception):
-    """Stands for the process dying right after a checkpoint was published."""
-
-
 def test_interrupted_fit_resumes_to_identical_weights(
     tiny_bert: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """6 triples, 2 a step: 3 steps per epoch, 2 epochs, checkpoints at steps 2, 3 (epoch end),
     4 and 6. The first run dies after publishing step 4 (inside epoch 2); a fresh ranker given
     the same work directory resumes there and ends where an uninterrupted run ends."""
-    import rankers.training as training
-
     options = {
         "lr": 1e-3,
         "epochs": 2,
@@ -268,17 +263,7 @@ def test_interrupted_fit_resumes_to_identical_weights(
     plain = _ranker(tiny_bert, **options).fit(TRAIN, dev=TRAIN)
     assert plain["steps"] == 6 and plain["resumed_from"] is None and plain["checkpoint"] is None
 
-    real_save = training.save_checkpoint
-    saved: list[int] = []
-
-    def save_then_die(accelerator, folder, key, progress):  # type: ignore[no-untyped-def]
-        final = real_save(accelerator, folder, key, progress)
-        saved.append(progress.step)
-        if progress.step == 4:
-            raise Crash(final)
-        return final
-
-    monkeypatch.setattr(training, "save_checkpoint", save_then_die)
+    saved = die_after_checkpoint(monkeypatch, step=4)
     first = _ranker(tiny_bert, **options)
     first.work_dir = tmp_path
     with pytest.raises(Crash):

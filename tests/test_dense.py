@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from crashing import Crash, die_after_checkpoint
 
 from bench.data.model import Candidate, CandidateList, Query, RankingSplit, text_id
 from rankers import create_ranker
@@ -256,6 +257,44 @@ def test_ance_fine_tunes_and_remines_with_current_weights(tmp_path: Path) -> Non
         ranker, "puppy obedience training", fallback, 2
     )
     _check_round_trip(ranker, tmp_path)
+
+
+@pytest.mark.parametrize("cls", [DPRRanker, ANCERanker], ids=["dpr", "ance"])
+def test_interrupted_fit_resumes_to_identical_weights(
+    cls: type[DenseRanker], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """11 pairs, 4 a step: 3 steps per epoch, 2 epochs, checkpoints at steps 2, 3 (epoch end),
+    4 and 6. The first run dies after publishing step 4 (inside epoch 2); a fresh ranker given
+    the same work directory resumes there and ends where an uninterrupted run ends - dropout
+    RNG, optimizer, schedule and, for ANCE, the negatives epoch 2 mined with weights that no
+    checkpoint holds any more."""
+    options = {**FIT, "checkpoint_steps": "2"}
+    plain_ranker = cls(DenseConfig.from_options(options))
+    plain = plain_ranker.fit(TRAIN, DEV)
+    assert plain["steps"] == 6 and plain["resumed_from"] is None and plain["checkpoint"] is None
+
+    saved = die_after_checkpoint(monkeypatch, step=4)
+    first = cls(DenseConfig.from_options(options))
+    first.work_dir = tmp_path
+    with pytest.raises(Crash):
+        first.fit(TRAIN, DEV)
+    assert saved == [2, 3, 4]
+
+    resumed = cls(DenseConfig.from_options(options))
+    resumed.work_dir = tmp_path
+    summary = resumed.fit(TRAIN, DEV)
+    assert summary["resumed_from"] == {"epoch": 1, "step": 4}
+    assert saved == [2, 3, 4, 6]
+    keys = ("weights_hash", "epoch_weights_hash", "loss", "dev_AP@10", "dev_AP@10_before")
+    for key in (*keys, "best_epoch", "steps", "collection_fallback_queries"):
+        assert summary[key] == plain[key], key
+    assert state_hash(resumed.model) == plain["weights_hash"]
+    assert resumed.mining_rounds == plain_ranker.mining_rounds
+
+    monkeypatch.undo()
+    other = cls(DenseConfig.from_options({**options, "lr": "2e-4"}))  # other settings
+    other.work_dir = tmp_path
+    assert other.fit(TRAIN, DEV)["resumed_from"] is None
 
 
 def test_loss_masks_in_batch_positives_of_the_same_query(zero_shot: DPRRanker) -> None:

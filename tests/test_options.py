@@ -53,7 +53,7 @@ DENSE = {
         "seed",
     },
     Role.SCORE: {"similarity", "query_prefix", "document_prefix", "max_length"},
-    Role.RUNTIME: {"batch_size", "precompute", "dtype"},
+    Role.RUNTIME: {"batch_size", "precompute", "dtype", "checkpoint_steps"},
 }
 EXPECTED: dict[str, dict[Role, set[str]]] = {
     "firststage": {Role.TRAINING: set(), Role.SCORE: set(), Role.RUNTIME: set()},
