@@ -155,13 +155,10 @@ class CrossJEMRanker(EncoderRanker):
             for batch in prepared:
                 parts = [module.bucket_logits(batch, b) for b in batch.buckets]
                 values = torch.cat(parts).cpu().numpy() if parts else np.zeros(0, np.float32)
-                scores = [np.zeros(n, dtype=np.float32) for n in batch.n_items]
                 flat = np.zeros(sum(batch.n_items), dtype=np.float32)
-                offsets = np.cumsum([0, *batch.n_items])[:-1]
+                offsets = np.cumsum([0, *batch.n_items])
                 flat[offsets[batch.host_slot_list] + batch.host_slot_item] = values
-                for k, n in enumerate(batch.n_items):
-                    scores[k][:] = flat[offsets[k] : offsets[k] + n]
-                out.extend(scores)
+                out.extend(np.split(flat, offsets[1:-1]))
         return out
 
     def score(self, lists: Sequence[CandidateList]) -> list[np.ndarray]:
