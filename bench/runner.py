@@ -60,6 +60,7 @@ from rankers import (
     create_ranker,
     get_ranker_class,
 )
+from rankers.training import ENSEMBLE_SEPARATOR, teacher_parts
 
 log = logging.getLogger(__name__)
 
@@ -223,39 +224,63 @@ def _looks_like_path(value: str) -> bool:
 
 def _resolve_teacher(ranker: Ranker, opts: RunOptions, root: Path) -> str | None:
     """A teacher named by ranker name is trained (or loaded) on the same data first; the student
-    then distils from its saved folder. Returns the teacher's model key (None: no named teacher).
+    then distils from its saved folder. An ensemble (``monobert+colbert``) resolves each member.
+    Returns the teachers' model keys joined by ``+`` (None: no named teacher).
 
-    A teacher is a trainable ranker's name or an existing folder; anything else fails here,
-    before any training, with a message saying which of the two it is not."""
+    A member is a trainable ranker's name or an existing folder; anything else fails here,
+    before any training, with a message saying which of the two it is not. A ranker may name its
+    own kind as teacher (monoBERT distilled from monoBERT, for the same supervision as a
+    student's): the teacher is then trained with the settings file's options, so it must not
+    name itself again."""
     teacher = getattr(ranker.config, "teacher", None)
     if not teacher or Path(str(teacher)).exists():
         return None
+    parts = teacher_parts(str(teacher))
+    folders, keys = [], []
+    for part in parts:
+        folder, key = _resolve_member(ranker, part, opts, root)
+        folders.append(folder)
+        if key:
+            keys.append(key)
+    ranker.config.teacher = ENSEMBLE_SEPARATOR.join(folders)  # type: ignore[attr-defined]
+    return ENSEMBLE_SEPARATOR.join(keys) if keys else None
+
+
+def _resolve_member(ranker: Ranker, teacher: str, opts: RunOptions, root: Path) -> tuple[str, str]:
+    """One teacher: an existing folder as it is (no key), or a ranker trained on the data."""
+    if Path(teacher).exists():
+        return teacher, ""
     how = (
-        "a teacher is the name of a trainable ranker such as monobert, or a folder saved by "
-        "`bench train`"
+        "a teacher is the name of a trainable ranker such as monobert, a folder saved by "
+        "`bench train`, or several of these joined by '+'"
     )
-    if _looks_like_path(str(teacher)):
+    if _looks_like_path(teacher):
         raise RankerError(f"{ranker.name}: teacher folder {teacher} does not exist ({how})")
     try:
-        teacher_name = canonical_name(str(teacher))
+        teacher_name = canonical_name(teacher)
     except RankerError as exc:
         raise RankerError(
             f"{ranker.name}: teacher {teacher!r} is neither a ranker nor an existing folder "
             f"({how}); {exc}"
         ) from None
-    if teacher_name == ranker.name:
-        raise RankerError(f"{ranker.name}: a ranker cannot be its own teacher")
     if not get_ranker_class(teacher_name).trainable:
         raise RankerError(
             f"{ranker.name}: teacher {teacher_name!r} is not a trainable ranker, so there is no "
             f"trained model to distil from ({how})"
         )
     options = ranker_options(teacher_name, opts.dataset)
+    own = options.get("teacher")
+    if own and teacher_name in (
+        canonical_name(p) for p in teacher_parts(str(own)) if not _looks_like_path(p)
+    ):
+        raise RankerError(
+            f"{ranker.name}: teacher {teacher_name} would be trained with teacher={own} from its "
+            "settings file, which names itself: no ranker can be its own teacher"
+        )
     teacher_ranker = create_ranker(teacher_name, options, device=ranker.device)
     log.info("teacher for %s: %s trained on %s", ranker.name, teacher_name, opts.dataset)
     summary = fit_or_load(teacher_ranker, replace(opts, ranker=teacher_name, options=options), root)
-    ranker.config.teacher = summary["model_dir"]  # type: ignore[attr-defined]
-    return summary["key"]
+    return str(summary["model_dir"]), str(summary["key"])
 
 
 def fit_or_load(ranker: Ranker, opts: RunOptions, root: Path) -> dict[str, Any]:

@@ -44,7 +44,7 @@ from rankers.base import (
     option,
     read_saved,
 )
-from rankers.losses import LOSSES
+from rankers.losses import ANY_REAL_TARGETS, LOSSES, TEACHER_SCORES
 from rankers.models import resolve_model, state_hash, weights_hash
 from rankers.tokens import ItemTokens
 
@@ -163,7 +163,33 @@ class EncoderConfig(RankerConfig):
         role=TRAINING,
         help="ranker name or save() folder whose sigmoid(scores) are the targets (else qrels)",
     )
+    teacher_scores: str = option(
+        "sigmoid",
+        role=TRAINING,
+        choices=TEACHER_SCORES,
+        help="teacher logits -> targets: sigmoid (the paper's 0-1 scores) or the logits themselves "
+        "(listnet then matches softmax(teacher logits); pl/listnet only)",
+    )
+    train_list_size: int = option(
+        0,
+        role=TRAINING,
+        min=0,
+        help="grow each train list to N items with BM25 negatives from the train collection "
+        "(0: lists as given)",
+    )
     epochs: int = option(3, role=TRAINING, min=1, help="passes over the train lists")
+    min_steps: int = option(
+        0,
+        role=TRAINING,
+        min=0,
+        help="at least this many optimizer steps: small train sets get more epochs (0: off)",
+    )
+    patience: int = option(
+        0,
+        role=TRAINING,
+        min=0,
+        help="stop after N epochs without a better dev AP@10 (0: run every epoch)",
+    )
     lr: float = option(1e-4, role=TRAINING, help="peak AdamW learning rate")
     weight_decay: float = option(0.01, role=TRAINING, help="AdamW weight decay")
     warmup_ratio: float = option(0.1, role=TRAINING, help="share of steps warming the lr up")
@@ -180,6 +206,15 @@ class EncoderConfig(RankerConfig):
         min=0,
         help="also save a resumable checkpoint every N steps (0: at epoch ends only)",
     )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.teacher and self.teacher_scores == "logits" and self.loss not in ANY_REAL_TARGETS:
+            raise RankerError(
+                f"option teacher_scores=logits needs a loss that takes any real targets "
+                f"({', '.join(sorted(ANY_REAL_TARGETS))}); loss {self.loss} needs 0-1 targets "
+                "(teacher_scores=sigmoid)"
+            )
 
 
 @dataclasses.dataclass(frozen=True)

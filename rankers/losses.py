@@ -218,6 +218,15 @@ LOSSES: dict[str, RankingLoss] = {
 }
 
 
+#: how teacher logits become training targets (``teacher_scores`` option): ``sigmoid`` gives the
+#: paper's 0-1 scores; ``logits`` keeps the logits, so ListNet matches softmax(teacher logits), the
+#: usual distillation target. Softmax over 0-1 values is nearly flat (e^1 between the surest
+#: positive and the surest negative), so sigmoid targets give ListNet a weak signal.
+TEACHER_SCORES: tuple[str, ...] = ("sigmoid", "logits")
+#: losses that take only the targets' order or any real values, so raw teacher logits are valid
+ANY_REAL_TARGETS: frozenset[str] = frozenset({"listnet", "pl"})
+
+
 def get_loss(name: str) -> RankingLoss:
     """The loss registered as ``name`` (case-insensitive)."""
     key = name.strip().lower()

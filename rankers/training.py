@@ -190,6 +190,37 @@ def teacher_logits(
     return scores, path
 
 
+#: separates the members of a teacher ensemble in the ``teacher`` option (``monobert+colbert``)
+ENSEMBLE_SEPARATOR = "+"
+
+
+def teacher_parts(teacher: str) -> list[str]:
+    """The members of a ``teacher`` value: one name or folder, or several joined by ``+``. An
+    existing folder whose name contains ``+`` stays whole."""
+    if Path(teacher).exists() or ENSEMBLE_SEPARATOR not in teacher:
+        return [teacher]
+    parts = [p.strip() for p in teacher.split(ENSEMBLE_SEPARATOR)]
+    if any(not p for p in parts):
+        raise RankerError(f"teacher {teacher!r}: an empty member between '+' signs")
+    return parts
+
+
+def standardise(scores: np.ndarray) -> np.ndarray:
+    """Per-list z-scores (mean 0, standard deviation 1; a constant list gives zeros), so that
+    teachers whose logits live on different scales weigh alike in an ensemble."""
+    scores = np.asarray(scores, dtype=np.float64)
+    std = scores.std()
+    return (scores - scores.mean()) / std if std > 0 else np.zeros_like(scores)
+
+
+def ensemble_logits(members: Sequence[Sequence[np.ndarray]]) -> list[np.ndarray]:
+    """The mean of the members' per-list standardised logits (one member: its logits as they
+    are, so a single teacher's targets do not change)."""
+    if len(members) == 1:
+        return [np.asarray(s, dtype=np.float64) for s in members[0]]
+    return [np.mean([standardise(m[i]) for m in members], axis=0) for i in range(len(members[0]))]
+
+
 def training_targets(
     ranker: Ranker,
     train: RankingSplit,
@@ -197,21 +228,67 @@ def training_targets(
     teacher: Ranker | None = None,
     cache_dir: Path | None = None,
 ) -> Targets:
-    """Teacher probabilities (``teacher`` or the config's ``teacher`` folder), else qrels grades."""
+    """Teacher targets (``teacher`` or the config's ``teacher``: one folder, or several joined by
+    ``+`` whose per-list standardised logits are averaged), else qrels grades. The config's
+    ``teacher_scores`` turns the logits into targets: ``sigmoid`` or the logits themselves."""
     path = getattr(ranker.config, "teacher", None)
-    if teacher is None and path:
-        teacher = load_teacher(path, ranker.device)
-    if teacher is None:
+    teachers: list[tuple[Ranker, str | None]] = []
+    if teacher is not None:
+        teachers = [(teacher, str(path) if path else None)]
+    elif path:
+        teachers = [(load_teacher(p, ranker.device), p) for p in teacher_parts(str(path))]
+    if not teachers:
         return Targets(grade_targets(lists, train.qrels), "qrels grades")
-    logits, cache = teacher_logits(teacher, lists, train.checksum, cache_dir)
-    ident = teacher_id(teacher)
-    info = {
-        "name": teacher.name,
-        "weights_hash": ident,
-        "path": str(path) if path else None,
-        "cache": str(cache) if cache else None,
-    }
-    return Targets([sigmoid(s) for s in logits], f"teacher {ident}", info)
+    members, infos = [], []
+    for t, folder in teachers:
+        logits, cache = teacher_logits(t, lists, train.checksum, cache_dir)
+        members.append(logits)
+        infos.append(
+            {
+                "name": t.name,
+                "weights_hash": teacher_id(t),
+                "path": folder,
+                "cache": str(cache) if cache else None,
+            }
+        )
+    combined = ensemble_logits(members)
+    mode = getattr(ranker.config, "teacher_scores", "sigmoid")
+    values = [sigmoid(s) for s in combined] if mode == "sigmoid" else combined
+    ident = ENSEMBLE_SEPARATOR.join(i["weights_hash"] for i in infos)
+    names = ENSEMBLE_SEPARATOR.join(i["name"] for i in infos)
+    info: dict[str, Any] = dict(infos[0]) if len(infos) == 1 else {"name": names, "members": infos}
+    info["scores"] = mode
+    source = f"teacher {ident}" + ("" if mode == "sigmoid" else f" ({mode})")
+    return Targets(values, source, info)
+
+
+def extend_lists(
+    train: RankingSplit, lists: Sequence[CandidateList], size: int
+) -> list[CandidateList]:
+    """Each list grown to ``size`` candidates with BM25 negatives mined from the train split's
+    whole collection (the best-scoring items not in the list and not sharing the text of one of
+    its items), so the model trains on lists as large and hard as the test lists. The mined items
+    have no judgement, so they count as grade 0 (or get the teacher's scores). Lists already at
+    ``size`` or longer stay as they are."""
+    from bench.data.model import Candidate
+    from rankers.bm25 import BM25Index
+
+    collection = train.collection()
+    index = BM25Index(collection)
+    by_text: dict[str, set[str]] = {}
+    for docid, text in collection.items():
+        by_text.setdefault(text, set()).add(docid)
+    out = []
+    for cl in lists:
+        need = size - len(cl)
+        if need <= 0:
+            out.append(cl)
+            continue
+        exclude = set(cl.docids).union(*(by_text.get(c.text, ()) for c in cl.candidates))
+        mined = index.top_k(cl.query.text, need, exclude=exclude)
+        extra = tuple(Candidate(docid=d, text=collection[d]) for d in mined)
+        out.append(dataclasses.replace(cl, candidates=cl.candidates + extra))
+    return out
 
 
 def dev_score(ranker: Ranker, dev: RankingSplit | None) -> float | None:
@@ -674,6 +751,10 @@ class LoopPlan:
     checkpoint_steps: int = 0
     #: stop after this many steps in all (None: every epoch)
     max_steps: int | None = None
+    #: at least this many optimizer steps: more epochs when the train set is small (0: off)
+    min_steps: int = 0
+    #: stop after this many epochs without a better dev score (0: run every epoch)
+    patience: int = 0
     #: what defines the training examples and targets, for the checkpoint key
     data: dict[str, Any] = dataclasses.field(default_factory=dict)
     #: one line for the log: what is trained on what
@@ -687,8 +768,27 @@ class LoopPlan:
         weight_decay, max_grad_norm, seed, checkpoint_steps), then ``settings``."""
         shared = ("epochs", "lr", "weight_decay", "max_grad_norm", "seed")
         plan: dict[str, Any] = {name: getattr(cfg, name) for name in shared}
-        plan["checkpoint_steps"] = int(getattr(cfg, "checkpoint_steps", 0) or 0)
+        for name in ("checkpoint_steps", "min_steps", "patience"):
+            plan[name] = int(getattr(cfg, name, 0) or 0)
         return cls(**{**plan, **settings})
+
+
+def planned_epochs(plan: LoopPlan, steps_per_epoch: int) -> int:
+    """``plan.epochs``, raised so that at least ``plan.min_steps`` optimizer steps are taken.
+
+    Why: with a few dozen train queries, 3 epochs are a few dozen steps, too few to move a
+    pre-trained encoder off its starting point; the dev split (with ``patience``) then picks the
+    epoch, so the extra epochs cost time but cannot select a worse one on dev."""
+    if plan.min_steps <= 0 or steps_per_epoch <= 0:
+        return plan.epochs
+    return max(plan.epochs, math.ceil(plan.min_steps / steps_per_epoch))
+
+
+def out_of_patience(plan: LoopPlan, progress: Progress, has_dev: bool) -> bool:
+    """Whether ``plan.patience`` epochs have passed without a better dev score (early stop)."""
+    if plan.patience <= 0 or not has_dev or progress.best_epoch == 0:
+        return False
+    return progress.epochs_done - progress.best_epoch >= plan.patience
 
 
 def train_loop(
@@ -739,7 +839,19 @@ def train_loop(
     seed_everything(plan.seed + accelerator.process_index)
     module = steps.training_module()
     steps_per_epoch = len(steps.epoch_batches(train_split, 1))
-    total = steps_per_epoch * plan.epochs
+    epochs = planned_epochs(plan, steps_per_epoch)
+    if epochs != plan.epochs and main:
+        log.info(
+            "%s: %d epochs x %d steps is below min_steps=%d, so training runs %d epochs "
+            "(the dev split picks the one kept%s)",
+            ranker.name,
+            plan.epochs,
+            steps_per_epoch,
+            plan.min_steps,
+            epochs,
+            f"; patience {plan.patience}" if plan.patience else "",
+        )
+    total = steps_per_epoch * epochs
     if plan.max_steps is not None:
         total = min(total, plan.max_steps)
     warmup = plan.warmup_steps if plan.warmup_steps is not None else int(plan.warmup_ratio * total)
@@ -764,7 +876,7 @@ def train_loop(
             "mixed precision %s",
             ranker.name,
             plan.describe,
-            plan.epochs,
+            epochs,
             steps_per_epoch,
             total,
             world,
@@ -774,8 +886,18 @@ def train_loop(
     every = plan.checkpoint_steps
     bar = progress_bar(total, f"{ranker.name} fit", "step", initial=progress.step, enabled=main)
     with bar:
-        for epoch in range(progress.epochs_done + 1, plan.epochs + 1):
+        for epoch in range(progress.epochs_done + 1, epochs + 1):
             if progress.step >= total:
+                break
+            if out_of_patience(plan, progress, dev is not None):
+                if main:
+                    log.info(
+                        "%s: no better dev %s for %d epochs (best: epoch %d), stopping early",
+                        ranker.name,
+                        SELECTION_MEASURE,
+                        plan.patience,
+                        progress.best_epoch,
+                    )
                 break
             if progress.batches_done == 0 and on_epoch_start is not None:
                 on_epoch_start(epoch)
@@ -829,6 +951,8 @@ def train_loop(
     history = progress.history
     return {
         "epochs": len(history),
+        "epochs_planned": epochs,
+        "stopped_early": len(history) < epochs and progress.step < total,
         "steps": progress.step,
         **run.summary(),
         "optimizer": {
@@ -965,6 +1089,17 @@ def fit_lists(
     lists = [cl for cl in train.lists if len(cl)]
     if not lists:
         raise RankerError(f"train split {train.dataset}/{train.split} has no candidate lists")
+    given = sum(len(cl) for cl in lists)
+    size = int(getattr(cfg, "train_list_size", 0) or 0)
+    if size:
+        lists = extend_lists(train, lists, size)
+        log.info(
+            "%s: train lists grown to %d items with BM25 negatives: %.1f -> %.1f items a list",
+            ranker.name,
+            size,
+            given / len(lists),
+            sum(len(cl) for cl in lists) / len(lists),
+        )
     if work_dir is None:
         work_dir = getattr(ranker, "work_dir", None)
     work = Path(work_dir) if work_dir is not None else None
@@ -1024,6 +1159,8 @@ def fit_lists(
         "targets": targets.source,
         "teacher": targets.teacher,
         "train_queries": len(lists),
+        "train_items": sum(len(cl) for cl in lists),
+        "train_items_given": given,
         "train_batch_queries": cfg.train_batch_queries,
     }
 

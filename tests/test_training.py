@@ -231,6 +231,7 @@ def test_teacher_scores_are_computed_once_and_cached(tiny_bert: Path, tmp_path: 
         "weights_hash": state_hash(teacher.module),
         "path": None,
         "cache": str(cached),
+        "scores": "sigmoid",
     }
     assert first["targets"] == f"teacher {state_hash(teacher.module)}"
     assert cached.name.startswith(f"monobert-{state_hash(teacher.module)}-")
