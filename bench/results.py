@@ -98,6 +98,33 @@ class ResultRecord:
         return read_per_query(self.path / PER_QUERY)
 
 
+def supervision(training: Mapping[str, Any] | None) -> str:
+    """What a result's ranker was trained on, from its training summary, so a comparison can
+    separate the architecture from the supervision: ``labels, bce``, ``teacher monobert (logits),
+    listnet``, ``teacher monobert+colbert, listnet, lists of 30``; ``not trained here`` for
+    rankers used as they come (BM25, a zero-shot or downloaded model)."""
+    if not training:
+        return "not trained here"
+    teacher = training.get("teacher")
+    if isinstance(teacher, Mapping) and teacher.get("name"):
+        source = f"teacher {teacher['name']}"
+        if teacher.get("scores") and teacher["scores"] != "sigmoid":
+            source += f" ({teacher['scores']})"
+    else:
+        source = "labels"
+    parts = [source]
+    if training.get("loss_name"):
+        parts.append(str(training["loss_name"]))
+    items, given, lists = (
+        training.get("train_items"),
+        training.get("train_items_given"),
+        training.get("train_queries"),
+    )
+    if items and given and lists and items > given:
+        parts.append(f"lists of {items / lists:.0f}")
+    return ", ".join(parts)
+
+
 def config_hash(payload: Mapping[str, Any]) -> str:
     """12 hex of the SHA-256 of the canonical JSON of everything the result depends on."""
     text = json.dumps(payload, sort_keys=True, default=str)

@@ -406,6 +406,8 @@ def _train(
     wait()
     ranker.work_dir = work  # a resumable trainer keeps its checkpoints here
     summary = dict(ranker.fit(train, dev))
+    if main:
+        summary["dev_baselines"] = dev_baselines(ranker.name, summary, opts, dev)
     summary.update(
         key=key.digest,
         key_parts=key.parts,
@@ -430,6 +432,63 @@ def _train(
             work.rename(model_dir)
     wait()
     return summary
+
+
+#: rankers that need no training here: a fine-tuned ranker whose kept epoch scores below one of
+#: them on dev is worse than not training, which a user must hear (small train sets do that)
+DEV_BASELINES: tuple[str, ...] = ("bm25", "dpr")
+
+
+def dev_baselines(
+    name: str, summary: dict[str, Any], opts: RunOptions, dev: RankingSplit | None
+) -> dict[str, Any] | None:
+    """The kept epoch's dev AP@10 against :data:`DEV_BASELINES` on the same dev split (their
+    runs are cached like any other); a warning names each baseline the model falls below. None
+    without a dev split or dev score."""
+    from rankers.training import SELECTION_MEASURE
+
+    scores = summary.get(f"dev_{SELECTION_MEASURE}") or []
+    best_epoch = summary.get("best_epoch")
+    if dev is None or not best_epoch or best_epoch > len(scores) or scores[best_epoch - 1] is None:
+        return None
+    kept = float(scores[best_epoch - 1])
+    values: dict[str, float] = {}
+    for baseline in DEV_BASELINES:
+        if baseline == name:
+            continue
+        try:
+            record = run(
+                replace(
+                    opts,
+                    ranker=baseline,
+                    split=dev.split,
+                    options={},
+                    subset=None,
+                    fit=False,
+                    train_subset=None,
+                    force=False,
+                    progress=False,
+                    measures=DEFAULT_MEASURES,
+                )
+            )
+        except (RankerError, OSError, ValueError) as exc:
+            log.warning("%s: no %s baseline on %s (%s)", name, baseline, dev.split, exc)
+            continue
+        values[baseline] = record.metrics[SELECTION_MEASURE]
+    below = [b for b, v in values.items() if kept < v]
+    if below:
+        log.warning(
+            "%s trained on %s: the kept epoch %d scores dev %s %.4f, below %s, which need no "
+            "training here; more train queries, more steps (--set min_steps=N) or another "
+            "learning rate may help",
+            name,
+            opts.dataset,
+            best_epoch,
+            SELECTION_MEASURE,
+            kept,
+            ", ".join(f"{b} ({values[b]:.4f})" for b in below),
+        )
+    return {"measure": SELECTION_MEASURE, "kept": kept, "scores": values, "below": below}
 
 
 def _resumable_state_problem(folder: Path) -> str | None:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from bench.metrics import DEFAULT_MEASURES
 from bench.reference import PAPER, ReferenceRow, paper_reference
-from bench.results import FAMILIES, ResultRecord
+from bench.results import FAMILIES, ResultRecord, supervision
 from bench.significance import PairedResult, canonical_test, compare
 
 if TYPE_CHECKING:
@@ -67,6 +67,8 @@ class Row:
     cells: dict[str, Cell] = field(default_factory=dict)
     record: ResultRecord | None = None
     reference: ReferenceRow | None = None
+    #: what the ranker was trained on (:func:`bench.results.supervision`), "" for paper rows
+    supervision: str = ""
 
 
 @dataclass
@@ -231,7 +233,15 @@ def _record_row(rec: ResultRecord, columns: Sequence[Column]) -> Row:
         return None if v is None else float(v)
 
     cells = {col.key: Cell(value(col)) for col in columns}
-    return Row(rec.label or rec.ranker, rec.ranker, rec.family, HARNESS, cells, record=rec)
+    return Row(
+        rec.label or rec.ranker,
+        rec.ranker,
+        rec.family,
+        HARNESS,
+        cells,
+        record=rec,
+        supervision=supervision(rec.training),
+    )
 
 
 def _mark_best(rows: Sequence[Row], columns: Sequence[Column]) -> None:
@@ -344,6 +354,7 @@ def _reference_group(dataset: str, columns: Sequence[Column]) -> Group | None:
                 for col in columns
             },
             reference=ref,
+            supervision="as published",
         )
         for ref in refs
     ]
@@ -375,7 +386,11 @@ def _text_rows(table: ComparisonTable, m: _Markup) -> list[list[list[str]]]:
     for group in table.groups:
         lines = []
         for i, row in enumerate(group.rows):
-            texts = [m.escape(group.title) if i == 0 else "", m.escape(_label(row))]
+            texts = [
+                m.escape(group.title) if i == 0 else "",
+                m.escape(_label(row)),
+                m.escape(row.supervision),
+            ]
             for col in table.columns:
                 cell = row.cells[col.key]
                 if cell.value is None:
@@ -389,8 +404,12 @@ def _text_rows(table: ComparisonTable, m: _Markup) -> list[list[list[str]]]:
     return out
 
 
+#: left-aligned text columns before the numbers: family, system, supervision
+TEXT_COLUMNS = 3
+
+
 def _header(table: ComparisonTable) -> list[str]:
-    return ["Family", "System", *(col.title for col in table.columns)]
+    return ["Family", "System", "Supervision", *(col.title for col in table.columns)]
 
 
 def render_rich(table: ComparisonTable) -> Table:
@@ -404,7 +423,7 @@ def render_rich(table: ComparisonTable) -> Table:
         caption_justify="left",
     )
     for i, title in enumerate(_header(table)):
-        out.add_column(escape(title), justify="left" if i < 2 else "right")
+        out.add_column(escape(title), justify="left" if i < TEXT_COLUMNS else "right")
     for lines in _text_rows(table, m):
         for texts in lines:
             out.add_row(*texts)
@@ -419,7 +438,7 @@ def render_markdown(table: ComparisonTable) -> str:
         f"**{table.title}**",
         "",
         "| " + " | ".join(header) + " |",
-        "|" + "|".join([":---"] * 2 + ["---:"] * (len(header) - 2)) + "|",
+        "|" + "|".join([":---"] * TEXT_COLUMNS + ["---:"] * (len(header) - TEXT_COLUMNS)) + "|",
     ]
     lines += ["| " + " | ".join(t) + " |" for group in _text_rows(table, m) for t in group]
     return "\n".join([*lines, "", *(f"{note}  " for note in table.notes(m.mark))]) + "\n"
@@ -457,7 +476,7 @@ def render_latex(table: ComparisonTable) -> str:
         r"\centering",
         rf"\caption{{{latex_escape(table.title)}. {caption}}}",
         rf"\label{{tab:{table.dataset}-{table.split}}}",
-        rf"\begin{{tabular}}{{ll{'r' * (len(header) - 2)}}}",
+        rf"\begin{{tabular}}{{{'l' * TEXT_COLUMNS}{'r' * (len(header) - TEXT_COLUMNS)}}}",
         r"\toprule",
         " & ".join(latex_escape(h) for h in header) + r" \\",
     ]
@@ -480,6 +499,7 @@ def render_csv(table: ComparisonTable) -> str:
             "label",
             "ranker",
             "source",
+            "supervision",
             *(col.key for col in table.columns),
             "significant",
         ]
@@ -494,6 +514,7 @@ def render_csv(table: ComparisonTable) -> str:
                 row.label,
                 row.ranker,
                 row.source,
+                row.supervision,
                 *("" if c.value is None else repr(c.value) for c in cells),
                 ";".join(
                     col.key for col, c in zip(table.columns, cells, strict=True) if c.significant
@@ -516,6 +537,7 @@ def render_json(table: ComparisonTable) -> str:
             "dataset": row.record.dataset,
             "split": row.record.split,
             "label": row.label,
+            "supervision": row.supervision,
             "metrics": {
                 c.key: row.cells[c.key].value
                 for c in table.columns

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from toydata import write_toy_mteb
 
+from bench.results import supervision
 from bench.runner import RunOptions, label_for, ranker_options, run
 from rankers import RankerError, create_ranker
 from rankers.encoders import write_tiny_bert
@@ -114,3 +115,83 @@ def test_label_names_what_differs_from_defaults() -> None:
     ranker = create_ranker("bm25", {"k1": "1.2"})
     assert label_for(ranker, fitted=False) == "bm25 (k1=1.2)"
     assert label_for(create_ranker("bm25"), fitted=False, subset=50) == "bm25 (first 50 queries)"
+
+
+def test_training_compares_the_kept_epoch_with_dev_baselines(
+    configs: Path, tmp_path: Path, results_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    record = run(_toy_run(tmp_path, "monobert", warmup=0))
+    baselines = record.training["dev_baselines"]
+    bm25_dev = run(_toy_run(tmp_path / "again", "bm25", split="dev", warmup=0))
+    assert baselines["scores"] == {"bm25": bm25_dev.metrics["AP@10"]}
+    kept = record.training["dev_AP@10"][record.training["best_epoch"] - 1]
+    assert baselines["kept"] == kept
+    assert baselines["below"] == (["bm25"] if kept < bm25_dev.metrics["AP@10"] else [])
+    said = any("below bm25" in r.getMessage() for r in caplog.records)
+    assert said == bool(baselines["below"])
+
+
+def test_a_student_below_a_baseline_is_told(
+    configs: Path,
+    tmp_path: Path,
+    results_dir: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A model whose kept dev score is below a baseline's gets the warning and the record says so
+    (the baseline here is a ranker that scores the positives first: no student beats it)."""
+    from bench import runner
+
+    monkeypatch.setattr(runner, "DEV_BASELINES", ("oracle",))
+    real_run = runner.run
+
+    def fake(opts: RunOptions):  # noqa: ANN202 - the oracle's record, metrics only
+        if opts.ranker != "oracle":
+            return real_run(opts)
+
+        class Perfect:
+            metrics = {"AP@10": 1.0}
+
+        return Perfect()
+
+    monkeypatch.setattr(runner, "run", fake)
+    record = real_run(_toy_run(tmp_path, "monobert", warmup=0, options={"lr": 1e-9}))
+    baselines = record.training["dev_baselines"]
+    assert baselines["below"] == ["oracle"] and baselines["scores"] == {"oracle": 1.0}
+    assert any("below oracle (1.0000)" in r.getMessage() for r in caplog.records)
+
+
+def test_monobert_distils_from_its_own_kind_and_ensembles_resolve_each_member(
+    configs: Path, tmp_path: Path, results_dir: Path, tiny_bert: Path
+) -> None:
+    """Same supervision for both architectures: monoBERT distilled from a monoBERT teacher
+    (trained on labels with the settings file); a teacher ensemble trains each member."""
+    opts = _toy_run(tmp_path, "monobert", options={"teacher": "monobert", "loss": "listnet"})
+    record = run(opts)
+    assert record.training["teacher"]["name"] == "monobert"
+    assert record.training["targets"].startswith("teacher ")
+    assert len(list((results_dir / "models" / "toy" / "monobert").glob("*/training.json"))) == 2
+
+    (configs / "colbert.yaml").write_text(
+        f"default:\n  model: {tiny_bert}\n  epochs: 1\n  doc_maxlen: 16\n"
+        "  train_batch_size: 4\ndatasets: {}\n"
+    )
+    options = {"teacher": "monobert+colbert", "teacher_scores": "logits"}
+    student = run(_toy_run(tmp_path / "ens", "crossjem", options=options))
+    teacher = student.training["teacher"]
+    assert teacher["name"] == "monobert+colbert" and teacher["scores"] == "logits"
+    assert [m["name"] for m in teacher["members"]] == ["monobert", "colbert"]
+    assert student.training["teacher_key"].count("+") == 1
+    assert supervision(student.training) == "teacher monobert+colbert (logits), listnet"
+
+
+def test_a_teacher_that_names_itself_is_refused(
+    configs: Path, tmp_path: Path, results_dir: Path
+) -> None:
+    (configs / "monobert.yaml").write_text(
+        (configs / "monobert.yaml")
+        .read_text()
+        .replace("loss: bce", "loss: listnet\n  teacher: monobert")
+    )
+    with pytest.raises(RankerError, match="names itself"):
+        run(_toy_run(tmp_path, "crossjem", options={"teacher": "monobert"}))

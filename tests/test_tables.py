@@ -10,7 +10,15 @@ import pytest
 from rich.console import Console
 from rich.table import Table
 
-from bench.results import PER_QUERY, ResultRecord, config_hash, load_records, run_dir, write_result
+from bench.results import (
+    PER_QUERY,
+    ResultRecord,
+    config_hash,
+    load_records,
+    run_dir,
+    supervision,
+    write_result,
+)
 from bench.tables import HARNESS, PAPER_SOURCE, build_comparison, render
 
 BASE = [0.1, 0.2, 0.3, 0.4, 0.5, 0.1, 0.2, 0.3]  # bm25's AP@10 and RR@10 on q1..q8
@@ -172,6 +180,7 @@ def test_json_shape_exactly(records: list[ResultRecord]) -> None:
             "dataset": "wikiqa",
             "split": "test",
             "label": "bm25",
+            "supervision": "not trained here",
             "metrics": {"AP@10": pytest.approx(sum(BASE) / 8)},
             "latency": {"p50_ms": 0.4, "candidates_per_s": 25000.0},
         },
@@ -180,6 +189,7 @@ def test_json_shape_exactly(records: list[ResultRecord]) -> None:
             "dataset": "wikiqa",
             "split": "test",
             "label": "DPR",
+            "supervision": "not trained here",
             "metrics": {"AP@10": pytest.approx(sum(BASE) / 8 + 0.3)},
             "latency": {"p50_ms": 12.5, "candidates_per_s": 800.0},
         },
@@ -188,6 +198,7 @@ def test_json_shape_exactly(records: list[ResultRecord]) -> None:
             "dataset": "wikiqa",
             "split": "test",
             "label": "CROSS-JEM",
+            "supervision": "not trained here",
             "metrics": {"AP@10": pytest.approx(sum(BASE) / 8)},
             "latency": {"p50_ms": 3.2, "candidates_per_s": 3100.0},
         },
@@ -197,9 +208,9 @@ def test_json_shape_exactly(records: list[ResultRecord]) -> None:
 def test_csv_header_and_rows(records: list[ResultRecord]) -> None:
     lines = render(build_comparison(records), "csv").splitlines()
     assert lines[0] == (
-        "dataset,split,family,label,ranker,source,AP@10,RR@10,p50_ms,candidates_per_s,significant"
+        "dataset,split,family,label,ranker,source,supervision,AP@10,RR@10,p50_ms,candidates_per_s,significant"
     )
-    assert lines[2].startswith("wikiqa,test,dual,DPR,dpr,harness,0.5625")
+    assert lines[2].startswith("wikiqa,test,dual,DPR,dpr,harness,not trained here,0.5625")
     assert lines[2].endswith(",12.5,800.0,AP@10")
     assert lines[3].endswith(",3.2,3100.0,RR@10")
     assert len(lines) == 4
@@ -208,20 +219,27 @@ def test_csv_header_and_rows(records: list[ResultRecord]) -> None:
 def test_markdown_header_bold_and_dagger(records: list[ResultRecord]) -> None:
     text = render(build_comparison(records), "markdown")
     lines = text.splitlines()
-    assert "| Family | System | AP@10 | RR@10 | p50 ms | cand/s |" in lines
-    sep = lines[lines.index("| Family | System | AP@10 | RR@10 | p50 ms | cand/s |") + 1]
-    assert sep == "|:---|:---|---:|---:|---:|---:|"
-    assert "| Dual encoders | DPR | **0.5625**† | 0.2625† |" not in text  # RR@10 not marked
-    assert "| Dual encoders | DPR | **0.5625**† | 0.2625 | 12.5 | 800 |" in lines
-    assert "| Sparse | bm25 | 0.2625 | 0.2625 | **0.4** | **25,000** |" in lines
+    assert "| Family | System | Supervision | AP@10 | RR@10 | p50 ms | cand/s |" in lines
+    sep = lines[
+        lines.index("| Family | System | Supervision | AP@10 | RR@10 | p50 ms | cand/s |") + 1
+    ]
+    assert sep == "|:---|:---|:---|---:|---:|---:|---:|"
+    assert (
+        "| Dual encoders | DPR | not trained here | **0.5625**† | 0.2625† |" not in text
+    )  # RR@10 not marked
+    assert "| Dual encoders | DPR | not trained here | **0.5625**† | 0.2625 | 12.5 | 800 |" in lines
+    assert "| Sparse | bm25 | not trained here | 0.2625 | 0.2625 | **0.4** | **25,000** |" in lines
     assert any(line.startswith("†: significantly different") for line in lines)
 
 
 def test_latex_booktabs_textbf_dagger(records: list[ResultRecord]) -> None:
     text = render(build_comparison(records), "latex")
-    for token in (r"\toprule", r"\midrule", r"\bottomrule", r"\begin{tabular}{llrrrr}"):
+    for token in (r"\toprule", r"\midrule", r"\bottomrule", r"\begin{tabular}{lllrrrr}"):
         assert token in text
-    assert r"Dual encoders & DPR & \textbf{0.5625}$^{\dagger}$ & 0.2625 & 12.5 & 800 \\" in text
+    assert (
+        r"Dual encoders & DPR & not trained here & "
+        r"\textbf{0.5625}$^{\dagger}$ & 0.2625 & 12.5 & 800 \\" in text
+    )
     assert r"$^{\dagger}$: significantly different" in text  # the caption explains the mark
     assert "†" not in text
 
@@ -252,8 +270,8 @@ def test_reference_rows_for_sodq(tmp_path: Path) -> None:
     # harness bm25 AP@10 = 0.4 is bold even though the paper's CROSS-JEM has 0.5305
     assert table.rows[0].cells["AP@10"].best
     md = render(table, "markdown")
-    assert "| Paper (published) | BM25 (paper) | 0.3280 | 0.3926 |" in md
-    assert "CROSS-JEM-6L (paper) | 0.5240 | 0.5305 |" in md
+    assert "| Paper (published) | BM25 (paper) | as published | 0.3280 | 0.3926 |" in md
+    assert "CROSS-JEM-6L (paper) | as published | 0.5240 | 0.5305 |" in md
     assert len(json.loads(render(table, "json"))) == 1  # reference rows stay out of json
     assert "paper" in render(table, "csv").splitlines()[2]
     assert not [r for r in build_comparison(recs, reference=False).rows if r.source == "paper"]
@@ -345,3 +363,15 @@ def test_json_writes_infinite_latency_as_null(tmp_path: Path) -> None:
     )
     [row] = json.loads(render(build_comparison([rec]), "json"))
     assert row["latency"] == {"p50_ms": 0.0, "candidates_per_s": None}
+
+
+def test_supervision_says_what_each_row_was_trained_on() -> None:
+    assert supervision(None) == "not trained here"
+    assert supervision({"targets": "qrels grades", "loss_name": "bce"}) == "labels, bce"
+    teacher = {"name": "monobert", "weights_hash": "ab", "scores": "logits"}
+    summary = {"teacher": teacher, "loss_name": "listnet"}
+    assert supervision(summary) == "teacher monobert (logits), listnet"
+    grown = {**summary, "train_items": 300, "train_items_given": 100, "train_queries": 10}
+    assert supervision(grown) == "teacher monobert (logits), listnet, lists of 30"
+    ensemble = {"teacher": {"name": "monobert+colbert", "scores": "sigmoid"}, "loss_name": "pl"}
+    assert supervision(ensemble) == "teacher monobert+colbert, pl"
