@@ -808,6 +808,80 @@ def ablate(
     _emit(render(table, fmt))
 
 
+@app.command()
+@_friendly_errors
+def sweep(
+    ranker: Annotated[str, typer.Option("--ranker", "-r", help="Ranker to tune.")],
+    dataset: Annotated[str, typer.Option("--dataset", "-d", help="Dataset with train/dev/test.")],
+    set_: Annotated[
+        list[str],
+        typer.Option("--set", help="Option and its values to try, key=v1,v2 (repeatable: a grid)."),
+    ],
+    measure: Annotated[str, typer.Option(help="Dev measure that chooses.")] = "AP@10",
+    write: Annotated[
+        bool,
+        typer.Option(
+            "--write/--no-write",
+            help="Write the chosen settings into the ranker's settings file (datasets.DATASET).",
+        ),
+    ] = True,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
+    seed: Annotated[int, typer.Option(min=0, help="Seed shared by every combination.")] = 0,
+    threads: Threads = None,
+    train_subset: TrainSubset = None,
+    data_dir: DataDir = None,
+    results_dir: ResultsDir = None,
+) -> None:
+    """Tune a ranker on dev: train every combination of the --set values, score dev and test,
+    choose the best dev score. Test is reported, never used to choose.
+
+    Example: bench sweep -r crossjem -d wikiqa --set lr=3e-5,1e-4 --set epochs=3,6
+
+    Trained models and runs are cached as with `bench run`, so a repeated or extended sweep
+    trains only what is new. The chosen settings are merged into rankers/configs/RANKER.yaml
+    under datasets.DATASET with the sweep table as a comment above them (--no-write: print
+    only); the sweep is kept in results/sweeps/DATASET/.
+    """
+    from bench.runner import RunOptions
+    from bench.settings import results_root
+    from bench.sweep import parse_grid, run_sweep, save_sweep, table_lines, write_chosen
+
+    grid = parse_grid(_parse_sets(set_))
+    command = " ".join(
+        [
+            f"bench sweep -r {ranker} -d {dataset}",
+            *(f"--set {k}={','.join(v)}" for k, v in grid.items()),
+            *([f"--train-subset {train_subset}"] if train_subset else []),
+            *([f"--seed {seed}"] if seed else []),
+        ]
+    )
+    base = RunOptions(
+        ranker=ranker,
+        dataset=dataset,
+        device=device,
+        seed=seed,
+        threads=threads,
+        train_subset=train_subset,
+        data_dir=data_dir,
+        results_dir=results_dir,
+        progress=True,
+    )
+    done = run_sweep(base, grid, measure=measure, command=command)
+    typer.echo("\n".join(table_lines(done)))
+    saved = save_sweep(done, results_root(results_dir))
+    typer.echo(f"sweep record: {saved}")
+    if write and train_subset:
+        typer.echo(
+            "settings file not changed: a sweep on --train-subset would set the whole "
+            f"dataset's settings; add the chosen settings under datasets.{dataset} if meant"
+        )
+    elif write:
+        from bench.runner import settings_file
+
+        settings = write_chosen(done)
+        typer.echo(f"wrote datasets.{dataset} = {settings} to {settings_file(done.ranker)}")
+
+
 def _emit(out: Any) -> None:
     """Print a rendered table: rich objects through the console, text as is."""
     if isinstance(out, str):

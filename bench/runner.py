@@ -171,6 +171,12 @@ def label_for(ranker: Ranker, fitted: bool, subset: int | None = None) -> str:
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "rankers" / "configs"
 
 
+def settings_file(name: str) -> Path:
+    """The settings file of ranker ``name`` (it need not exist): the one the ranker was
+    registered with, else ``CONFIG_DIR/<name>.yaml``."""
+    return config_file(name) or CONFIG_DIR / f"{name}.yaml"
+
+
 def ranker_options(
     name: str, dataset: str, overrides: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -178,7 +184,7 @@ def ranker_options(
     section, then ``overrides`` (the command line). Rankers without a file use their defaults.
     The file is ``CONFIG_DIR/<name>.yaml``, or the one the ranker was registered with
     (:func:`rankers.register`), so that a ranker kept outside this repository brings its own."""
-    path = config_file(name) or CONFIG_DIR / f"{name}.yaml"
+    path = settings_file(name)
     options: dict[str, Any] = {}
     if path.exists():
         try:
