@@ -770,7 +770,9 @@ def demo(
 @_friendly_errors
 def ablate(
     dataset: Annotated[str, typer.Option("--dataset", "-d", help="Dataset with train/dev/test.")],
-    what: Annotated[str, typer.Option(help="loss (BCE, CE, ListNet, RPL) or positions.")] = "loss",
+    what: Annotated[
+        str, typer.Option(help="loss (bce, ce, listnet, rpl, rpl-self, pl) or positions.")
+    ] = "loss",
     ranker: Annotated[str, typer.Option("--ranker", "-r", help="Ranker to ablate.")] = "crossjem",
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Shared option key=value (repeatable).")
