@@ -229,16 +229,16 @@ def _has_projection(path: str) -> bool | None:
     return False
 
 
-class ColBERTRanker(Ranker):
+class ColBERTRanker(Ranker[ColBERTRankerConfig]):
     """MaxSim re-ranking with a colbert-ai model; candidates are encoded at query time."""
 
     name: ClassVar[str] = "colbert"
     family: ClassVar[str] = "late"
-    Config: ClassVar[type[RankerConfig]] = ColBERTRankerConfig
+    Config = ColBERTRankerConfig
     pointwise: ClassVar[bool] = True
     trainable: ClassVar[bool] = True
 
-    def __init__(self, config: RankerConfig | None = None, device: str = "cpu") -> None:
+    def __init__(self, config: ColBERTRankerConfig | None = None, device: str = "cpu") -> None:
         super().__init__(config, device)
         self.device = resolve_device(device)
         self._model: ColBERT | None = None
@@ -248,12 +248,7 @@ class ColBERTRanker(Ranker):
         self.training_summary: dict[str, Any] | None = None
         from rankers.encoders import CastCache
 
-        self._cast = CastCache()
-
-    @property
-    def cfg(self) -> ColBERTRankerConfig:
-        assert isinstance(self.config, ColBERTRankerConfig)
-        return self.config
+        self._cast: CastCache[ColBERT] = CastCache()
 
     def untrained_weights(self) -> str | None:
         if self.training_summary is not None or self._provenance.get("checkpoint"):

@@ -157,7 +157,7 @@ class _FitData:
     collection: dict[str, str]
 
 
-class DenseRanker(Ranker):
+class DenseRanker(Ranker[DenseConfig]):
     """A SentenceTransformer bi-encoder; subclasses only choose how hard negatives are scored."""
 
     family = "dual"
@@ -171,7 +171,6 @@ class DenseRanker(Ranker):
 
     def __init__(self, config: DenseConfig | None = None, device: str = "cpu") -> None:
         super().__init__(config, device)
-        self.config: DenseConfig
         self._ref: ModelRef = resolve_model(self.config.model)
         self._model: SentenceTransformer | None = None
         self._similarity = ""
@@ -187,7 +186,7 @@ class DenseRanker(Ranker):
         self._fitting = False
         from rankers.encoders import CastCache
 
-        self._cast = CastCache()
+        self._cast: CastCache[SentenceTransformer] = CastCache()
 
     # -- model ---------------------------------------------------------------------------------
     @property

@@ -23,7 +23,7 @@ import logging
 from abc import abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 import torch
@@ -47,6 +47,9 @@ from rankers.base import (
 from rankers.losses import LOSSES
 from rankers.models import resolve_model, state_hash, weights_hash
 from rankers.tokens import ItemTokens
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +78,10 @@ def dtype_label(dtype: str, device: str) -> str:
     return name if resolved == torch.float32 else f"{name} weights"
 
 
-class CastCache:
+M = TypeVar("M", bound=nn.Module)
+
+
+class CastCache(Generic[M]):
     """A copy of a module with its weights cast once to a low-precision dtype for scoring.
 
     Per-call autocast re-casts every weight on every call (on an H100 that erased CROSS-JEM's
@@ -85,9 +91,9 @@ class CastCache:
 
     def __init__(self) -> None:
         self._key: tuple[Any, ...] | None = None
-        self._module: nn.Module | None = None
+        self._module: M | None = None
 
-    def get(self, module: nn.Module, dtype: torch.dtype) -> nn.Module:
+    def get(self, module: M, dtype: torch.dtype) -> M:
         if dtype == torch.float32 and all(p.dtype == dtype for p in module.parameters()):
             return module
         key = (id(module), dtype, tuple(p._version for p in module.parameters()))
@@ -275,7 +281,11 @@ def write_tiny_bert(
     )
 
 
-class EncoderRanker(Ranker):
+#: the config class of an encoder ranker
+EC = TypeVar("EC", bound=EncoderConfig)
+
+
+class EncoderRanker(Ranker[EC], Generic[EC]):
     """A ranker whose module is ``encoder`` (Hugging Face AutoModel) plus a small head.
 
     Subclasses build the module in :meth:`_build_module` and implement scoring; the encoder,
@@ -283,10 +293,11 @@ class EncoderRanker(Ranker):
     first use of :attr:`module` or :attr:`tokenizer` loads the weights.
     """
 
-    Config: ClassVar[type[RankerConfig]] = EncoderConfig
+    #: (the ignore: see Ranker.Config)
+    Config: type[EC] = EncoderConfig  # type: ignore[assignment]
     trainable: ClassVar[bool] = True
 
-    def __init__(self, config: RankerConfig | None = None, device: str = "cpu") -> None:
+    def __init__(self, config: EC | None = None, device: str = "cpu") -> None:
         super().__init__(config, device)
         self.device = resolve_device(device)
         self._module: nn.Module | None = None
@@ -294,22 +305,17 @@ class EncoderRanker(Ranker):
         self._special: SpecialIds | None = None
         self._base: dict[str, Any] = {}
         self._items: ItemTokens | None = None
-        self._cast = CastCache()
-
-    @property
-    def cfg(self) -> EncoderConfig:
-        assert isinstance(self.config, EncoderConfig)
-        return self.config
+        self._cast: CastCache[nn.Module] = CastCache()
 
     def untrained_weights(self) -> str | None:
         return None if self.cfg.checkpoint else f"the {self.name} head on a bare encoder"
 
     # -- subclass hooks ------------------------------------------------------------------------
     @abstractmethod
-    def _build_module(self, encoder: nn.Module) -> nn.Module:
+    def _build_module(self, encoder: PreTrainedModel) -> nn.Module:
         """Wrap the encoder with this ranker's head; the result must keep it as ``.encoder``."""
 
-    def _check_encoder(self, encoder: nn.Module) -> None:  # noqa: B027 - optional hook
+    def _check_encoder(self, encoder: PreTrainedModel) -> None:  # noqa: B027 - optional hook
         """Validate config limits against the loaded encoder (max positions...)."""
 
     # -- loading -------------------------------------------------------------------------------
@@ -451,10 +457,13 @@ class EncoderRanker(Ranker):
     def save(self, path: Path) -> None:
         """Encoder + tokenizer (save_pretrained), head weights, and ranker.json."""
         from safetensors.torch import save_file
+        from transformers import PreTrainedModel
 
         module = self.module
+        encoder = module.encoder
+        assert isinstance(encoder, PreTrainedModel), "_build_module keeps the encoder as .encoder"
         path.mkdir(parents=True, exist_ok=True)
-        module.encoder.save_pretrained(path / ENCODER_DIR)
+        encoder.save_pretrained(path / ENCODER_DIR)
         self.tokenizer.save_pretrained(path / ENCODER_DIR)
         head = {
             k: v.detach().cpu().contiguous()
