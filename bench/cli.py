@@ -455,7 +455,7 @@ def compare(
 
     from bench.results import load_records
     from bench.settings import results_root
-    from bench.tables import build_comparison, render
+    from bench.tables import build_comparison, render, render_json
 
     records = load_records(results_root(results_dir), dataset=dataset, split=split)
     if not records:
@@ -473,11 +473,10 @@ def compare(
         table = build_comparison(
             recs, metrics=wanted, baseline=baseline, test=test, alpha=alpha, reference=reference
         )
-        out = render(table, fmt)
         if fmt == "json":
-            json_out.extend(json.loads(out))
+            json_out.extend(json.loads(render_json(table)))
         else:
-            _emit(out)
+            _emit(render(table, fmt))
     if fmt == "json":
         typer.echo(json.dumps(json_out, indent=2))
 

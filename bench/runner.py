@@ -254,7 +254,7 @@ def _resolve_teacher(ranker: Ranker, opts: RunOptions, root: Path) -> str | None
     teacher_ranker = create_ranker(teacher_name, options, device=ranker.device)
     log.info("teacher for %s: %s trained on %s", ranker.name, teacher_name, opts.dataset)
     summary = fit_or_load(teacher_ranker, replace(opts, ranker=teacher_name, options=options), root)
-    ranker.config.teacher = summary["model_dir"]  # type: ignore[attr-defined]
+    ranker.config.teacher = summary["model_dir"]
     return summary["key"]
 
 

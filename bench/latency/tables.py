@@ -104,7 +104,7 @@ class LatencyTable:
         for n in self.n_values:
             for col, parts in self.breakdown.get(n, {}).items():
                 texts = [
-                    missing if parts[k] is None else _number(parts[k], self.breakdown_stat)
+                    missing if (v := parts[k]) is None else _number(v, self.breakdown_stat)
                     for k in ("total", "host", "model_only")
                 ]
                 share = parts.get("host_share")
