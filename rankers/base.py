@@ -172,11 +172,17 @@ def option(
     return dataclasses.field(default=default, metadata=metadata)
 
 
-def inherit_option(config: type[RankerConfig], name: str, default: Any) -> Any:
-    """Option ``name`` of ``config`` with another default, for a subclass that changes only the
-    default (a plain ``name: str = "x"`` would drop the declared role, help and range)."""
+def inherit_option(
+    config: type[RankerConfig], name: str, default: Any, *, help: str | None = None
+) -> Any:
+    """Option ``name`` of ``config`` with another default (and, with ``help``, a help text that
+    says what it means for this ranker), for a subclass that keeps the option's role and range
+    (a plain ``name: str = "x"`` would drop the declared role, help and range)."""
     (field,) = (f for f in dataclasses.fields(config) if f.name == name)
-    return dataclasses.field(default=default, metadata=field.metadata)
+    metadata: Mapping[str, Any] = field.metadata
+    if help is not None:
+        metadata = {**metadata, _SPEC: dataclasses.replace(metadata[_SPEC], help=help)}
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 def option_spec(field: dataclasses.Field[Any]) -> OptionSpec | None:
@@ -280,6 +286,20 @@ class RankerConfig:
                 )
             )
         return rows
+
+
+@dataclasses.dataclass
+class TrainingConfig(RankerConfig):
+    """The options every trainable ranker's config shares (its ``Config`` subclasses this): what
+    :meth:`rankers.training.LoopPlan.of` reads for the one training loop. A ranker gives its own
+    default or help with :func:`inherit_option`. Being inherited, these fields come first in a
+    subclass's field order."""
+
+    lr: float = option(1e-4, role=TRAINING, help="peak AdamW learning rate")
+    epochs: int = option(1, role=TRAINING, min=1, help="passes over the training data")
+    weight_decay: float = option(0.01, role=TRAINING, help="AdamW weight decay")
+    max_grad_norm: float = option(1.0, role=TRAINING, help="gradient clipping norm")
+    seed: int = option(0, role=TRAINING, help="initialisation of new weights and training order")
 
 
 _OPTIONAL: dict[type[RankerConfig], frozenset[str]] = {}

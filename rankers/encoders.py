@@ -39,8 +39,9 @@ from rankers.base import (
     TRAINING,
     LatencyVariant,
     Ranker,
-    RankerConfig,
     RankerError,
+    TrainingConfig,
+    inherit_option,
     option,
     read_saved,
 )
@@ -122,7 +123,7 @@ HEAD_FILE = "head.safetensors"
 
 
 @dataclasses.dataclass
-class EncoderConfig(RankerConfig):
+class EncoderConfig(TrainingConfig):
     """Settings every encoder ranker shares. ``checkpoint`` (a ``save()`` folder) wins over
     ``model``; on load its saved settings are adopted except the runtime ones (batch sizes,
     dtype, pre-tokenising: :attr:`Role.RUNTIME <rankers.base.Role.RUNTIME>`)."""
@@ -144,7 +145,9 @@ class EncoderConfig(RankerConfig):
     dropout: float = option(
         0.1, role=TRAINING, min=0, below=1, help="dropout before the head (training only)"
     )
-    seed: int = option(0, role=TRAINING, help="head initialisation and training order")
+    seed: int = inherit_option(
+        TrainingConfig, "seed", 0, help="head initialisation and training order"
+    )
     dtype: str = option(
         "auto",
         role=TRAINING | RUNTIME,
@@ -169,11 +172,8 @@ class EncoderConfig(RankerConfig):
         role=TRAINING,
         help="ranker name or save() folder whose sigmoid(scores) are the targets (else qrels)",
     )
-    epochs: int = option(3, role=TRAINING, min=1, help="passes over the train lists")
-    lr: float = option(1e-4, role=TRAINING, help="peak AdamW learning rate")
-    weight_decay: float = option(0.01, role=TRAINING, help="AdamW weight decay")
+    epochs: int = inherit_option(TrainingConfig, "epochs", 3, help="passes over the train lists")
     warmup_ratio: float = option(0.1, role=TRAINING, help="share of steps warming the lr up")
-    max_grad_norm: float = option(1.0, role=TRAINING, help="gradient clipping norm")
     train_batch_queries: int = option(
         8,
         role=TRAINING,

@@ -39,8 +39,9 @@ from rankers.base import (
     SCORE,
     TRAINING,
     Ranker,
-    RankerConfig,
     RankerError,
+    TrainingConfig,
+    inherit_option,
     option,
     read_saved,
 )
@@ -64,8 +65,9 @@ T5_TYPES = ("t5", "mt5", "umt5")
 
 
 @dataclasses.dataclass
-class RankT5Config(RankerConfig):
-    """Scoring options, then training options (field names shared with the encoder rankers, as
+class RankT5Config(TrainingConfig):
+    """The shared training options (:class:`~rankers.base.TrainingConfig`), scoring options, then
+    the list trainer's options (field names shared with the encoder rankers, as
     :func:`rankers.training.fit_lists` reads them). A loaded checkpoint restores the score
     options (:attr:`Role.SCORE <rankers.base.Role.SCORE>`)."""
 
@@ -95,8 +97,8 @@ class RankT5Config(RankerConfig):
         help="scoring: weights cast once to it (auto: bfloat16 on CUDA, float32 on CPU); "
         "training on CUDA: the autocast dtype over float32 master weights",
     )
-    seed: int = option(
-        0, role=TRAINING, help="new weights' initialisation, list cuts and training order"
+    seed: int = inherit_option(
+        TrainingConfig, "seed", 0, help="new weights' initialisation, list cuts and training order"
     )
     loss: str = option(
         "ce",
@@ -115,11 +117,8 @@ class RankT5Config(RankerConfig):
         min=2,
         help="training lists cut once to this many (positives that fit, sampled negatives)",
     )
-    epochs: int = option(1, role=TRAINING, min=1, help="passes over the train lists")
-    lr: float = option(1e-4, role=TRAINING, help="peak AdamW learning rate")
-    weight_decay: float = option(0.01, role=TRAINING, help="AdamW weight decay")
+    epochs: int = inherit_option(TrainingConfig, "epochs", 1, help="passes over the train lists")
     warmup_ratio: float = option(0.1, role=TRAINING, help="share of steps warming the lr up")
-    max_grad_norm: float = option(1.0, role=TRAINING, help="gradient clipping norm")
     train_batch_queries: int = option(
         4, role=TRAINING, min=1, help="candidate lists per optimisation step"
     )

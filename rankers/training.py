@@ -65,7 +65,7 @@ import numpy as np
 from bench.data.model import CandidateList, Qrels, RankingSplit
 from bench.metrics import build_run, evaluate
 from bench.results import atomic_write_json
-from rankers.base import Ranker, RankerError, Role
+from rankers.base import Ranker, RankerError, Role, TrainingConfig
 from rankers.losses import RankingLoss, get_loss
 
 if TYPE_CHECKING:
@@ -682,9 +682,10 @@ class LoopPlan:
     distributed: bool = False
 
     @classmethod
-    def of(cls, cfg: Any, **settings: Any) -> LoopPlan:
-        """A plan from the option names every trainable config shares (epochs, lr,
-        weight_decay, max_grad_norm, seed, checkpoint_steps), then ``settings``."""
+    def of(cls, cfg: TrainingConfig, **settings: Any) -> LoopPlan:
+        """A plan from the options every trainable config shares (:class:`TrainingConfig`:
+        epochs, lr, weight_decay, max_grad_norm, seed) and its checkpoint_steps if it has that
+        option, then ``settings``."""
         shared = ("epochs", "lr", "weight_decay", "max_grad_norm", "seed")
         plan: dict[str, Any] = {name: getattr(cfg, name) for name in shared}
         plan["checkpoint_steps"] = int(getattr(cfg, "checkpoint_steps", 0) or 0)
