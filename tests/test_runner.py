@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 from toydata import write_toy_mteb
 
-from bench.runner import RunOptions, label_for, ranker_options, run
+from bench.runner import RunOptions, label_for, ranker_options, run, train
 from rankers import RankerError, create_ranker
 from rankers.encoders import write_tiny_bert
 
@@ -114,3 +115,22 @@ def test_label_names_what_differs_from_defaults() -> None:
     ranker = create_ranker("bm25", {"k1": "1.2"})
     assert label_for(ranker, fitted=False) == "bm25 (k1=1.2)"
     assert label_for(create_ranker("bm25"), fitted=False, subset=50) == "bm25 (first 50 queries)"
+
+
+def test_the_run_context_is_resolved_once_and_used_by_the_run(tmp_path: Path) -> None:
+    opts = _toy_run(tmp_path, "bm25", threads=1, results_dir=tmp_path / "asked")
+    ctx = opts.context()
+    assert (ctx.device, ctx.threads) == ("cpu", 1)
+    assert (ctx.data_root, ctx.results_root) == (tmp_path / "data", tmp_path / "asked")
+    # the runner takes the context it is given (here another results root) over its own
+    elsewhere = dataclasses.replace(ctx, results_root=tmp_path / "given")
+    record = run(opts, elsewhere)
+    assert record.path is not None and (tmp_path / "given") in record.path.parents
+    assert record.run_config["device"] == "cpu" and not (tmp_path / "asked").exists()
+    with pytest.raises(ValueError, match="--device"):
+        dataclasses.replace(opts, device="tpu").context()
+
+
+def test_train_refuses_a_ranker_that_cannot_train(tmp_path: Path) -> None:
+    with pytest.raises(RankerError, match="not trainable, so `bench train` has nothing to do"):
+        train(_toy_run(tmp_path, "bm25"))
