@@ -48,7 +48,6 @@ from bench.results import (
 from bench.runner import RunOptions, fit_or_load, ranker_options, run
 from rankers import RankerError, create_ranker
 from rankers.base import Ranker, RankerConfig, read_saved
-from rankers.encoders import write_tiny_bert
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 cli = CliRunner()
@@ -123,11 +122,6 @@ class FakeTrainable(Ranker):
         if (path / "weights.bin").read_bytes() != self.WEIGHTS:
             raise ValueError(f"{path / 'weights.bin'}: unexpected weights")
         self.loads += 1
-
-
-@pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_tiny_bert(tmp_path_factory.mktemp("tiny") / "bert")
 
 
 @pytest.fixture()

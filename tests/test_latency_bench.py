@@ -42,7 +42,6 @@ from bench.latency import (
 )
 from bench.latency.protocol import PARTS
 from rankers.base import LatencyVariant, Ranker, RankerConfig, RankerError
-from rankers.encoders import write_tiny_bert
 from rankers.models import write_random_bert
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -640,11 +639,6 @@ def test_arch_times_random_weights_of_the_preset(
             assert row.options["model"] == str(folder)
     # the cost model measures the arch's encoder too
     assert rec.blocks[0].tokens["encoder"] == {"layers": 2, "hidden": 32, "intermediate": 64}
-
-
-@pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
 
 
 def test_tiny_end_to_end_run(shared_data: Path, tiny_bert: Path, results_dir: Path) -> None:

@@ -10,7 +10,6 @@ from toydata import write_toy_mteb
 
 from bench.runner import RunOptions, label_for, ranker_options, run, train
 from rankers import RankerError, create_ranker
-from rankers.encoders import write_tiny_bert
 
 
 def _toy_run(tmp_path: Path, ranker: str, **fields: object) -> RunOptions:
@@ -20,11 +19,6 @@ def _toy_run(tmp_path: Path, ranker: str, **fields: object) -> RunOptions:
     return RunOptions(
         ranker=ranker, dataset="toy", data_dir=tmp_path / "data", **{**base, **fields}
     )
-
-
-@pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_tiny_bert(tmp_path_factory.mktemp("tiny") / "bert")
 
 
 @pytest.fixture()
