@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from toymodels import CountingRanker
 
 import rankers
 from bench.checks import OK, run_checks
@@ -110,21 +111,6 @@ def test_list_tokens_union_compression_and_groups() -> None:
     assert summary["monobert_tokens_per_query"] == 8 + 8 + 7 + 6  # L_q + L_k + 3 per item
     assert summary["crossjem_tokens_per_query"] == (2 + 4 + 3) + (2 + 3 + 3)
     assert summary["union_mean"] == 5 and summary["groups_mean"] == 2
-
-
-class CountingRanker(Ranker):
-    name = "counting"
-    family = "sparse"
-
-    def __init__(self, tag: str = "", log: list[str] | None = None) -> None:
-        super().__init__()
-        self.calls: list[int] = []
-        self.tag, self.log = tag, log if log is not None else []
-
-    def score(self, lists):  # type: ignore[override]
-        self.calls.append(len(lists))
-        self.log.append(self.tag + lists[0].query.qid)
-        return [np.zeros(len(cl)) for cl in lists]
 
 
 def _lists(n: int) -> list[CandidateList]:
