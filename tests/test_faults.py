@@ -190,6 +190,7 @@ def test_changed_ranker_code_recomputes_a_cached_result_and_says_why(
     )
     provenance.code_fingerprint.cache_clear()
     caplog.set_level(logging.INFO)
+    caplog.clear()  # only the rerun's log (a CLI test run before may have left INFO on)
     second = run(opts)
     assert second.path != first.path and second.created >= first.created
     assert second.key_parts["config"] == first.key_parts["config"]
