@@ -11,7 +11,7 @@ TORCH_SPEC ?= torch==2.13.0
 TEST_DATA ?= $(if $(BENCH_DATA_DIR),$(BENCH_DATA_DIR),$(abspath ../shared/data))
 TEST_RESULTS ?= $(abspath .ci-results)
 
-.PHONY: install demo test lint layers pytest regression clean
+.PHONY: install demo test lint layers typecheck pytest regression clean
 
 install: $(VENV)/.installed
 
@@ -25,9 +25,13 @@ $(VENV)/.installed: pyproject.toml
 demo: install
 	$(BIN)/bench demo
 
-lint: install layers
+lint: install layers typecheck
 	$(BIN)/ruff check bench rankers tests
 	$(BIN)/ruff format --check bench rankers tests
+
+# Static types of bench and rankers (settings: [tool.mypy] in pyproject.toml).
+typecheck: install
+	$(BIN)/mypy bench rankers
 
 # The layer rule of bench.FOUNDATION (rankers import only bench's foundation, which imports
 # neither rankers nor the application; no import cycles among rankers modules), read from source.

@@ -11,6 +11,7 @@ import dataclasses
 import logging
 from typing import Any
 
+from bench.context import RunContext
 from bench.results import ResultRecord
 from bench.runner import RunOptions, run
 
@@ -23,15 +24,17 @@ ABLATIONS: dict[str, tuple[str, tuple[Any, ...]]] = {
 }
 
 
-def run_ablation(what: str, base: RunOptions) -> list[ResultRecord]:
-    """Run every variant of ``what`` (cached variants are reused); records carry variant labels."""
+def run_ablation(what: str, base: RunOptions, ctx: RunContext | None = None) -> list[ResultRecord]:
+    """Run every variant of ``what`` (cached variants are reused), all in ``ctx`` (default:
+    ``base``'s context); records carry variant labels."""
     if what not in ABLATIONS:
         raise ValueError(f"--what must be one of {', '.join(ABLATIONS)}, not {what!r}")
     option, values = ABLATIONS[what]
+    ctx = ctx or base.context()
     records = []
     for value in values:
         opts = dataclasses.replace(base, options={**base.options, option: value})
         log.info("ablation %s: %s=%s", what, option, value)
-        rec = run(opts)
+        rec = run(opts, ctx)
         records.append(dataclasses.replace(rec, label=f"{base.ranker} {option}={value}"))
     return records

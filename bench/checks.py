@@ -42,7 +42,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 import yaml
 
@@ -146,9 +146,15 @@ class _Entry:
         if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
             name = "/".join("number" if k is float else k.__name__ for k in kinds)
             raise self.error(f"bad key {key!r}: expected {name}, got {value!r}")
-        if kind is float and not math.isfinite(value):
+        if isinstance(value, float) and kind is float and not math.isfinite(value):
             raise self.error(f"bad key {key!r}: expected a finite number, got {value!r}")
         return value
+
+    @overload
+    def text(self, key: str, required: Literal[True] = True) -> str: ...
+
+    @overload
+    def text(self, key: str, required: bool) -> str | None: ...
 
     def text(self, key: str, required: bool = True) -> str | None:
         value = self.get(key, (str, int, float), required)
@@ -322,7 +328,7 @@ def _no_match(records: Sequence[ResultRecord], selector: Selector) -> str:
 
 def _check_metric(exp: MetricExpectation, records: Sequence[ResultRecord]) -> CheckResult:
     name = f"{exp.selector.describe()} {exp.metric}"
-    base = {
+    base: dict[str, Any] = {
         "name": name,
         "expected": exp.expected,
         "tolerance": exp.tolerance,
@@ -331,7 +337,7 @@ def _check_metric(exp: MetricExpectation, records: Sequence[ResultRecord]) -> Ch
     record = find_record(records, exp.selector)
     if record is None:
         return CheckResult(MISSING, actual=None, message=_no_match(records, exp.selector), **base)
-    found = {"record": record, "records": (record,)}
+    found: dict[str, Any] = {"record": record, "records": (record,)}
     if exp.metric not in record.metrics:
         have = ", ".join(record.metrics) or "none"
         return CheckResult(
@@ -369,7 +375,7 @@ def _side_value(
 def _check_ratio(exp: RatioExpectation, records: Sequence[ResultRecord]) -> CheckResult:
     num, den = exp.numerator, exp.denominator
     name = f"{num.selector.describe()} {num.field} / {den.selector.describe()} {den.field}"
-    base = {
+    base: dict[str, Any] = {
         "name": name,
         "expected": None,
         "tolerance": None,
@@ -439,6 +445,7 @@ def format_check_line(result: CheckResult) -> str:
         line = f"{result.status:<4} {result.name} expected {want}"
         digits = 2
     else:
+        assert result.expected is not None and result.tolerance is not None  # a metric check
         want = f"{result.expected:g} ± {result.tolerance:g}"
         line = f"{result.status:<4} {result.name} expected {want}"
         digits = max(4, _decimals(result.expected), _decimals(result.tolerance))

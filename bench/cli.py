@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import sys
@@ -15,7 +14,8 @@ import typer
 from rich.console import Console
 from rich.logging import RichHandler
 from rich.markup import escape
-from rich.table import Table
+
+from bench.reports import error_text
 
 app = typer.Typer(
     help=(
@@ -34,6 +34,7 @@ log = logging.getLogger("bench")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+#: options several commands share (those whose help differs per command take it as an argument)
 DataDir = Annotated[
     Path | None,
     typer.Option("--data-dir", help="Data root (default: $BENCH_DATA_DIR, else ./datasets)."),
@@ -44,6 +45,25 @@ ResultsDir = Annotated[
         "--results-dir", help="Results root (default: $BENCH_RESULTS_DIR, else ./results)."
     ),
 ]
+Device = Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")]
+RankerSets = Annotated[
+    list[str] | None, typer.Option("--set", help="Ranker option key=value (repeatable).")
+]
+
+
+def _dataset_option(help: str) -> Any:
+    """``--dataset/-d`` with this command's help."""
+    return typer.Option("--dataset", "-d", help=help)
+
+
+def _ranker_option(help: str) -> Any:
+    """``--ranker/-r`` with this command's help."""
+    return typer.Option("--ranker", "-r", help=help)
+
+
+def _format_option(help: str) -> Any:
+    """``--format/-f`` with this command's help."""
+    return typer.Option("--format", "-f", help=help)
 
 
 @app.callback()
@@ -80,13 +100,6 @@ INTERRUPTED = (
 )
 
 
-def _error_text(exc: BaseException) -> str:
-    """One line: an OS error as ``PATH: reason``, anything else as its message."""
-    if isinstance(exc, OSError) and exc.strerror and exc.filename:
-        return f"{exc.filename}: {exc.strerror}"
-    return str(exc)
-
-
 def _friendly_errors(func: F) -> F:
     """Known input errors, unwritable folders and OS errors become one red line and exit code 2
     instead of a traceback (-v re-raises them); Ctrl-C says what was kept and exits 130."""
@@ -102,7 +115,7 @@ def _friendly_errors(func: F) -> F:
         except (DatasetError, RankerError, StorageError, ValueError, OSError, ImportError) as exc:
             if log.isEnabledFor(logging.DEBUG):
                 raise
-            err_console.print(f"[bold red]error:[/] {escape(_error_text(exc))}")
+            err_console.print(f"[bold red]error:[/] {escape(error_text(exc))}")
             raise typer.Exit(2) from None
         except KeyboardInterrupt:
             err_console.print(f"[bold yellow]{escape(INTERRUPTED)}[/]")
@@ -137,6 +150,18 @@ def _parse_sets(pairs: list[str] | None) -> dict[str, str]:
     return options
 
 
+def _ranker_overrides(sets: list[str] | None, **flags: str | None) -> dict[str, str]:
+    """``--set key=value`` pairs, then the option flags given (``--model``, ``--loss``...)."""
+    options = _parse_sets(sets)
+    options.update({key: value for key, value in flags.items() if value})
+    return options
+
+
+def _print(parts: list[Any]) -> None:
+    for part in parts:
+        console.print(part)
+
+
 # -- datasets ------------------------------------------------------------------------------------
 @app.command()
 @_friendly_errors
@@ -147,82 +172,9 @@ def datasets(
     ] = True,
 ) -> None:
     """List datasets under the data root with split sizes, candidates per query and lengths."""
-    from bench.data import (
-        DatasetError,
-        dataset_splits,
-        get_card,
-        list_datasets,
-        load_split,
-        split_stats,
-    )
-    from bench.settings import data_root
+    from bench.reports import datasets_table, wordpiece_tokenizer
 
-    tokenizer = _wordpiece() if wordpiece else None
-    table = Table(title=f"Datasets under {data_root(data_dir)}")
-    for col in (
-        "dataset",
-        "layout",
-        "split",
-        "queries",
-        "cand/query",
-        "pos/query",
-        "query len",
-        "cand len",
-        "union/list",
-        "dropped",
-    ):
-        table.add_column(col, justify="left" if col in ("dataset", "layout", "split") else "right")
-    unit = "WordPiece tokens" if tokenizer else "words"
-    for name in list_datasets(data_dir):
-        # one broken or unreadable dataset is reported and listed, the others still are
-        try:
-            layout = get_card(name, data_dir).layout
-            splits = dataset_splits(name, data_dir, local_only=True)
-            loaded = [load_split(name, sp, data_dir) for sp in splits]
-        except (DatasetError, OSError) as exc:
-            layout, loaded = "?", []
-            log.warning("%s: not available: %s", name, _error_text(exc))
-        else:
-            if not loaded:
-                log.info("%s: not available: no local copy", name)
-        if not loaded:
-            table.add_row(name, layout, "-", *["-"] * 7)
-            continue
-        for split in loaded:
-            s = split_stats(split, tokenizer=tokenizer)
-            key = "wordpiece" if tokenizer else "words"
-            cand, cpq = s["candidate_length"][key], s["candidates_per_query"]
-            table.add_row(
-                name,
-                split.layout,
-                split.split,
-                str(s["queries"]),
-                f"{cpq['mean']:.1f} ({cpq['min']}-{cpq['max']})",
-                f"{s['positives_per_query']['mean']:.2f}",
-                f"{s['query_length'][key]['mean']:.1f}",
-                f"{cand['mean']:.1f} (p95 {cand['p95']:.0f})",
-                f"{s['union_length'][key]['mean']:.0f} (max {s['union_length'][key]['max']:.0f})",
-                ", ".join(f"{k}: {v}" for k, v in split.dropped.items() if v) or "0",
-            )
-    table.caption = (
-        f"lengths: mean {unit}; union/list: distinct tokens of a query's candidates "
-        "(CROSS-JEM's input); unavailable datasets are listed with '-' (the log says why: a "
-        "warning for broken files, a note for no local copy)"
-    )
-    console.print(table)
-
-
-def _wordpiece() -> Callable[[str], list[str]] | None:
-    try:
-        from transformers import AutoTokenizer
-
-        from rankers.models import resolve_model
-
-        tok = AutoTokenizer.from_pretrained(resolve_model("minilm-l6").path)
-    except Exception as exc:  # noqa: BLE001 - statistics fall back to words
-        log.warning("WordPiece tokenizer unavailable (%s); counting words", exc)
-        return None
-    return tok.tokenize
+    console.print(datasets_table(data_dir, wordpiece_tokenizer() if wordpiece else None))
 
 
 # -- rankers -------------------------------------------------------------------------------------
@@ -231,44 +183,17 @@ def _wordpiece() -> Callable[[str], list[str]] | None:
 def rankers() -> None:
     """List registered rankers with their options (set with --set key=value): default, role,
     valid range and what each does."""
-    from rankers import FAMILIES, RankerError, available, get_ranker_class
+    from bench.reports import ranker_options_report
 
-    for name in available():
-        try:
-            cls = get_ranker_class(name)
-        except RankerError as exc:
-            console.print(f"[bold]{name}[/bold]: unavailable: {escape(str(exc))}")
-            continue
-        title = f"{name} ({FAMILIES.get(cls.family, cls.family)}"
-        title += ", trainable)" if cls.trainable else ")"
-        options = cls.Config.describe_options()
-        if not options:
-            console.print(f"[bold]{escape(title)}[/bold]: no options")
-            continue
-        table = Table(title=escape(title), title_justify="left", title_style="bold")
-        table.add_column("option", no_wrap=True)
-        table.add_column("default", max_width=24, overflow="fold")
-        table.add_column("role", no_wrap=True)
-        table.add_column("range")
-        table.add_column("help")
-        for opt in options:
-            default = "-" if opt.default is dataclasses.MISSING else repr(opt.default)
-            role = opt.role.label() if opt.role is not None else ""
-            table.add_row(*(escape(v) for v in (opt.name, default, role, opt.range, opt.help)))
-        console.print(table)
-    console.print(
-        "roles: training = part of the trained-model key (changing it trains anew); "
-        "score = defines what a score means (a loaded checkpoint's value wins); "
-        "runtime = speed, precision or where the weights come from (the caller's value wins)"
-    )
+    _print(ranker_options_report())
 
 
 # -- run / train ---------------------------------------------------------------------------------
 @app.command()
 @_friendly_errors
 def run(
-    ranker: Annotated[str, typer.Option("--ranker", "-r", help="Ranker name (bench rankers).")],
-    dataset: Annotated[str, typer.Option("--dataset", "-d", help="Dataset (bench datasets).")],
+    ranker: Annotated[str, _ranker_option("Ranker name (bench rankers).")],
+    dataset: Annotated[str, _dataset_option("Dataset (bench datasets).")],
     split: Annotated[
         str | None, typer.Option(help="Split to rank (default: the dataset's).")
     ] = None,
@@ -278,14 +203,12 @@ def run(
     ] = None,
     loss: Annotated[str | None, typer.Option(help="Training loss (encoder rankers).")] = None,
     teacher: Annotated[str | None, typer.Option(help="Teacher ranker name or folder.")] = None,
-    set_: Annotated[
-        list[str] | None, typer.Option("--set", help="Ranker option key=value (repeatable).")
-    ] = None,
+    set_: RankerSets = None,
     fit: Annotated[
         bool,
         typer.Option("--fit/--no-fit", help="Fine-tune on train (dev selects) before ranking."),
     ] = False,
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
+    device: Device = "auto",
     seed: Seed = 0,
     threads: Threads = None,
     batch_queries: Annotated[int, typer.Option(min=1, help="Queries per scoring call.")] = 1,
@@ -303,64 +226,36 @@ def run(
     to results/runs/DATASET/RANKER/SPLIT-HASH/; a rerun with the same configuration reuses the
     record unless --force.
     """
+    from bench.reports import record_report
     from bench.runner import RunOptions
     from bench.runner import run as run_one
 
-    options = _parse_sets(set_)
-    for key, value in (("model", model), ("loss", loss), ("teacher", teacher)):
-        if value:
-            options[key] = value
-    record = run_one(
-        RunOptions(
-            ranker=ranker,
-            dataset=dataset,
-            split=split,
-            options=options,
-            device=device,
-            seed=seed,
-            threads=threads,
-            batch_queries=batch_queries,
-            warmup=warmup,
-            subset=subset,
-            fit=fit,
-            train_subset=train_subset,
-            force=force,
-            data_dir=data_dir,
-            results_dir=results_dir,
-            progress=True,  # a bar on a terminal, else a log line every tenth
-        )
+    opts = RunOptions(
+        ranker=ranker,
+        dataset=dataset,
+        split=split,
+        options=_ranker_overrides(set_, model=model, loss=loss, teacher=teacher),
+        device=device,
+        seed=seed,
+        threads=threads,
+        batch_queries=batch_queries,
+        warmup=warmup,
+        subset=subset,
+        fit=fit,
+        train_subset=train_subset,
+        force=force,
+        data_dir=data_dir,
+        results_dir=results_dir,
+        progress=True,  # a bar on a terminal, else a log line every tenth
     )
-    _print_record(record)
-
-
-def _print_record(record: Any) -> None:
-    table = Table(
-        title=f"{record.label} on {record.dataset}/{record.split} "
-        f"({record.data['queries']} queries)"
-    )
-    # the run's measure order; a record read back from disk has its keys sorted
-    known = [m for m in record.run_config.get("measures", []) if m in record.metrics]
-    names = known + [m for m in record.metrics if m not in known]
-    for m in names:
-        table.add_column(m, justify="right")
-    table.add_column("p50 ms/q", justify="right")
-    table.add_column("cand/s", justify="right")
-    table.add_row(
-        *(f"{record.metrics[m]:.4f}" for m in names),
-        f"{record.latency['p50_ms']:.2f}",
-        f"{record.latency['candidates_per_s']:.0f}",
-    )
-    console.print(table)
-    if record.data.get("dropped"):
-        console.print(f"dropped queries: {record.data['dropped']}")
-    console.print(f"record: {record.path}")
+    _print(record_report(run_one(opts, opts.context())))
 
 
 @app.command()
 @_friendly_errors
 def train(
-    ranker: Annotated[str, typer.Option("--ranker", "-r", help="Trainable ranker name.")],
-    dataset: Annotated[str, typer.Option("--dataset", "-d", help="Dataset with a train split.")],
+    ranker: Annotated[str, _ranker_option("Trainable ranker name.")],
+    dataset: Annotated[str, _dataset_option("Dataset with a train split.")],
     model: Annotated[str | None, typer.Option(help="Base model alias, hub id or path.")] = None,
     loss: Annotated[
         str | None,
@@ -371,10 +266,8 @@ def train(
     teacher: Annotated[
         str | None, typer.Option(help="Teacher: a ranker name (trained first) or a saved folder.")
     ] = None,
-    set_: Annotated[
-        list[str] | None, typer.Option("--set", help="Ranker option key=value (repeatable).")
-    ] = None,
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
+    set_: RankerSets = None,
+    device: Device = "auto",
     seed: Seed = 0,
     threads: Threads = None,
     train_subset: TrainSubset = None,
@@ -388,20 +281,13 @@ def train(
     A teacher given by name (CROSS-JEM's default: monobert) is trained first on the same data.
     An interrupted training resumes. `bench run` with the same options reuses the model.
     """
-    from bench.device import resolve_device, seed_everything, set_threads
-    from bench.runner import RunOptions, fit_or_load, ranker_options
-    from bench.settings import results_root
-    from rankers import RankerError, canonical_name, create_ranker
+    from bench.runner import RunOptions
+    from bench.runner import train as train_one
 
-    options = _parse_sets(set_)
-    for key, value in (("model", model), ("loss", loss), ("teacher", teacher)):
-        if value:
-            options[key] = value
-    options = ranker_options(canonical_name(ranker), dataset, options)
     opts = RunOptions(
         ranker=ranker,
         dataset=dataset,
-        options=options,
+        options=_ranker_overrides(set_, model=model, loss=loss, teacher=teacher),
         device=device,
         seed=seed,
         threads=threads,
@@ -411,16 +297,7 @@ def train(
         data_dir=data_dir,
         results_dir=results_dir,
     )
-    dev = resolve_device(device)
-    seed_everything(seed)
-    set_threads(threads)
-    r = create_ranker(ranker, options, device=dev)
-    if not r.trainable:
-        raise RankerError(
-            f"ranker {r.name!r} is not trainable, so `bench train` has nothing to do "
-            "(`bench rankers` shows which are)"
-        )
-    summary = fit_or_load(r, opts, results_root(results_dir))
+    summary = train_one(opts, opts.context())
     console.print_json(data={k: v for k, v in summary.items() if k not in ("train", "dev")})
 
 
@@ -428,9 +305,7 @@ def train(
 @app.command()
 @_friendly_errors
 def compare(
-    dataset: Annotated[
-        str | None, typer.Option("--dataset", "-d", help="Only this dataset.")
-    ] = None,
+    dataset: Annotated[str | None, _dataset_option("Only this dataset.")] = None,
     split: Annotated[str | None, typer.Option(help="Only this split.")] = None,
     metrics: Annotated[
         str | None, typer.Option(help="Comma-separated metric names (default: all recorded).")
@@ -445,9 +320,7 @@ def compare(
     reference: Annotated[
         bool, typer.Option(help="Show the paper's numbers for sodq / msmarco-titles.")
     ] = True,
-    fmt: Annotated[
-        str, typer.Option("--format", "-f", help="table, markdown, csv, latex or json.")
-    ] = "table",
+    fmt: Annotated[str, _format_option("table, markdown, csv, latex or json.")] = "table",
     results_dir: ResultsDir = None,
 ) -> None:
     """Compare every recorded ranker per dataset split, laid out like the paper's main table."""
@@ -455,7 +328,7 @@ def compare(
 
     from bench.results import load_records
     from bench.settings import results_root
-    from bench.tables import build_comparison, render
+    from bench.tables import build_comparison, render, render_json
 
     records = load_records(results_root(results_dir), dataset=dataset, split=split)
     if not records:
@@ -473,11 +346,10 @@ def compare(
         table = build_comparison(
             recs, metrics=wanted, baseline=baseline, test=test, alpha=alpha, reference=reference
         )
-        out = render(table, fmt)
         if fmt == "json":
-            json_out.extend(json.loads(out))
+            json_out.extend(json.loads(render_json(table)))
         else:
-            _emit(out)
+            _emit(render(table, fmt))
     if fmt == "json":
         typer.echo(json.dumps(json_out, indent=2))
 
@@ -555,9 +427,7 @@ def _batch_size_sets(pairs: list[str] | None) -> dict[str, tuple[int | str, ...]
 @app.command()
 @_friendly_errors
 def latency(
-    dataset: Annotated[
-        str, typer.Option("--dataset", "-d", help="Dataset whose collection feeds BM25.")
-    ],
+    dataset: Annotated[str, _dataset_option("Dataset whose collection feeds BM25.")],
     split: Annotated[str | None, typer.Option(help="Split (default: the dataset's).")] = None,
     rankers_: Annotated[
         str,
@@ -592,7 +462,7 @@ def latency(
             "(random weights of that size, written once under results/models/random/)."
         ),
     ] = "minilm-l6",
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "cpu",
+    device: Device = "cpu",
     threads: Annotated[int | None, typer.Option(help="torch intra-op threads.")] = 2,
     seed: Annotated[int, typer.Option(help="Seed (also of --arch's random weights).")] = 0,
     stat: Annotated[
@@ -602,7 +472,7 @@ def latency(
             "(pairs/s)."
         ),
     ] = "p50_ms",
-    fmt: Annotated[str, typer.Option("--format", "-f", help="table, markdown or json.")] = "table",
+    fmt: Annotated[str, _format_option("table, markdown or json.")] = "table",
     data_dir: DataDir = None,
     results_dir: ResultsDir = None,
 ) -> None:
@@ -616,12 +486,12 @@ def latency(
     throughput (pairs/s), the cost model's predicted CROSS-JEM speed-up over monoBERT and the
     measured one. Records go to results/latency/DATASET/.
     """
-    from bench.device import resolve_device
     from bench.latency import (
         LATENCY_FORMATS,
         BenchOptions,
         build_latency_table,
         check_stat,
+        latency_summary,
         render_latency,
         run_benchmark,
     )
@@ -644,7 +514,7 @@ def latency(
             queries=queries,
             repeats=repeats,
             warmup=warmup,
-            device=resolve_device(device),
+            device=device,
             threads=threads,
             seed=seed,
             batch_sizes=sizes,
@@ -658,41 +528,18 @@ def latency(
         raise ValueError("--batch-queries: give at least one number of queries per call")
     for opts in runs:
         opts.validate()
+    ctx = runs[0].context()  # the runs differ only in --batch-queries
     for opts in runs:
-        record = run_benchmark(opts)
+        record = run_benchmark(opts, ctx)
         _emit(render_latency(build_latency_table(record, stat), fmt))
         if fmt == "table":
-            _print_latency_summary(record)
-
-
-def _print_latency_summary(record: Any) -> None:
-    """Per N: the measured speed-ups against the cost model's, and each column's throughput."""
-    for block in record.blocks:
-        sp = block.speedup
-        for what, found in (
-            ("CROSS-JEM speed-up over monoBERT", sp),
-            ("end to end (items tokenised in the call)", sp.get("end_to_end")),
-        ):
-            if not found or "measured_mean" not in found:
-                continue
-            fraction = found.get("fraction_of_prediction")
-            console.print(
-                f"N={block.n}: {what} measured {found['measured_mean']:.2f}x (mean), "
-                f"{found['measured_p50']:.2f}x (p50); cost model {found['predicted_flops']:.2f}x"
-                + (f"; {100 * fraction:.0f}% of prediction" if fraction else "")
-            )
-        best = [r for r in record.rows if r.n == block.n and r.best]
-        console.print(
-            f"N={block.n}: pairs/s (best row of each column): "
-            + "; ".join(f"{r.column} {r.latency['candidates_per_s']:,.0f}" for r in best)
-        )
-    console.print(f"record: {record.path}")
+            _print(latency_summary(record))
 
 
 @app.command()
 @_friendly_errors
 def plot(
-    dataset: Annotated[str, typer.Option("--dataset", "-d", help="Dataset with results.")],
+    dataset: Annotated[str, _dataset_option("Dataset with results.")],
     split: Annotated[str | None, typer.Option(help="Split (default: test).")] = None,
     metric: Annotated[str | None, typer.Option(help="AP@10 or RR@10 (default: AP@10).")] = None,
     out: Annotated[
@@ -727,16 +574,15 @@ def plot(
 @_friendly_errors
 def demo(
     dataset: Annotated[
-        str | None,
-        typer.Option("--dataset", "-d", help="Dataset (default: sodq, else a local set)."),
+        str | None, _dataset_option("Dataset (default: sodq, else a local set).")
     ] = None,
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
+    device: Device = "auto",
     seed: Seed = 0,
     subset: Annotated[
         int | None, typer.Option(min=1, help="Rank only the first N test queries.")
     ] = None,
     force: Annotated[bool, typer.Option(help="Recompute cached rows.")] = False,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="Table format.")] = "table",
+    fmt: Annotated[str, _format_option("Table format.")] = "table",
     data_dir: DataDir = None,
     results_dir: ResultsDir = None,
 ) -> None:
@@ -760,7 +606,7 @@ def demo(
         results_dir=results_dir,
         progress=True,
     )
-    records = run_suite(name, base)
+    records = run_suite(name, base, ctx=base.context())
     wanted = {r.path for r in records}
     recs = [r for r in load_records(results_root(results_dir), dataset=name) if r.path in wanted]
     _emit(render(build_comparison(recs), fmt))
@@ -769,20 +615,20 @@ def demo(
 @app.command()
 @_friendly_errors
 def ablate(
-    dataset: Annotated[str, typer.Option("--dataset", "-d", help="Dataset with train/dev/test.")],
+    dataset: Annotated[str, _dataset_option("Dataset with train/dev/test.")],
     what: Annotated[
         str, typer.Option(help="loss (bce, ce, listnet, rpl, rpl-self, pl) or positions.")
     ] = "loss",
-    ranker: Annotated[str, typer.Option("--ranker", "-r", help="Ranker to ablate.")] = "crossjem",
+    ranker: Annotated[str, _ranker_option("Ranker to ablate.")] = "crossjem",
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Shared option key=value (repeatable).")
     ] = None,
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
+    device: Device = "auto",
     seed: Annotated[int, typer.Option(min=0, help="Seed shared by every variant.")] = 0,
     threads: Threads = None,
     subset: Subset = None,
     train_subset: TrainSubset = None,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="Table format.")] = "table",
+    fmt: Annotated[str, _format_option("Table format.")] = "table",
     data_dir: DataDir = None,
     results_dir: ResultsDir = None,
 ) -> None:
@@ -805,7 +651,7 @@ def ablate(
         results_dir=results_dir,
         progress=True,
     )
-    records = run_ablation(what, base)
+    records = run_ablation(what, base, base.context())
     table = build_comparison(records, baseline=records[0].label, reference=False)
     _emit(render(table, fmt))
 
@@ -813,8 +659,8 @@ def ablate(
 @app.command()
 @_friendly_errors
 def sweep(
-    ranker: Annotated[str, typer.Option("--ranker", "-r", help="Ranker to tune.")],
-    dataset: Annotated[str, typer.Option("--dataset", "-d", help="Dataset with train/dev/test.")],
+    ranker: Annotated[str, _ranker_option("Ranker to tune.")],
+    dataset: Annotated[str, _dataset_option("Dataset with train/dev/test.")],
     set_: Annotated[
         list[str],
         typer.Option("--set", help="Option and its values to try, key=v1,v2 (repeatable: a grid)."),
@@ -827,7 +673,7 @@ def sweep(
             help="Write the chosen settings into the ranker's settings file (datasets.DATASET).",
         ),
     ] = True,
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
+    device: Device = "auto",
     seed: Annotated[int, typer.Option(min=0, help="Seed shared by every combination.")] = 0,
     threads: Threads = None,
     train_subset: TrainSubset = None,
@@ -844,8 +690,7 @@ def sweep(
     under datasets.DATASET with the sweep table as a comment above them (--no-write: print
     only); the sweep is kept in results/sweeps/DATASET/.
     """
-    from bench.runner import RunOptions
-    from bench.settings import results_root
+    from bench.runner import RunOptions, settings_file
     from bench.sweep import parse_grid, run_sweep, save_sweep, table_lines, write_chosen
 
     grid = parse_grid(_parse_sets(set_))
@@ -868,9 +713,10 @@ def sweep(
         results_dir=results_dir,
         progress=True,
     )
-    done = run_sweep(base, grid, measure=measure, command=command)
+    ctx = base.context()
+    done = run_sweep(base, grid, measure=measure, command=command, ctx=ctx)
     typer.echo("\n".join(table_lines(done)))
-    saved = save_sweep(done, results_root(results_dir))
+    saved = save_sweep(done, ctx.results_root)
     typer.echo(f"sweep record: {saved}")
     if write and train_subset:
         typer.echo(
@@ -878,8 +724,6 @@ def sweep(
             f"dataset's settings; add the chosen settings under datasets.{dataset} if meant"
         )
     elif write:
-        from bench.runner import settings_file
-
         settings = write_chosen(done)
         typer.echo(f"wrote datasets.{dataset} = {settings} to {settings_file(done.ranker)}")
 

@@ -25,7 +25,12 @@ class ProgressBar(Protocol):
 
     def __enter__(self) -> ProgressBar: ...
 
-    def __exit__(self, *exc: object) -> Any: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> Any: ...
 
 
 class LogProgress:

@@ -33,9 +33,10 @@ from bench.cache import (
     state_problem,
     write_manifest,
 )
+from bench.context import RunContext
 from bench.data import dev_split_name, load_split
 from bench.data.model import CandidateList, RankingSplit
-from bench.device import device_info, resolve_device, seed_everything, set_threads
+from bench.device import device_info
 from bench.latency.tracker import LatencyTracker
 from bench.metrics import DEFAULT_MEASURES, build_run, evaluate
 from bench.progress import progress_bar
@@ -50,7 +51,6 @@ from bench.results import (
     storage_errors,
     write_result,
 )
-from bench.settings import results_root
 from rankers import (
     Ranker,
     RankerError,
@@ -106,6 +106,17 @@ class RunOptions:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or value < low):
                 raise ValueError(f"--{name.replace('_', '-')} must be >= {low}, got {value}")
+
+    def context(self) -> RunContext:
+        """The run context of these options, resolved once: the device, torch's threads (set
+        now), the seed and the data and results roots."""
+        return RunContext.resolve(
+            device=self.device,
+            seed=self.seed,
+            threads=self.threads,
+            data_dir=self.data_dir,
+            results_dir=self.results_dir,
+        )
 
 
 def batches(lists: Sequence[CandidateList], size: int) -> Iterator[list[CandidateList]]:
@@ -248,7 +259,7 @@ def _resolve_teacher(ranker: Ranker, opts: RunOptions, root: Path) -> str | None
         folders.append(folder)
         if key:
             keys.append(key)
-    ranker.config.teacher = ENSEMBLE_SEPARATOR.join(folders)  # type: ignore[attr-defined]
+    ranker.config.teacher = ENSEMBLE_SEPARATOR.join(folders)
     return ENSEMBLE_SEPARATOR.join(keys) if keys else None
 
 
@@ -555,13 +566,14 @@ def _reusable(out_dir: Path) -> ResultRecord | None:
     return None
 
 
-def run(opts: RunOptions) -> ResultRecord:
-    """Run (or reuse) one ranker on one dataset split and write its result record."""
-    root = results_root(opts.results_dir)
+def run(opts: RunOptions, ctx: RunContext | None = None) -> ResultRecord:
+    """Run (or reuse) one ranker on one dataset split and write its result record.
+
+    ``ctx``: the command's run context (:meth:`RunOptions.context` when not given)."""
+    ctx = ctx or opts.context()
+    root, device, threads = ctx.results_root, ctx.device, ctx.threads
     ensure_writable(root / "runs")
-    device = resolve_device(opts.device)
-    seed_everything(opts.seed)
-    threads = set_threads(opts.threads)
+    ctx.seed_everything()
     name = canonical_name(opts.ranker)
     # the ranker's options are checked before any data is read
     ranker = create_ranker(name, ranker_options(name, opts.dataset, opts.options), device=device)
@@ -575,7 +587,7 @@ def run(opts: RunOptions) -> ResultRecord:
     if fit:
         ensure_writable(root / "models", "models")
 
-    split = load_split(opts.dataset, opts.split, opts.data_dir)
+    split = load_split(opts.dataset, opts.split, ctx.data_root)
     if opts.subset:
         split = split.subset(opts.subset)
     if not split.lists:
@@ -638,6 +650,26 @@ def run(opts: RunOptions) -> ResultRecord:
             overrides=overrides,
         )
         return _score_and_write(ranker, split, opts, record, out_dir)
+
+
+def train(opts: RunOptions, ctx: RunContext | None = None) -> dict[str, Any]:
+    """Train one ranker on ``opts.dataset``'s train split (dev selects the epoch), or load the
+    model cached for the same settings; returns the training summary. Settings are resolved as
+    for :func:`run`: the ranker's config file, then ``opts.options``.
+
+    ``ctx``: the command's run context (:meth:`RunOptions.context` when not given)."""
+    ctx = ctx or opts.context()
+    ctx.seed_everything()
+    name = canonical_name(opts.ranker)
+    ranker = create_ranker(
+        name, ranker_options(name, opts.dataset, opts.options), device=ctx.device
+    )
+    if not ranker.trainable:
+        raise RankerError(
+            f"ranker {ranker.name!r} is not trainable, so `bench train` has nothing to do "
+            "(`bench rankers` shows which are)"
+        )
+    return fit_or_load(ranker, replace(opts, fit=True), ctx.results_root)
 
 
 def _score_and_write(

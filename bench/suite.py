@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from bench.context import RunContext
 from bench.data import DatasetError, list_datasets, load_split
 from bench.results import ResultRecord
 from bench.runner import RunOptions, run
@@ -66,9 +67,14 @@ def choose_dataset(requested: str | None, data_dir: str | Path | None) -> tuple[
 
 
 def run_suite(
-    dataset: str, base: RunOptions, entries: tuple[SuiteEntry, ...] = MAIN_SUITE
+    dataset: str,
+    base: RunOptions,
+    entries: tuple[SuiteEntry, ...] = MAIN_SUITE,
+    ctx: RunContext | None = None,
 ) -> list[ResultRecord]:
-    """Run every entry with the shared options in ``base`` (cached rows are reused)."""
+    """Run every entry with the shared options in ``base`` (cached rows are reused), all in
+    ``ctx`` (default: ``base``'s context)."""
+    ctx = ctx or base.context()
     records = []
     for entry in entries:
         opts = replace(
@@ -81,5 +87,5 @@ def run_suite(
         log.info(
             "main job: %s%s on %s", entry.ranker, " (fine-tuned)" if entry.fit else "", dataset
         )
-        records.append(run(opts))
+        records.append(run(opts, ctx))
     return records

@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from bench.context import RunContext
 from bench.data import dataset_splits, dev_split_name
 from bench.results import ResultRecord, atomic_write_json, atomic_write_text, config_hash
 from bench.runner import RunOptions, ranker_options, run, settings_file
@@ -105,10 +106,13 @@ def run_sweep(
     measure: str = DEFAULT_MEASURE,
     command: str = "",
     on_row: Callable[[int, int, SweepRow], None] | None = None,
+    ctx: RunContext | None = None,
 ) -> Sweep:
-    """Train and score every combination of ``grid`` on top of ``base.options``."""
+    """Train and score every combination of ``grid`` on top of ``base.options``, all in ``ctx``
+    (default: ``base``'s context)."""
     ranker = canonical_name(base.ranker)
-    splits = dataset_splits(base.dataset, base.data_dir)
+    ctx = ctx or base.context()
+    splits = dataset_splits(base.dataset, ctx.data_root)
     dev_name = dev_split_name(splits)
     if dev_name is None:
         raise RankerError(
@@ -125,8 +129,8 @@ def run_sweep(
         settings = ", ".join(f"{k}={v}" for k, v in combo.items())
         log.info("sweep %d/%d: %s", i, len(combos), settings)
         opts = dataclasses.replace(base, ranker=ranker, options={**base.options, **combo})
-        test = run(opts)  # trains first when needed, then ranks test
-        dev = run(dataclasses.replace(opts, split=dev_name, subset=None))
+        test = run(opts, ctx)  # trains first when needed, then ranks test
+        dev = run(dataclasses.replace(opts, split=dev_name, subset=None), ctx)
         test_split = test.split
         training = test.training or {}
         row = SweepRow(

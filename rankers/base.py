@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import functools
 import json
 import logging
 import types
@@ -18,7 +17,7 @@ import typing
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
@@ -173,11 +172,17 @@ def option(
     return dataclasses.field(default=default, metadata=metadata)
 
 
-def inherit_option(config: type[RankerConfig], name: str, default: Any) -> Any:
-    """Option ``name`` of ``config`` with another default, for a subclass that changes only the
-    default (a plain ``name: str = "x"`` would drop the declared role, help and range)."""
+def inherit_option(
+    config: type[RankerConfig], name: str, default: Any, *, help: str | None = None
+) -> Any:
+    """Option ``name`` of ``config`` with another default (and, with ``help``, a help text that
+    says what it means for this ranker), for a subclass that keeps the option's role and range
+    (a plain ``name: str = "x"`` would drop the declared role, help and range)."""
     (field,) = (f for f in dataclasses.fields(config) if f.name == name)
-    return dataclasses.field(default=default, metadata=field.metadata)
+    metadata: Mapping[str, Any] = field.metadata
+    if help is not None:
+        metadata = {**metadata, _SPEC: dataclasses.replace(metadata[_SPEC], help=help)}
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 def option_spec(field: dataclasses.Field[Any]) -> OptionSpec | None:
@@ -196,6 +201,10 @@ class OptionInfo:
     help: str
     #: the valid values (``>= 1``, ``in [0, 1)``, ``auto, float32``, ``... or none``); "" for any
     range: str
+
+
+#: a ranker's config class: ``class BM25Ranker(Ranker[BM25Config])`` types ``self.config``
+C = TypeVar("C", bound="RankerConfig")
 
 
 @dataclasses.dataclass
@@ -219,7 +228,7 @@ class RankerConfig:
                 raise RankerError(f"option {f.name}={value!r}: {problem}{none}")
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any] | None = None) -> RankerConfig:
+    def from_options(cls: type[C], options: Mapping[str, Any] | None = None) -> C:
         """Build from ``key -> value`` options; CLI strings are converted by field type."""
         options = dict(options or {})
         fields = {f.name: f for f in dataclasses.fields(cls)}
@@ -279,11 +288,43 @@ class RankerConfig:
         return rows
 
 
-@functools.cache
+@dataclasses.dataclass
+class TrainingConfig(RankerConfig):
+    """The options every trainable ranker's config shares (its ``Config`` subclasses this): what
+    :meth:`rankers.training.LoopPlan.of` reads for the one training loop. A ranker gives its own
+    default or help with :func:`inherit_option`. Being inherited, these fields come first in a
+    subclass's field order."""
+
+    lr: float = option(1e-4, role=TRAINING, help="peak AdamW learning rate")
+    epochs: int = option(1, role=TRAINING, min=1, help="passes over the training data")
+    weight_decay: float = option(0.01, role=TRAINING, help="AdamW weight decay")
+    max_grad_norm: float = option(1.0, role=TRAINING, help="gradient clipping norm")
+    seed: int = option(0, role=TRAINING, help="initialisation of new weights and training order")
+    min_steps: int = option(
+        0,
+        role=TRAINING,
+        min=0,
+        help="at least this many optimizer steps: small train sets get more epochs (0: off)",
+    )
+    patience: int = option(
+        0,
+        role=TRAINING,
+        min=0,
+        help="stop after N epochs without a better dev AP@10 (0: run every epoch)",
+    )
+
+
+_OPTIONAL: dict[type[RankerConfig], frozenset[str]] = {}
+
+
 def _optional_fields(cls: type[RankerConfig]) -> frozenset[str]:
-    """The fields whose type admits None (then None needs no range check)."""
-    hints = typing.get_type_hints(cls)
-    return frozenset(name for name, hint in hints.items() if type(None) in typing.get_args(hint))
+    """The fields whose type admits None (then None needs no range check); computed once."""
+    if cls not in _OPTIONAL:
+        hints = typing.get_type_hints(cls)
+        _OPTIONAL[cls] = frozenset(
+            name for name, hint in hints.items() if type(None) in typing.get_args(hint)
+        )
+    return _OPTIONAL[cls]
 
 
 def _convert(name: str, value: Any, hint: Any) -> Any:
@@ -327,12 +368,15 @@ class LatencyVariant:
     column: str
 
 
-class Ranker(ABC):
-    """Scores candidate lists. Subclasses set ``name``, ``family`` and ``Config``."""
+class Ranker(ABC, Generic[C]):
+    """Scores candidate lists. Subclasses set ``name``, ``family`` and ``Config``, and give the
+    config class as the type parameter, so that :attr:`config` (alias :attr:`cfg`) has its type."""
 
     name: ClassVar[str]
     family: ClassVar[str]
-    Config: ClassVar[type[RankerConfig]] = RankerConfig
+    #: the options class; a ranker without options keeps this default (a class-level default
+    #: of a type-variable attribute cannot be typed, hence the ignore)
+    Config: type[C] = RankerConfig  # type: ignore[assignment]
     #: True when scores of one candidate never depend on the others (lists may then be split).
     pointwise: ClassVar[bool] = False
     #: True when :meth:`fit` trains something.
@@ -345,11 +389,16 @@ class Ranker(ABC):
     #: sentence-transformers peer times monoBERT's encoder); None: its own checkpoint only
     borrows_checkpoint_of: ClassVar[str | None] = None
 
-    def __init__(self, config: RankerConfig | None = None, device: str = "cpu") -> None:
-        self.config = config if config is not None else self.Config()
+    def __init__(self, config: C | None = None, device: str = "cpu") -> None:
+        self.config: C = config if config is not None else self.Config()
         self.device = device
         #: where :meth:`fit` may keep resumable checkpoints (set by the runner; None: nowhere)
         self.work_dir: Path | None = None
+
+    @property
+    def cfg(self) -> C:
+        """:attr:`config`, typed as this ranker's config class."""
+        return self.config
 
     def untrained_weights(self) -> str | None:
         """Which weights would start untrained (a fresh head, projection, cross-attention), so

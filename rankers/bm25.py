@@ -73,7 +73,7 @@ class BM25Config(RankerConfig):
     b: float = option(0.4, role=SCORE, min=0, max=1, help="document-length normalisation")
 
 
-class BM25Ranker(Ranker):
+class BM25Ranker(Ranker[BM25Config]):
     name = "bm25"
     family = "sparse"
     Config = BM25Config

@@ -54,8 +54,9 @@ from rankers.base import (
     SCORE,
     TRAINING,
     Ranker,
-    RankerConfig,
     RankerError,
+    TrainingConfig,
+    inherit_option,
     option,
     read_saved,
 )
@@ -73,8 +74,9 @@ ARTIFACT = "artifact.metadata"
 
 
 @dataclass
-class ColBERTRankerConfig(RankerConfig):
-    """Scoring options, then training options. Defaults are colbert-ai's ``ColBERTConfig``'s
+class ColBERTRankerConfig(TrainingConfig):
+    """The shared training options (:class:`~rankers.base.TrainingConfig`), scoring options, then
+    ColBERT's own training options. Defaults are colbert-ai's ``ColBERTConfig``'s
     (dim 128, query_maxlen 32, cosine, punctuation masking, lr 3e-6, bsize 32, nway 2, no in-batch
     negatives, clip 2.0), except ``doc_maxlen`` 180 (the paper's MS MARCO passage setting; short
     texts are padded only to the longest in a batch, so the cap costs nothing for them). The
@@ -123,7 +125,7 @@ class ColBERTRankerConfig(RankerConfig):
         help="scoring weights cast once to it (auto: bfloat16 on CUDA, float32 on CPU); training "
         "runs float32, but dev scoring in it selects the epoch",
     )
-    lr: float = option(3e-6, role=TRAINING, help="AdamW learning rate")
+    lr: float = inherit_option(TrainingConfig, "lr", 3e-6, help="AdamW learning rate")
     train_batch_size: int = option(
         32, role=TRAINING, min=1, help="queries per training step (colbert-ai bsize)"
     )
@@ -138,7 +140,9 @@ class ColBERTRankerConfig(RankerConfig):
         role=TRAINING,
         help="add colbert-ai's in-batch loss (every other document of the batch is a negative)",
     )
-    epochs: int = option(1, role=TRAINING, min=1, help="passes over the training triples")
+    epochs: int = inherit_option(
+        TrainingConfig, "epochs", 1, help="passes over the training triples"
+    )
     max_steps: int | None = option(
         None, role=TRAINING, min=1, help="stop after this many steps in all (none: every epoch)"
     )
@@ -148,17 +152,17 @@ class ColBERTRankerConfig(RankerConfig):
         min=0,
         help="linear warm-up then linear decay; 0: constant lr (colbert-ai's default)",
     )
-    weight_decay: float = option(0.01, role=TRAINING, help="AdamW weight decay")
-    max_grad_norm: float = option(2.0, role=TRAINING, help="gradient clipping norm")
+    max_grad_norm: float = inherit_option(TrainingConfig, "max_grad_norm", 2.0)
     checkpoint_steps: int = option(
         0,
         role=RUNTIME,
         min=0,
         help="also checkpoint every N steps (0: at epoch ends only; needs a work directory)",
     )
-    seed: int = option(
+    seed: int = inherit_option(
+        TrainingConfig,
+        "seed",
         0,
-        role=TRAINING,
         help="projection init (new projections), negative sampling, shuffling and dropout",
     )
 
@@ -229,16 +233,16 @@ def _has_projection(path: str) -> bool | None:
     return False
 
 
-class ColBERTRanker(Ranker):
+class ColBERTRanker(Ranker[ColBERTRankerConfig]):
     """MaxSim re-ranking with a colbert-ai model; candidates are encoded at query time."""
 
     name: ClassVar[str] = "colbert"
     family: ClassVar[str] = "late"
-    Config: ClassVar[type[RankerConfig]] = ColBERTRankerConfig
+    Config = ColBERTRankerConfig
     pointwise: ClassVar[bool] = True
     trainable: ClassVar[bool] = True
 
-    def __init__(self, config: RankerConfig | None = None, device: str = "cpu") -> None:
+    def __init__(self, config: ColBERTRankerConfig | None = None, device: str = "cpu") -> None:
         super().__init__(config, device)
         self.device = resolve_device(device)
         self._model: ColBERT | None = None
@@ -248,12 +252,7 @@ class ColBERTRanker(Ranker):
         self.training_summary: dict[str, Any] | None = None
         from rankers.encoders import CastCache
 
-        self._cast = CastCache()
-
-    @property
-    def cfg(self) -> ColBERTRankerConfig:
-        assert isinstance(self.config, ColBERTRankerConfig)
-        return self.config
+        self._cast: CastCache[ColBERT] = CastCache()
 
     def untrained_weights(self) -> str | None:
         if self.training_summary is not None or self._provenance.get("checkpoint"):

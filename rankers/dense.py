@@ -48,8 +48,9 @@ from rankers.base import (
     TRAINING,
     LatencyVariant,
     Ranker,
-    RankerConfig,
     RankerError,
+    TrainingConfig,
+    inherit_option,
     option,
 )
 from rankers.models import ModelRef, resolve_model, state_hash, weights_hash
@@ -66,8 +67,9 @@ DEFAULT_SCALE: dict[str, float] = {"cosine": 20.0, "dot": 1.0}
 
 
 @dataclass
-class DenseConfig(RankerConfig):
-    """Scoring options first, then fine-tuning options (used by :meth:`DenseRanker.fit` only).
+class DenseConfig(TrainingConfig):
+    """The shared training options (:class:`~rankers.base.TrainingConfig`), scoring options, then
+    the other fine-tuning options (training options are used by :meth:`DenseRanker.fit` only).
     A loaded checkpoint restores the score options (:attr:`Role.SCORE <rankers.base.Role.SCORE>`)
     and its own folder becomes ``model``."""
 
@@ -102,9 +104,8 @@ class DenseConfig(RankerConfig):
         help="encoding weights cast once to it (auto: bfloat16 on CUDA, float32 on CPU); "
         "fine-tuning runs float32, but dev scoring in it selects the epoch",
     )
-    lr: float = option(2e-5, role=TRAINING, help="peak AdamW learning rate")
-    weight_decay: float = option(0.01, role=TRAINING, help="AdamW weight decay")
-    epochs: int = option(1, role=TRAINING, min=1, help="passes over the training pairs")
+    lr: float = inherit_option(TrainingConfig, "lr", 2e-5)
+    epochs: int = inherit_option(TrainingConfig, "epochs", 1, help="passes over the training pairs")
     train_batch_size: int = option(
         32, role=TRAINING, min=1, help="(query, positive) pairs per step"
     )
@@ -119,8 +120,7 @@ class DenseConfig(RankerConfig):
     hard_negatives: int = option(
         1, role=TRAINING, min=0, help="hard negatives per (query, positive) pair"
     )
-    max_grad_norm: float = option(1.0, role=TRAINING, help="gradient clipping norm")
-    seed: int = option(42, role=TRAINING, help="shuffling and dropout")
+    seed: int = inherit_option(TrainingConfig, "seed", 42, help="shuffling and dropout")
     checkpoint_steps: int = option(
         0,
         role=RUNTIME,
@@ -157,7 +157,7 @@ class _FitData:
     collection: dict[str, str]
 
 
-class DenseRanker(Ranker):
+class DenseRanker(Ranker[DenseConfig]):
     """A SentenceTransformer bi-encoder; subclasses only choose how hard negatives are scored."""
 
     family = "dual"
@@ -171,7 +171,6 @@ class DenseRanker(Ranker):
 
     def __init__(self, config: DenseConfig | None = None, device: str = "cpu") -> None:
         super().__init__(config, device)
-        self.config: DenseConfig
         self._ref: ModelRef = resolve_model(self.config.model)
         self._model: SentenceTransformer | None = None
         self._similarity = ""
@@ -187,7 +186,7 @@ class DenseRanker(Ranker):
         self._fitting = False
         from rankers.encoders import CastCache
 
-        self._cast = CastCache()
+        self._cast: CastCache[SentenceTransformer] = CastCache()
 
     # -- model ---------------------------------------------------------------------------------
     @property

@@ -23,7 +23,7 @@ import logging
 from abc import abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 import torch
@@ -39,14 +39,18 @@ from rankers.base import (
     TRAINING,
     LatencyVariant,
     Ranker,
-    RankerConfig,
     RankerError,
+    TrainingConfig,
+    inherit_option,
     option,
     read_saved,
 )
 from rankers.losses import ANY_REAL_TARGETS, LOSSES, TEACHER_SCORES
 from rankers.models import resolve_model, state_hash, weights_hash
 from rankers.tokens import ItemTokens
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +79,10 @@ def dtype_label(dtype: str, device: str) -> str:
     return name if resolved == torch.float32 else f"{name} weights"
 
 
-class CastCache:
+M = TypeVar("M", bound=nn.Module)
+
+
+class CastCache(Generic[M]):
     """A copy of a module with its weights cast once to a low-precision dtype for scoring.
 
     Per-call autocast re-casts every weight on every call (on an H100 that erased CROSS-JEM's
@@ -85,9 +92,9 @@ class CastCache:
 
     def __init__(self) -> None:
         self._key: tuple[Any, ...] | None = None
-        self._module: nn.Module | None = None
+        self._module: M | None = None
 
-    def get(self, module: nn.Module, dtype: torch.dtype) -> nn.Module:
+    def get(self, module: M, dtype: torch.dtype) -> M:
         if dtype == torch.float32 and all(p.dtype == dtype for p in module.parameters()):
             return module
         key = (id(module), dtype, tuple(p._version for p in module.parameters()))
@@ -116,7 +123,7 @@ HEAD_FILE = "head.safetensors"
 
 
 @dataclasses.dataclass
-class EncoderConfig(RankerConfig):
+class EncoderConfig(TrainingConfig):
     """Settings every encoder ranker shares. ``checkpoint`` (a ``save()`` folder) wins over
     ``model``; on load its saved settings are adopted except the runtime ones (batch sizes,
     dtype, pre-tokenising: :attr:`Role.RUNTIME <rankers.base.Role.RUNTIME>`)."""
@@ -138,7 +145,9 @@ class EncoderConfig(RankerConfig):
     dropout: float = option(
         0.1, role=TRAINING, min=0, below=1, help="dropout before the head (training only)"
     )
-    seed: int = option(0, role=TRAINING, help="head initialisation and training order")
+    seed: int = inherit_option(
+        TrainingConfig, "seed", 0, help="head initialisation and training order"
+    )
     dtype: str = option(
         "auto",
         role=TRAINING | RUNTIME,
@@ -177,23 +186,8 @@ class EncoderConfig(RankerConfig):
         help="grow each train list to N items with BM25 negatives from the train collection "
         "(0: lists as given)",
     )
-    epochs: int = option(3, role=TRAINING, min=1, help="passes over the train lists")
-    min_steps: int = option(
-        0,
-        role=TRAINING,
-        min=0,
-        help="at least this many optimizer steps: small train sets get more epochs (0: off)",
-    )
-    patience: int = option(
-        0,
-        role=TRAINING,
-        min=0,
-        help="stop after N epochs without a better dev AP@10 (0: run every epoch)",
-    )
-    lr: float = option(1e-4, role=TRAINING, help="peak AdamW learning rate")
-    weight_decay: float = option(0.01, role=TRAINING, help="AdamW weight decay")
+    epochs: int = inherit_option(TrainingConfig, "epochs", 3, help="passes over the train lists")
     warmup_ratio: float = option(0.1, role=TRAINING, help="share of steps warming the lr up")
-    max_grad_norm: float = option(1.0, role=TRAINING, help="gradient clipping norm")
     train_batch_queries: int = option(
         8,
         role=TRAINING,
@@ -294,23 +288,11 @@ def scatter_to_lists(
     return out, mask
 
 
-def write_tiny_bert(
-    path: Path,
-    tokenizer_from: str = "minilm-l6",
-    hidden: int = 32,
-    layers: int = 2,
-    heads: int = 2,
-    seed: int = 0,
-) -> Path:
-    """Save a small randomly initialised BERT with a real tokenizer: fast tests and smoke runs."""
-    from rankers.models import write_random_bert
-
-    return write_random_bert(
-        path, hidden, layers, heads, 4 * hidden, seed, tokenizer_from, pipeline=False
-    )
+#: the config class of an encoder ranker
+EC = TypeVar("EC", bound=EncoderConfig)
 
 
-class EncoderRanker(Ranker):
+class EncoderRanker(Ranker[EC], Generic[EC]):
     """A ranker whose module is ``encoder`` (Hugging Face AutoModel) plus a small head.
 
     Subclasses build the module in :meth:`_build_module` and implement scoring; the encoder,
@@ -318,10 +300,11 @@ class EncoderRanker(Ranker):
     first use of :attr:`module` or :attr:`tokenizer` loads the weights.
     """
 
-    Config: ClassVar[type[RankerConfig]] = EncoderConfig
+    #: (the ignore: see Ranker.Config)
+    Config: type[EC] = EncoderConfig  # type: ignore[assignment]
     trainable: ClassVar[bool] = True
 
-    def __init__(self, config: RankerConfig | None = None, device: str = "cpu") -> None:
+    def __init__(self, config: EC | None = None, device: str = "cpu") -> None:
         super().__init__(config, device)
         self.device = resolve_device(device)
         self._module: nn.Module | None = None
@@ -329,22 +312,17 @@ class EncoderRanker(Ranker):
         self._special: SpecialIds | None = None
         self._base: dict[str, Any] = {}
         self._items: ItemTokens | None = None
-        self._cast = CastCache()
-
-    @property
-    def cfg(self) -> EncoderConfig:
-        assert isinstance(self.config, EncoderConfig)
-        return self.config
+        self._cast: CastCache[nn.Module] = CastCache()
 
     def untrained_weights(self) -> str | None:
         return None if self.cfg.checkpoint else f"the {self.name} head on a bare encoder"
 
     # -- subclass hooks ------------------------------------------------------------------------
     @abstractmethod
-    def _build_module(self, encoder: nn.Module) -> nn.Module:
+    def _build_module(self, encoder: PreTrainedModel) -> nn.Module:
         """Wrap the encoder with this ranker's head; the result must keep it as ``.encoder``."""
 
-    def _check_encoder(self, encoder: nn.Module) -> None:  # noqa: B027 - optional hook
+    def _check_encoder(self, encoder: PreTrainedModel) -> None:  # noqa: B027 - optional hook
         """Validate config limits against the loaded encoder (max positions...)."""
 
     # -- loading -------------------------------------------------------------------------------
@@ -486,10 +464,13 @@ class EncoderRanker(Ranker):
     def save(self, path: Path) -> None:
         """Encoder + tokenizer (save_pretrained), head weights, and ranker.json."""
         from safetensors.torch import save_file
+        from transformers import PreTrainedModel
 
         module = self.module
+        encoder = module.encoder
+        assert isinstance(encoder, PreTrainedModel), "_build_module keeps the encoder as .encoder"
         path.mkdir(parents=True, exist_ok=True)
-        module.encoder.save_pretrained(path / ENCODER_DIR)
+        encoder.save_pretrained(path / ENCODER_DIR)
         self.tokenizer.save_pretrained(path / ENCODER_DIR)
         head = {
             k: v.detach().cpu().contiguous()

@@ -14,7 +14,7 @@ from bench.data.model import CandidateList, RankingSplit
 from rankers.base import Ranker, RankerConfig, RankerError
 
 
-class FirstStageRanker(Ranker):
+class FirstStageRanker(Ranker[RankerConfig]):
     name = "firststage"
     family = "firststage"
     Config = RankerConfig

@@ -16,14 +16,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
 from bench.data.model import CandidateList
-from rankers.base import RUNTIME, SCORE, TRAINING, RankerConfig, RankerError, option
+from rankers.base import RUNTIME, SCORE, TRAINING, RankerError, option
 from rankers.encoders import (
     EncoderConfig,
     EncoderRanker,
@@ -34,6 +34,9 @@ from rankers.encoders import (
     upload,
 )
 from rankers.tokens import PAD, ItemArrays
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +112,7 @@ class PairBatch:
 
 
 class MonoBERTModule(nn.Module):
-    def __init__(self, encoder: nn.Module, dropout: float, pooling: str) -> None:
+    def __init__(self, encoder: PreTrainedModel, dropout: float, pooling: str) -> None:
         super().__init__()
         self.encoder = encoder
         self.pooling = pooling
@@ -134,24 +137,19 @@ class MonoBERTModule(nn.Module):
         return self.classifier(self.dropout(pooled)).squeeze(-1)
 
 
-class MonoBERTRanker(EncoderRanker):
+class MonoBERTRanker(EncoderRanker[MonoBERTConfig]):
     """Pointwise cross-encoder baseline (early interaction)."""
 
     name: ClassVar[str] = "monobert"
     family: ClassVar[str] = "early"
-    Config: ClassVar[type[RankerConfig]] = MonoBERTConfig
+    Config = MonoBERTConfig
     pointwise: ClassVar[bool] = True
 
-    @property
-    def cfg(self) -> MonoBERTConfig:
-        assert isinstance(self.config, MonoBERTConfig)
-        return self.config
-
-    def _check_encoder(self, encoder: nn.Module) -> None:
+    def _check_encoder(self, encoder: PreTrainedModel) -> None:
         longest = self.cfg.max_query_len + self.cfg.max_item_len + 3
         check_positions(encoder, longest, "monobert: max_query_len + max_item_len + 3")
 
-    def _build_module(self, encoder: nn.Module) -> nn.Module:
+    def _build_module(self, encoder: PreTrainedModel) -> nn.Module:
         return MonoBERTModule(encoder, dropout=self.cfg.dropout, pooling=self.cfg.pooling)
 
     # -- inputs --------------------------------------------------------------------------------

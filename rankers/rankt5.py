@@ -39,8 +39,9 @@ from rankers.base import (
     SCORE,
     TRAINING,
     Ranker,
-    RankerConfig,
     RankerError,
+    TrainingConfig,
+    inherit_option,
     option,
     read_saved,
 )
@@ -49,7 +50,7 @@ from rankers.models import expected_new_weights, resolve_model, weights_hash
 
 if TYPE_CHECKING:
     import torch
-    from torch import nn
+    from transformers import PreTrainedModel
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +65,9 @@ T5_TYPES = ("t5", "mt5", "umt5")
 
 
 @dataclasses.dataclass
-class RankT5Config(RankerConfig):
-    """Scoring options, then training options (field names shared with the encoder rankers, as
+class RankT5Config(TrainingConfig):
+    """The shared training options (:class:`~rankers.base.TrainingConfig`), scoring options, then
+    the list trainer's options (field names shared with the encoder rankers, as
     :func:`rankers.training.fit_lists` reads them). A loaded checkpoint restores the score
     options (:attr:`Role.SCORE <rankers.base.Role.SCORE>`)."""
 
@@ -95,8 +97,8 @@ class RankT5Config(RankerConfig):
         help="scoring: weights cast once to it (auto: bfloat16 on CUDA, float32 on CPU); "
         "training on CUDA: the autocast dtype over float32 master weights",
     )
-    seed: int = option(
-        0, role=TRAINING, help="new weights' initialisation, list cuts and training order"
+    seed: int = inherit_option(
+        TrainingConfig, "seed", 0, help="new weights' initialisation, list cuts and training order"
     )
     loss: str = option(
         "ce",
@@ -115,11 +117,8 @@ class RankT5Config(RankerConfig):
         min=2,
         help="training lists cut once to this many (positives that fit, sampled negatives)",
     )
-    epochs: int = option(1, role=TRAINING, min=1, help="passes over the train lists")
-    lr: float = option(1e-4, role=TRAINING, help="peak AdamW learning rate")
-    weight_decay: float = option(0.01, role=TRAINING, help="AdamW weight decay")
+    epochs: int = inherit_option(TrainingConfig, "epochs", 1, help="passes over the train lists")
     warmup_ratio: float = option(0.1, role=TRAINING, help="share of steps warming the lr up")
-    max_grad_norm: float = option(1.0, role=TRAINING, help="gradient clipping norm")
     train_batch_queries: int = option(
         4, role=TRAINING, min=1, help="candidate lists per optimisation step"
     )
@@ -132,19 +131,19 @@ class RankT5Config(RankerConfig):
             )
 
 
-class RankT5Ranker(Ranker):
+class RankT5Ranker(Ranker[RankT5Config]):
     """Pointwise seq2seq scorer (one pair per encoder pass), trained listwise."""
 
     name: ClassVar[str] = "rankt5"
     family: ClassVar[str] = "seq2seq"
-    Config: ClassVar[type[RankerConfig]] = RankT5Config
+    Config = RankT5Config
     pointwise: ClassVar[bool] = True
     trainable: ClassVar[bool] = True
 
-    def __init__(self, config: RankerConfig | None = None, device: str = "cpu") -> None:
+    def __init__(self, config: RankT5Config | None = None, device: str = "cpu") -> None:
         super().__init__(config, device)
         self.device = resolve_device(device)
-        self._module: nn.Module | None = None
+        self._module: PreTrainedModel | None = None
         self._tokenizer: Any = None
         self._score_id = -1
         self._start_id = -1
@@ -152,16 +151,11 @@ class RankT5Ranker(Ranker):
         self.training_summary: dict[str, Any] | None = None
         from rankers.encoders import CastCache
 
-        self._cast = CastCache()
-
-    @property
-    def cfg(self) -> RankT5Config:
-        assert isinstance(self.config, RankT5Config)
-        return self.config
+        self._cast: CastCache[PreTrainedModel] = CastCache()
 
     # -- model ---------------------------------------------------------------------------------
     @property
-    def module(self) -> nn.Module:
+    def module(self) -> PreTrainedModel:
         """The seq2seq LM, loaded on first use (eval mode, on ``device``)."""
         if self._module is None:
             self._build(self.cfg.model)
@@ -239,7 +233,8 @@ class RankT5Ranker(Ranker):
                 f"rankt5: score token id {self._score_id} outside the model's {vocab} logits"
             )
         self._start_id = int(start)
-        self._module = model.to(self.device).eval()
+        # transformers declares .to() through functools.wraps, which mypy does not bind as a method
+        self._module = model.to(self.device).eval()  # type: ignore[arg-type]
         self._tokenizer = tokenizer
         if not self._info:  # a loaded checkpoint keeps the provenance of its base
             self._info = {
@@ -322,8 +317,8 @@ class RankT5Ranker(Ranker):
 
         rows, list_index, item_index = [], [], []
         for b, (query, docs) in enumerate(lists):
-            for j, ids in enumerate(self.pair_ids(query, docs)):
-                rows.append(ids)
+            for j, pair in enumerate(self.pair_ids(query, docs)):
+                rows.append(pair)
                 list_index.append(b)
                 item_index.append(j)
         ids, mask = self._pad(rows)

@@ -80,12 +80,12 @@ def _has_trained_head(ref: ModelRef) -> bool | None:
     return any(str(a).endswith("ForSequenceClassification") for a in architectures or [])
 
 
-class STCrossEncoderRanker(Ranker):
+class STCrossEncoderRanker(Ranker[STCrossEncoderConfig]):
     """``CrossEncoder.predict`` over the (query, item) pairs of each call."""
 
     name: ClassVar[str] = "st-crossencoder"
     family: ClassVar[str] = "early"
-    Config: ClassVar[type[RankerConfig]] = STCrossEncoderConfig
+    Config = STCrossEncoderConfig
     pointwise: ClassVar[bool] = True
     host_step: ClassVar[str | None] = (
         "CrossEncoder.predict's length sort, then CrossEncoder.preprocess per batch "
@@ -97,7 +97,6 @@ class STCrossEncoderRanker(Ranker):
 
     def __init__(self, config: STCrossEncoderConfig | None = None, device: str = "cpu") -> None:
         super().__init__(config, device)
-        self.config: STCrossEncoderConfig
         self._model: Any = None
 
     @property

@@ -134,7 +134,7 @@ class ItemTokens:
             *(getattr(self._arrays, f.name)[rows] for f in dataclasses.fields(ItemArrays))
         )
         if len(missing):
-            fresh = self.tokenise([texts[i] for i in missing])
+            fresh = self.tokenise([texts[i] for i in missing.tolist()])
             for f in dataclasses.fields(ItemArrays):
                 getattr(held, f.name)[missing] = getattr(fresh, f.name)
         return held

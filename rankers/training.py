@@ -65,7 +65,7 @@ import numpy as np
 from bench.data.model import CandidateList, Qrels, RankingSplit
 from bench.metrics import build_run, evaluate
 from bench.results import atomic_write_json
-from rankers.base import Ranker, RankerError, Role
+from rankers.base import Ranker, RankerError, Role, TrainingConfig
 from rankers.losses import RankingLoss, get_loss
 
 if TYPE_CHECKING:
@@ -239,7 +239,8 @@ def training_targets(
         teachers = [(load_teacher(p, ranker.device), p) for p in teacher_parts(str(path))]
     if not teachers:
         return Targets(grade_targets(lists, train.qrels), "qrels grades")
-    members, infos = [], []
+    members: list[list[np.ndarray]] = []
+    infos: list[dict[str, Any]] = []
     for t, folder in teachers:
         logits, cache = teacher_logits(t, lists, train.checksum, cache_dir)
         members.append(logits)
@@ -254,8 +255,8 @@ def training_targets(
     combined = ensemble_logits(members)
     mode = getattr(ranker.config, "teacher_scores", "sigmoid")
     values = [sigmoid(s) for s in combined] if mode == "sigmoid" else combined
-    ident = ENSEMBLE_SEPARATOR.join(i["weights_hash"] for i in infos)
-    names = ENSEMBLE_SEPARATOR.join(i["name"] for i in infos)
+    ident = ENSEMBLE_SEPARATOR.join(str(i["weights_hash"]) for i in infos)
+    names = ENSEMBLE_SEPARATOR.join(str(i["name"]) for i in infos)
     info: dict[str, Any] = dict(infos[0]) if len(infos) == 1 else {"name": names, "members": infos}
     info["scores"] = mode
     source = f"teacher {ident}" + ("" if mode == "sigmoid" else f" ({mode})")
@@ -763,9 +764,10 @@ class LoopPlan:
     distributed: bool = False
 
     @classmethod
-    def of(cls, cfg: Any, **settings: Any) -> LoopPlan:
-        """A plan from the option names every trainable config shares (epochs, lr,
-        weight_decay, max_grad_norm, seed, checkpoint_steps), then ``settings``."""
+    def of(cls, cfg: TrainingConfig, **settings: Any) -> LoopPlan:
+        """A plan from the options every trainable config shares (:class:`TrainingConfig`:
+        epochs, lr, weight_decay, max_grad_norm, seed) and its checkpoint_steps if it has that
+        option, then ``settings``."""
         shared = ("epochs", "lr", "weight_decay", "max_grad_norm", "seed")
         plan: dict[str, Any] = {name: getattr(cfg, name) for name in shared}
         for name in ("checkpoint_steps", "min_steps", "patience"):

@@ -35,6 +35,15 @@ def fixtures_dir() -> Path:
     return FIXTURES
 
 
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small random BERT with MiniLM's tokenizer (:func:`toymodels.write_tiny_bert`), written
+    once per session; tests read it and never write into it."""
+    from toymodels import write_tiny_bert
+
+    return write_tiny_bert(tmp_path_factory.mktemp("tiny-bert") / "bert")
+
+
 @pytest.fixture()
 def results_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty results root so tests never touch the checkout's results/."""

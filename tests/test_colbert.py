@@ -15,7 +15,7 @@ from crashing import Crash, die_after_checkpoint
 from bench.data.model import Candidate, CandidateList, Query, RankingSplit
 from rankers.base import RankerError
 from rankers.colbert import ColBERTRanker, ColBERTRankerConfig, _no_cpp_extension
-from rankers.encoders import state_hash, write_tiny_bert
+from rankers.encoders import state_hash
 from rankers.models import resolve_model
 
 # bert-base-uncased vocabulary ids (MiniLM's): colbert-ai's markers are [unused0]/[unused1]
@@ -33,11 +33,6 @@ HAND = CandidateList(
         Candidate("d", "cats, lions and tigers are felines; the cat purrs."),
     ),
 )
-
-
-@pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_tiny_bert(tmp_path_factory.mktemp("colbert") / "tiny-bert")
 
 
 def _ranker(path: Path, **options: object) -> ColBERTRanker:

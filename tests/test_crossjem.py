@@ -16,7 +16,6 @@ from rankers.base import RankerError
 from rankers.crossjem import CrossJEMRanker
 from rankers.crossjem.inputs import build_row, pack_groups
 from rankers.crossjem.model import sinusoids
-from rankers.encoders import write_tiny_bert
 from rankers.losses import get_loss
 
 CLS, SEP = 101, 102
@@ -33,11 +32,6 @@ ITEMS = [
     "list comprehension with if else",
     "python list sort method",  # a duplicate of item 1
 ]
-
-
-@pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
 
 
 def _ranker(model: Path | str, **options: object) -> CrossJEMRanker:

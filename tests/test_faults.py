@@ -48,7 +48,6 @@ from bench.results import (
 from bench.runner import RunOptions, fit_or_load, ranker_options, run
 from rankers import RankerError, create_ranker
 from rankers.base import Ranker, RankerConfig, read_saved
-from rankers.encoders import write_tiny_bert
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 cli = CliRunner()
@@ -125,11 +124,6 @@ class FakeTrainable(Ranker):
         self.loads += 1
 
 
-@pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_tiny_bert(tmp_path_factory.mktemp("tiny") / "bert")
-
-
 @pytest.fixture()
 def env(shared_data: Path, results_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("BENCH_DATA_DIR", str(shared_data))
@@ -196,6 +190,7 @@ def test_changed_ranker_code_recomputes_a_cached_result_and_says_why(
     )
     provenance.code_fingerprint.cache_clear()
     caplog.set_level(logging.INFO)
+    caplog.clear()  # only the rerun's log (a CLI test run before may have left INFO on)
     second = run(opts)
     assert second.path != first.path and second.created >= first.created
     assert second.key_parts["config"] == first.key_parts["config"]

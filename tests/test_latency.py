@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from toymodels import CountingRanker
 
 from bench.data.model import Candidate, CandidateList, Query, RankingSplit
 from bench.latency import LatencyTracker, summarise
 from bench.runner import batches, score_split
-from rankers.base import Ranker
 
 
 def test_summary_percentiles_and_throughput_from_known_calls() -> None:
@@ -47,21 +47,6 @@ def test_tracker_rejects_empty() -> None:
         LatencyTracker().summary()
     with pytest.raises(ValueError), LatencyTracker().track(queries=0):
         pass
-
-
-class CountingRanker(Ranker):
-    """Scores by candidate position and counts calls, to see which calls were timed."""
-
-    name = "counting"
-    family = "sparse"
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: list[list[str]] = []
-
-    def score(self, lists):  # type: ignore[override]
-        self.calls.append([cl.query.qid for cl in lists])
-        return [np.arange(len(cl), 0, -1, dtype=float) for cl in lists]
 
 
 def _split(n: int) -> RankingSplit:

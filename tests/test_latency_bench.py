@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from toymodels import CountingRanker
 
 import rankers
 from bench.checks import OK, run_checks
@@ -42,7 +43,6 @@ from bench.latency import (
 )
 from bench.latency.protocol import PARTS
 from rankers.base import LatencyVariant, Ranker, RankerConfig, RankerError
-from rankers.encoders import write_tiny_bert
 from rankers.models import write_random_bert
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -111,21 +111,6 @@ def test_list_tokens_union_compression_and_groups() -> None:
     assert summary["monobert_tokens_per_query"] == 8 + 8 + 7 + 6  # L_q + L_k + 3 per item
     assert summary["crossjem_tokens_per_query"] == (2 + 4 + 3) + (2 + 3 + 3)
     assert summary["union_mean"] == 5 and summary["groups_mean"] == 2
-
-
-class CountingRanker(Ranker):
-    name = "counting"
-    family = "sparse"
-
-    def __init__(self, tag: str = "", log: list[str] | None = None) -> None:
-        super().__init__()
-        self.calls: list[int] = []
-        self.tag, self.log = tag, log if log is not None else []
-
-    def score(self, lists):  # type: ignore[override]
-        self.calls.append(len(lists))
-        self.log.append(self.tag + lists[0].query.qid)
-        return [np.zeros(len(cl)) for cl in lists]
 
 
 def _lists(n: int) -> list[CandidateList]:
@@ -640,11 +625,6 @@ def test_arch_times_random_weights_of_the_preset(
             assert row.options["model"] == str(folder)
     # the cost model measures the arch's encoder too
     assert rec.blocks[0].tokens["encoder"] == {"layers": 2, "hidden": 32, "intermediate": 64}
-
-
-@pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
 
 
 def test_tiny_end_to_end_run(shared_data: Path, tiny_bert: Path, results_dir: Path) -> None:

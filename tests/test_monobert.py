@@ -22,13 +22,6 @@ TEXTS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from rankers.encoders import write_tiny_bert
-
-    return write_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
-
-
 def _ranker(model: Path | str, **options: object) -> MonoBERTRanker:
     ranker = MonoBERTRanker(MonoBERTRanker.Config.from_options({"model": str(model), **options}))
     assert isinstance(ranker, MonoBERTRanker)

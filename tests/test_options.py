@@ -36,6 +36,8 @@ ENCODER_TRAINING = {
     "weight_decay",
     "warmup_ratio",
     "max_grad_norm",
+    "min_steps",
+    "patience",
     "train_batch_queries",
 }
 DENSE = {
@@ -54,6 +56,8 @@ DENSE = {
         "scale",
         "hard_negatives",
         "max_grad_norm",
+        "min_steps",
+        "patience",
         "seed",
     },
     Role.SCORE: {"similarity", "query_prefix", "document_prefix", "max_length"},
@@ -105,6 +109,8 @@ EXPECTED: dict[str, dict[Role, set[str]]] = {
             "warmup_steps",
             "weight_decay",
             "max_grad_norm",
+            "min_steps",
+            "patience",
             "seed",
         },
         Role.SCORE: {
@@ -134,6 +140,8 @@ EXPECTED: dict[str, dict[Role, set[str]]] = {
             "weight_decay",
             "warmup_ratio",
             "max_grad_norm",
+            "min_steps",
+            "patience",
             "train_batch_queries",
         },
         Role.SCORE: {"model", "score_token", "template", "max_length"},

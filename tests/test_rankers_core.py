@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -10,7 +11,7 @@ import pytest
 
 from bench.data.model import Candidate, CandidateList, Query, RankingSplit
 from rankers import RankerError, available, canonical_name, create_ranker, get_ranker_class
-from rankers.base import RankerConfig
+from rankers.base import RankerConfig, Role, TrainingConfig, option_spec
 from rankers.bm25 import BM25Ranker, tokenize
 
 
@@ -45,6 +46,22 @@ def test_options_are_converted_by_field_type() -> None:
         _Cfg.from_options({"epochs": "x"})
     with pytest.raises(RankerError, match="known: epochs, lr, name, positions, sizes"):
         _Cfg.from_options({"epoch": "3"})
+
+
+def test_every_trainable_config_is_a_training_config() -> None:
+    # the one training loop reads the shared options from any trainable ranker's config
+    for name in available():
+        cls = get_ranker_class(name)
+        assert issubclass(cls.Config, TrainingConfig) == cls.trainable, name
+
+
+def test_a_ranker_specific_default_and_help_keep_the_role_and_range() -> None:
+    dense = {f.name: f for f in dataclasses.fields(get_ranker_class("dpr").Config)}
+    seed = option_spec(dense["seed"])
+    assert seed is not None and (seed.role, seed.help) == (Role.TRAINING, "shuffling and dropout")
+    assert dense["seed"].default == 42
+    epochs = option_spec(dense["epochs"])
+    assert epochs is not None and (epochs.min, epochs.help) == (1, "passes over the training pairs")
 
 
 def test_unknown_option_for_a_real_ranker() -> None:

@@ -16,7 +16,6 @@ import torch
 
 from bench.data.model import Candidate, CandidateList, Query, RankingSplit
 from rankers.base import RankerError
-from rankers.encoders import write_tiny_bert
 from rankers.models import resolve_model
 from rankers.rankt5 import RankT5Config, RankT5Ranker, _cut
 
@@ -57,11 +56,6 @@ def tiny_t5(tmp_path_factory: pytest.TempPathFactory) -> Path:
     T5ForConditionalGeneration(config).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
-
-
-@pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_tiny_bert(tmp_path_factory.mktemp("rankt5") / "tiny-bert")
 
 
 def _ranker(model: Path | str, **options: object) -> RankT5Ranker:

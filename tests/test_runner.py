@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 from toydata import write_toy_mteb
 
 from bench.results import supervision
-from bench.runner import RunOptions, label_for, ranker_options, run
+from bench.runner import RunOptions, label_for, ranker_options, run, train
 from rankers import RankerError, create_ranker
-from rankers.encoders import write_tiny_bert
 
 
 def _toy_run(tmp_path: Path, ranker: str, **fields: object) -> RunOptions:
@@ -20,11 +20,6 @@ def _toy_run(tmp_path: Path, ranker: str, **fields: object) -> RunOptions:
     return RunOptions(
         ranker=ranker, dataset="toy", data_dir=tmp_path / "data", **{**base, **fields}
     )
-
-
-@pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_tiny_bert(tmp_path_factory.mktemp("tiny") / "bert")
 
 
 @pytest.fixture()
@@ -195,3 +190,22 @@ def test_a_teacher_that_names_itself_is_refused(
     )
     with pytest.raises(RankerError, match="names itself"):
         run(_toy_run(tmp_path, "crossjem", options={"teacher": "monobert"}))
+
+
+def test_the_run_context_is_resolved_once_and_used_by_the_run(tmp_path: Path) -> None:
+    opts = _toy_run(tmp_path, "bm25", threads=1, results_dir=tmp_path / "asked")
+    ctx = opts.context()
+    assert (ctx.device, ctx.threads) == ("cpu", 1)
+    assert (ctx.data_root, ctx.results_root) == (tmp_path / "data", tmp_path / "asked")
+    # the runner takes the context it is given (here another results root) over its own
+    elsewhere = dataclasses.replace(ctx, results_root=tmp_path / "given")
+    record = run(opts, elsewhere)
+    assert record.path is not None and (tmp_path / "given") in record.path.parents
+    assert record.run_config["device"] == "cpu" and not (tmp_path / "asked").exists()
+    with pytest.raises(ValueError, match="--device"):
+        dataclasses.replace(opts, device="tpu").context()
+
+
+def test_train_refuses_a_ranker_that_cannot_train(tmp_path: Path) -> None:
+    with pytest.raises(RankerError, match="not trainable, so `bench train` has nothing to do"):
+        train(_toy_run(tmp_path, "bm25"))

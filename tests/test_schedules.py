@@ -15,7 +15,6 @@ from bench.data.model import Candidate, CandidateList, Query, RankingSplit
 from rankers.base import Ranker, RankerConfig, RankerError
 from rankers.bm25 import BM25Index
 from rankers.crossjem import CrossJEMRanker
-from rankers.encoders import write_tiny_bert
 from rankers.training import (
     LoopPlan,
     Progress,
@@ -28,11 +27,6 @@ from rankers.training import (
     teacher_parts,
     training_targets,
 )
-
-
-@pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
 
 
 # -- teachers ------------------------------------------------------------------------------------

@@ -13,13 +13,7 @@ from bench.cli import app
 from bench.data.model import Candidate, CandidateList, Query
 from bench.latency.protocol import checkpoint_for
 from rankers import RankerError, create_ranker, get_ranker_class
-from rankers.encoders import write_tiny_bert
 from rankers.stcross import STCrossEncoderRanker
-
-
-@pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
 
 
 def _lists() -> list[CandidateList]:

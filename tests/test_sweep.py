@@ -20,12 +20,6 @@ from bench.sweep import (
     write_chosen,
 )
 from rankers import RankerError
-from rankers.encoders import write_tiny_bert
-
-
-@pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_tiny_bert(tmp_path_factory.mktemp("tiny") / "bert")
 
 
 @pytest.fixture()

@@ -19,10 +19,11 @@ import numpy as np
 import pytest
 import torch
 from toydata import gold_split
+from toymodels import write_tiny_bert
 
 from rankers.base import RankerError
 from rankers.crossjem import CrossJEMRanker
-from rankers.encoders import state_hash, write_tiny_bert
+from rankers.encoders import state_hash
 from rankers.monobert import MonoBERTRanker
 from rankers.training import (
     CHECKPOINT_DIR,
@@ -42,11 +43,6 @@ def _crossjem(model: Path | str, **options: Any) -> CrossJEMRanker:
     ranker = CrossJEMRanker(CrossJEMRanker.Config.from_options({**base, **options}))
     assert isinstance(ranker, CrossJEMRanker)
     return ranker
-
-
-@pytest.fixture(scope="module")
-def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
 
 
 # -- optimiser and batches -----------------------------------------------------------------------

@@ -45,6 +45,7 @@ from bench.latency.tables import (
     LATENCY_FORMATS,
     LatencyTable,
     build_latency_table,
+    latency_summary,
     merge_records,
     render_latency,
 )
@@ -82,6 +83,7 @@ __all__ = [
     "column_for",
     "create_entry",
     "entries_for",
+    "latency_summary",
     "list_tokens",
     "load_latency_records",
     "mark_best",

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import provenance
+from bench.context import RunContext
 from bench.data.model import CandidateList, RankingSplit
 from bench.latency.lists import (
     bm25_lists,
@@ -120,6 +121,17 @@ class BenchOptions:
     options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     data_dir: str | Path | None = None
     results_dir: str | Path | None = None
+
+    def context(self) -> RunContext:
+        """The run context of these options, resolved once (device, threads set now, seed,
+        roots)."""
+        return RunContext.resolve(
+            device=self.device,
+            seed=self.seed,
+            threads=self.threads,
+            data_dir=self.data_dir,
+            results_dir=self.results_dir,
+        )
 
     def validate(self) -> None:
         """Raise ValueError (RankerError for an unknown ranker) naming the bad option."""
@@ -550,25 +562,24 @@ def _with_model(
     return out
 
 
-def run_benchmark(opts: BenchOptions) -> LatencyRecord:
+def run_benchmark(opts: BenchOptions, ctx: RunContext | None = None) -> LatencyRecord:
     """Time every ranker of ``opts`` at every N on BM25 top-N lists; write and return the record.
+    ``ctx``: the command's run context (default: :meth:`BenchOptions.context`).
 
     Raises ValueError for invalid options (before any work) and when the split's collection has
     fewer than N items.
     """
     from bench.data import load_split
-    from bench.device import device_info, resolve_device, seed_everything, set_threads
-    from bench.settings import results_root
+    from bench.device import device_info
     from rankers import canonical_name
     from rankers.bm25 import BM25Index
 
     opts.validate()
     rankers = list(dict.fromkeys(canonical_name(r) for r in opts.rankers))
-    root = results_root(opts.results_dir)
-    device = resolve_device(opts.device)
-    seed_everything(opts.seed)
-    threads = set_threads(opts.threads)
-    split = load_split(opts.dataset, opts.split, opts.data_dir)
+    ctx = ctx or opts.context()
+    root, device, threads = ctx.results_root, ctx.device, ctx.threads
+    ctx.seed_everything()
+    split = load_split(opts.dataset, opts.split, ctx.data_root)
     collection = split.collection()
     too_big = [n for n in opts.n_values if n > len(collection)]
     if too_big:

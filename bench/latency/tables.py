@@ -104,7 +104,7 @@ class LatencyTable:
         for n in self.n_values:
             for col, parts in self.breakdown.get(n, {}).items():
                 texts = [
-                    missing if parts[k] is None else _number(parts[k], self.breakdown_stat)
+                    missing if (v := parts[k]) is None else _number(v, self.breakdown_stat)
                     for k in ("total", "host", "model_only")
                 ]
                 share = parts.get("host_share")
@@ -372,3 +372,30 @@ def render_latency(table: LatencyTable, fmt: str = "table") -> str | RenderableT
         }
         return json.dumps(out, indent=2) + "\n"
     raise ValueError(f"unknown latency table format {fmt!r}; known: {', '.join(LATENCY_FORMATS)}")
+
+
+def latency_summary(record: LatencyRecord) -> list[str]:
+    """Lines under the rich table: per N, the measured speed-ups against the cost model's and
+    each column's throughput; then where the record is."""
+    out = []
+    for block in record.blocks:
+        sp = block.speedup
+        for what, found in (
+            ("CROSS-JEM speed-up over monoBERT", sp),
+            ("end to end (items tokenised in the call)", sp.get("end_to_end")),
+        ):
+            if not found or "measured_mean" not in found:
+                continue
+            fraction = found.get("fraction_of_prediction")
+            out.append(
+                f"N={block.n}: {what} measured {found['measured_mean']:.2f}x (mean), "
+                f"{found['measured_p50']:.2f}x (p50); cost model {found['predicted_flops']:.2f}x"
+                + (f"; {100 * fraction:.0f}% of prediction" if fraction else "")
+            )
+        best = [r for r in record.rows if r.n == block.n and r.best]
+        out.append(
+            f"N={block.n}: pairs/s (best row of each column): "
+            + "; ".join(f"{r.column} {r.latency['candidates_per_s']:,.0f}" for r in best)
+        )
+    out.append(f"record: {record.path}")
+    return out

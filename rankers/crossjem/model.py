@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -20,6 +21,9 @@ from torch import Tensor, nn
 from rankers.crossjem.inputs import Row
 from rankers.crossjem.packed import Bucket, PackedRows
 from rankers.encoders import scatter_to_lists, upload
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 
 @dataclasses.dataclass
@@ -116,8 +120,11 @@ def sinusoids(length: int, dim: int) -> Tensor:
 class CrossJEMModule(nn.Module):
     """Encoder + selective mean pooling (+ optional item positions) + shared linear classifier."""
 
+    #: sinusoids of each token's position in its item (a buffer)
+    position_table: Tensor
+
     def __init__(
-        self, encoder: nn.Module, dropout: float, item_positions: bool, max_item_len: int
+        self, encoder: PreTrainedModel, dropout: float, item_positions: bool, max_item_len: int
     ) -> None:
         super().__init__()
         self.encoder = encoder

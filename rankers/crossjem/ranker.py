@@ -5,18 +5,21 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 
 from bench.data.model import CandidateList
-from rankers.base import RUNTIME, SCORE, TRAINING, RankerConfig, RankerError, inherit_option, option
+from rankers.base import RUNTIME, SCORE, TRAINING, RankerError, inherit_option, option
 from rankers.crossjem.inputs import Row, build_rows
 from rankers.crossjem.model import CrossJEMBatch, CrossJEMModule, collate
 from rankers.crossjem.packed import PackedRows, pack_lists
 from rankers.encoders import EncoderConfig, EncoderRanker, check_positions, token_ids
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 log = logging.getLogger(__name__)
 
@@ -68,24 +71,19 @@ class CrossJEMConfig(EncoderConfig):
             )
 
 
-class CrossJEMRanker(EncoderRanker):
+class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
     """Scores all items of a query in one encoder pass over [CLS] query [SEP] union [SEP]."""
 
     name: ClassVar[str] = "crossjem"
     family: ClassVar[str] = "joint"
-    Config: ClassVar[type[RankerConfig]] = CrossJEMConfig
+    Config = CrossJEMConfig
     pointwise: ClassVar[bool] = False
 
-    @property
-    def cfg(self) -> CrossJEMConfig:
-        assert isinstance(self.config, CrossJEMConfig)
-        return self.config
-
-    def _check_encoder(self, encoder: nn.Module) -> None:
+    def _check_encoder(self, encoder: PreTrainedModel) -> None:
         longest = self.cfg.max_query_len + self.cfg.union_len + 3
         check_positions(encoder, longest, "crossjem: max_query_len + union_len + 3")
 
-    def _build_module(self, encoder: nn.Module) -> nn.Module:
+    def _build_module(self, encoder: PreTrainedModel) -> nn.Module:
         return CrossJEMModule(
             encoder,
             dropout=self.cfg.dropout,
@@ -150,6 +148,7 @@ class CrossJEMRanker(EncoderRanker):
     def score_prepared(self, prepared: list[CrossJEMBatch]) -> list[np.ndarray]:
         """Every bucket through the (cast) module; one device-to-host copy per batch."""
         module = self.scoring_module()
+        assert isinstance(module, CrossJEMModule)
         out: list[np.ndarray] = []
         with self.inference():
             for batch in prepared:

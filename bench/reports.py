@@ -1,0 +1,174 @@
+"""What the CLI prints besides the comparison tables (:mod:`bench.tables`) and the latency tables
+(:mod:`bench.latency.tables`): the dataset listing, the ranker options and one run's record.
+Each function returns rich renderables; the CLI prints them."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rich.console import RenderableType
+from rich.markup import escape
+from rich.table import Table
+
+log = logging.getLogger(__name__)
+
+
+def error_text(exc: BaseException) -> str:
+    """One line: an OS error as ``PATH: reason``, anything else as its message."""
+    if isinstance(exc, OSError) and exc.strerror and exc.filename:
+        return f"{exc.filename}: {exc.strerror}"
+    return str(exc)
+
+
+# -- datasets ------------------------------------------------------------------------------------
+def wordpiece_tokenizer() -> Callable[[str], list[str]] | None:
+    """MiniLM-L6's WordPiece ``tokenize``, or None (with a warning) when it cannot be loaded."""
+    try:
+        from transformers import AutoTokenizer
+
+        from rankers.models import resolve_model
+
+        tok = AutoTokenizer.from_pretrained(resolve_model("minilm-l6").path)
+    except Exception as exc:  # noqa: BLE001 - statistics fall back to words
+        log.warning("WordPiece tokenizer unavailable (%s); counting words", exc)
+        return None
+    return tok.tokenize
+
+
+def datasets_table(
+    data_dir: str | Path | None, tokenizer: Callable[[str], list[str]] | None
+) -> Table:
+    """Every dataset under the data root with split sizes, candidates per query and lengths
+    (WordPiece tokens with ``tokenizer``, else words). A dataset that cannot be read gets a row
+    of '-' and a warning; one without a local copy, a row of '-' and a note in the log."""
+    from bench.data import (
+        DatasetError,
+        dataset_splits,
+        get_card,
+        list_datasets,
+        load_split,
+        split_stats,
+    )
+    from bench.settings import data_root
+
+    table = Table(title=f"Datasets under {data_root(data_dir)}")
+    for col in (
+        "dataset",
+        "layout",
+        "split",
+        "queries",
+        "cand/query",
+        "pos/query",
+        "query len",
+        "cand len",
+        "union/list",
+        "dropped",
+    ):
+        table.add_column(col, justify="left" if col in ("dataset", "layout", "split") else "right")
+    unit = "WordPiece tokens" if tokenizer else "words"
+    for name in list_datasets(data_dir):
+        # one broken or unreadable dataset is reported and listed, the others still are
+        try:
+            layout = get_card(name, data_dir).layout
+            splits = dataset_splits(name, data_dir, local_only=True)
+            loaded = [load_split(name, sp, data_dir) for sp in splits]
+        except (DatasetError, OSError) as exc:
+            layout, loaded = "?", []
+            log.warning("%s: not available: %s", name, error_text(exc))
+        else:
+            if not loaded:
+                log.info("%s: not available: no local copy", name)
+        if not loaded:
+            table.add_row(name, layout, "-", *["-"] * 7)
+            continue
+        for split in loaded:
+            s = split_stats(split, tokenizer=tokenizer)
+            key = "wordpiece" if tokenizer else "words"
+            cand, cpq = s["candidate_length"][key], s["candidates_per_query"]
+            table.add_row(
+                name,
+                split.layout,
+                split.split,
+                str(s["queries"]),
+                f"{cpq['mean']:.1f} ({cpq['min']}-{cpq['max']})",
+                f"{s['positives_per_query']['mean']:.2f}",
+                f"{s['query_length'][key]['mean']:.1f}",
+                f"{cand['mean']:.1f} (p95 {cand['p95']:.0f})",
+                f"{s['union_length'][key]['mean']:.0f} (max {s['union_length'][key]['max']:.0f})",
+                ", ".join(f"{k}: {v}" for k, v in split.dropped.items() if v) or "0",
+            )
+    table.caption = (
+        f"lengths: mean {unit}; union/list: distinct tokens of a query's candidates "
+        "(CROSS-JEM's input); unavailable datasets are listed with '-' (the log says why: a "
+        "warning for broken files, a note for no local copy)"
+    )
+    return table
+
+
+# -- rankers -------------------------------------------------------------------------------------
+def ranker_options_report() -> list[RenderableType]:
+    """Per registered ranker, a table of its options (default, role, valid range, help); then
+    what the roles mean. A ranker that cannot be imported gets one line saying why."""
+    from rankers import FAMILIES, RankerError, available, get_ranker_class
+
+    out: list[RenderableType] = []
+    for name in available():
+        try:
+            cls = get_ranker_class(name)
+        except RankerError as exc:
+            out.append(f"[bold]{name}[/bold]: unavailable: {escape(str(exc))}")
+            continue
+        title = f"{name} ({FAMILIES.get(cls.family, cls.family)}"
+        title += ", trainable)" if cls.trainable else ")"
+        options = cls.Config.describe_options()
+        if not options:
+            out.append(f"[bold]{escape(title)}[/bold]: no options")
+            continue
+        table = Table(title=escape(title), title_justify="left", title_style="bold")
+        table.add_column("option", no_wrap=True)
+        table.add_column("default", max_width=24, overflow="fold")
+        table.add_column("role", no_wrap=True)
+        table.add_column("range")
+        table.add_column("help")
+        for opt in options:
+            default = "-" if opt.default is dataclasses.MISSING else repr(opt.default)
+            role = opt.role.label() if opt.role is not None else ""
+            table.add_row(*(escape(v) for v in (opt.name, default, role, opt.range, opt.help)))
+        out.append(table)
+    out.append(
+        "roles: training = part of the trained-model key (changing it trains anew); "
+        "score = defines what a score means (a loaded checkpoint's value wins); "
+        "runtime = speed, precision or where the weights come from (the caller's value wins)"
+    )
+    return out
+
+
+# -- one run -------------------------------------------------------------------------------------
+def record_report(record: Any) -> list[RenderableType]:
+    """One `bench run` result: its metrics, p50 latency and throughput, dropped queries (if
+    any) and where the record is."""
+    table = Table(
+        title=f"{record.label} on {record.dataset}/{record.split} "
+        f"({record.data['queries']} queries)"
+    )
+    # the run's measure order; a record read back from disk has its keys sorted
+    known = [m for m in record.run_config.get("measures", []) if m in record.metrics]
+    names = known + [m for m in record.metrics if m not in known]
+    for m in names:
+        table.add_column(m, justify="right")
+    table.add_column("p50 ms/q", justify="right")
+    table.add_column("cand/s", justify="right")
+    table.add_row(
+        *(f"{record.metrics[m]:.4f}" for m in names),
+        f"{record.latency['p50_ms']:.2f}",
+        f"{record.latency['candidates_per_s']:.0f}",
+    )
+    out: list[RenderableType] = [table]
+    if record.data.get("dropped"):
+        out.append(f"dropped queries: {record.data['dropped']}")
+    out.append(f"record: {record.path}")
+    return out
