@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bench.device import resolve_device, seed_everything, set_threads
 from bench.settings import data_root, results_root
@@ -45,6 +46,18 @@ class RunContext:
             threads=set_threads(threads),
             data_root=data_root(data_dir),
             results_root=results_root(results_dir),
+        )
+
+    @classmethod
+    def of(cls, options: Any) -> RunContext:
+        """The context of any options object with ``device``, ``seed``, ``threads``,
+        ``data_dir`` and ``results_dir`` attributes (a run's or a latency benchmark's)."""
+        return cls.resolve(
+            device=options.device,
+            seed=options.seed,
+            threads=options.threads,
+            data_dir=options.data_dir,
+            results_dir=options.results_dir,
         )
 
     def seed_everything(self) -> None:

@@ -110,13 +110,7 @@ class RunOptions:
     def context(self) -> RunContext:
         """The run context of these options, resolved once: the device, torch's threads (set
         now), the seed and the data and results roots."""
-        return RunContext.resolve(
-            device=self.device,
-            seed=self.seed,
-            threads=self.threads,
-            data_dir=self.data_dir,
-            results_dir=self.results_dir,
-        )
+        return RunContext.of(self)
 
 
 def batches(lists: Sequence[CandidateList], size: int) -> Iterator[list[CandidateList]]:

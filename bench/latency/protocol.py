@@ -125,13 +125,7 @@ class BenchOptions:
     def context(self) -> RunContext:
         """The run context of these options, resolved once (device, threads set now, seed,
         roots)."""
-        return RunContext.resolve(
-            device=self.device,
-            seed=self.seed,
-            threads=self.threads,
-            data_dir=self.data_dir,
-            results_dir=self.results_dir,
-        )
+        return RunContext.of(self)
 
     def validate(self) -> None:
         """Raise ValueError (RankerError for an unknown ranker) naming the bad option."""
