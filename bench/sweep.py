@@ -22,6 +22,7 @@ import yaml
 
 from bench.context import RunContext
 from bench.data import dataset_splits, dev_split_name
+from bench.metrics import DEFAULT_MEASURES
 from bench.results import ResultRecord, atomic_write_json, atomic_write_text, config_hash
 from bench.runner import RunOptions, ranker_options, run, settings_file
 from rankers import RankerError, canonical_name, get_ranker_class
@@ -110,6 +111,8 @@ def run_sweep(
 ) -> Sweep:
     """Train and score every combination of ``grid`` on top of ``base.options``, all in ``ctx``
     (default: ``base``'s context)."""
+    if measure not in DEFAULT_MEASURES:
+        raise ValueError(f"--measure {measure!r}: expected one of {', '.join(DEFAULT_MEASURES)}")
     ranker = canonical_name(base.ranker)
     ctx = ctx or base.context()
     splits = dataset_splits(base.dataset, ctx.data_root)

@@ -36,8 +36,6 @@ ENCODER_TRAINING = {
     "weight_decay",
     "warmup_ratio",
     "max_grad_norm",
-    "min_steps",
-    "patience",
     "train_batch_queries",
 }
 DENSE = {

@@ -95,6 +95,8 @@ def test_a_bad_value_stops_the_sweep_before_any_training(
 ) -> None:
     with pytest.raises(RankerError, match="sweep setting epochs=0"):
         run_sweep(_base(tmp_path), {"epochs": ["1", "0"]})
+    with pytest.raises(ValueError, match="--measure 'AP@1O'"):
+        run_sweep(_base(tmp_path / "m"), {"epochs": ["1"]}, measure="AP@1O")
     assert not (results_dir / "models").exists()
 
 
