@@ -156,18 +156,25 @@ def score_split(
     return scores, tracker
 
 
-def label_for(ranker: Ranker, fitted: bool, subset: int | None = None) -> str:
-    """Row label: name, model alias, options that differ from the defaults, fine-tuning, subset.
+def label_for(
+    ranker: Ranker, fitted: bool, subset: int | None = None, train_subset: int | None = None
+) -> str:
+    """Row label: name, model alias, options that differ from the defaults, fine-tuning, subsets.
 
     Two results share a label only when they share everything a reader would need to tell
-    them apart, so tables can show one row per label.
+    them apart, so tables can show one row per label. A folder given as an option (a teacher or
+    checkpoint) is shown by its last path component, so labels carry no machine's paths.
     """
     config = ranker.config.to_dict()
     defaults = type(ranker.config)().to_dict()
     parts = [str(config["model"])] if config.get("model") else []
-    parts += [f"{k}={v}" for k, v in config.items() if k != "model" and v != defaults.get(k)]
+    parts += [
+        f"{k}={_label_value(v)}" for k, v in config.items() if k != "model" and v != defaults.get(k)
+    ]
     if fitted:
         parts.append("fine-tuned")
+    if train_subset:
+        parts.append(f"trained on the first {train_subset} queries")
     if subset:
         parts.append(f"first {subset} queries")
     return f"{ranker.name} ({', '.join(parts)})" if parts else ranker.name
@@ -227,6 +234,15 @@ def _load_splits_for_fit(opts: RunOptions) -> tuple[RankingSplit, RankingSplit |
         )
         return train, None
     return train, load_split(opts.dataset, dev_name, opts.data_dir)
+
+
+def _label_value(value: Any) -> Any:
+    """``value`` for a label: each folder of a (``+``-joined) path value by its last component."""
+    if not isinstance(value, str) or not _looks_like_path(value):
+        return value
+    return ENSEMBLE_SEPARATOR.join(
+        Path(p).name if _looks_like_path(p) else p for p in teacher_parts(value)
+    )
 
 
 def _looks_like_path(value: str) -> bool:
@@ -593,7 +609,7 @@ def run(opts: RunOptions, ctx: RunContext | None = None) -> ResultRecord:
             name,
             untrained,
         )
-    label = label_for(ranker, fit, opts.subset)
+    label = label_for(ranker, fit, opts.subset, opts.train_subset)
     config = ranker.config.to_dict()
     overrides = _overrides(name, config, opts, fit, untrained is not None)
     training = fit_or_load(ranker, replace(opts, fit=True), root) if fit else None

@@ -110,6 +110,10 @@ def test_label_names_what_differs_from_defaults() -> None:
     ranker = create_ranker("bm25", {"k1": "1.2"})
     assert label_for(ranker, fitted=False) == "bm25 (k1=1.2)"
     assert label_for(create_ranker("bm25"), fitted=False, subset=50) == "bm25 (first 50 queries)"
+    student = create_ranker("monobert", {"teacher": "/data/models/mono/ab12+colbert"})
+    assert label_for(student, fitted=True, train_subset=78) == (
+        "monobert (minilm-l6, teacher=ab12+colbert, fine-tuned, trained on the first 78 queries)"
+    )
 
 
 def test_training_compares_the_kept_epoch_with_dev_baselines(
