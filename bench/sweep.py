@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import itertools
-import json
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -216,7 +215,7 @@ def write_chosen(sweep: Sweep, path: Path | None = None) -> dict[str, Any]:
     prefix = _DATASET_LINE.format(name=sweep.dataset)
     at = next((i for i, ln in enumerate(lines) if ln.startswith(prefix)), None)
     if at is not None:
-        if not lines[at].rstrip().endswith("}") and not re.match(rf"{prefix}\s*\{{", lines[at]):
+        if not re.match(rf"{prefix}\s*\{{", lines[at]):
             raise RankerError(
                 f"{path}: datasets.{sweep.dataset} is not a one-line mapping; add {flow} by hand"
             )
@@ -238,7 +237,3 @@ def write_chosen(sweep: Sweep, path: Path | None = None) -> dict[str, Any]:
         raise RankerError(f"{path}: could not write datasets.{sweep.dataset}; add {flow} by hand")
     atomic_write_text(path, out)
     return new
-
-
-def sweep_json(sweep: Sweep) -> str:
-    return json.dumps(sweep.to_json(), indent=2) + "\n"

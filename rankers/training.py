@@ -766,12 +766,11 @@ class LoopPlan:
     @classmethod
     def of(cls, cfg: TrainingConfig, **settings: Any) -> LoopPlan:
         """A plan from the options every trainable config shares (:class:`TrainingConfig`:
-        epochs, lr, weight_decay, max_grad_norm, seed) and its checkpoint_steps if it has that
-        option, then ``settings``."""
-        shared = ("epochs", "lr", "weight_decay", "max_grad_norm", "seed")
+        epochs, lr, weight_decay, max_grad_norm, seed, min_steps, patience) and its
+        checkpoint_steps if it has that option, then ``settings``."""
+        shared = ("epochs", "lr", "weight_decay", "max_grad_norm", "seed", "min_steps", "patience")
         plan: dict[str, Any] = {name: getattr(cfg, name) for name in shared}
-        for name in ("checkpoint_steps", "min_steps", "patience"):
-            plan[name] = int(getattr(cfg, name, 0) or 0)
+        plan["checkpoint_steps"] = int(getattr(cfg, "checkpoint_steps", 0) or 0)
         return cls(**{**plan, **settings})
 
 
