@@ -434,7 +434,7 @@ def _train(
     ranker.work_dir = work  # a resumable trainer keeps its checkpoints here
     summary = dict(ranker.fit(train, dev))
     if main:
-        summary["dev_baselines"] = dev_baselines(ranker.name, summary, opts, dev)
+        summary["dev_baselines"] = dev_baselines(ranker, summary, opts, dev)
     summary.update(
         key=key.digest,
         key_parts=key.parts,
@@ -464,14 +464,20 @@ def _train(
 #: rankers that need no training here: a fine-tuned ranker whose kept epoch scores below one of
 #: them on dev is worse than not training, which a user must hear (small train sets do that)
 DEV_BASELINES: tuple[str, ...] = ("bm25", "dpr")
+#: a kept epoch above a baseline on dev counts as above it only when the paired t-test over the
+#: dev queries gives p below this; otherwise the lead may be dev noise and the log says so
+DEV_BASELINE_ALPHA = 0.05
 
 
 def dev_baselines(
-    name: str, summary: dict[str, Any], opts: RunOptions, dev: RankingSplit | None
+    ranker: Ranker, summary: dict[str, Any], opts: RunOptions, dev: RankingSplit | None
 ) -> dict[str, Any] | None:
     """The kept epoch's dev AP@10 against :data:`DEV_BASELINES` on the same dev split (their
-    runs are cached like any other); a warning names each baseline the model falls below. None
-    without a dev split or dev score."""
+    runs are cached like any other), judged by :func:`baseline_verdict`; its warnings go to the
+    log. None without a dev split or dev score.
+
+    ``ranker`` holds the kept epoch's weights; it scores dev once more for the per-query values.
+    """
     from rankers.training import SELECTION_MEASURE
 
     scores = summary.get(f"dev_{SELECTION_MEASURE}") or []
@@ -479,9 +485,9 @@ def dev_baselines(
     if dev is None or not best_epoch or best_epoch > len(scores) or scores[best_epoch - 1] is None:
         return None
     kept = float(scores[best_epoch - 1])
-    values: dict[str, float] = {}
+    baselines: dict[str, tuple[float, dict[str, float]]] = {}
     for baseline in DEV_BASELINES:
-        if baseline == name:
+        if baseline == ranker.name:
             continue
         try:
             record = run(
@@ -499,23 +505,81 @@ def dev_baselines(
                 )
             )
         except (RankerError, OSError, ValueError) as exc:
-            log.warning("%s: no %s baseline on %s (%s)", name, baseline, dev.split, exc)
+            log.warning("%s: no %s baseline on %s (%s)", ranker.name, baseline, dev.split, exc)
             continue
-        values[baseline] = record.metrics[SELECTION_MEASURE]
-    below = [b for b, v in values.items() if kept < v]
-    if below:
+        per_query = {q: v[SELECTION_MEASURE] for q, v in record.per_query().items()}
+        baselines[baseline] = (record.metrics[SELECTION_MEASURE], per_query)
+    if not baselines:
+        return baseline_verdict(kept, {}, {})
+    dev_run = build_run(dev.lists, ranker.score(dev.lists))
+    ev = evaluate(dev.qrels, dev_run, dev.relevance_level, measures=(SELECTION_MEASURE,))
+    own = {q: v[SELECTION_MEASURE] for q, v in ev.per_query.items()}
+    verdict = baseline_verdict(kept, own, baselines)
+    what = f"{ranker.name} trained on {opts.dataset}: the kept epoch {best_epoch} scores dev"
+    advice = "more train queries, more steps (--set min_steps=N) or another learning rate may help"
+    scores_of, p_of = verdict["scores"], verdict["p_values"]
+    if verdict["below"]:
         log.warning(
-            "%s trained on %s: the kept epoch %d scores dev %s %.4f, below %s, which need no "
-            "training here; more train queries, more steps (--set min_steps=N) or another "
-            "learning rate may help",
-            name,
-            opts.dataset,
-            best_epoch,
+            "%s %s %.4f, below %s, which need no training here; %s",
+            what,
             SELECTION_MEASURE,
             kept,
-            ", ".join(f"{b} ({values[b]:.4f})" for b in below),
+            ", ".join(f"{b} ({scores_of[b]:.4f})" for b in verdict["below"]),
+            advice,
         )
-    return {"measure": SELECTION_MEASURE, "kept": kept, "scores": values, "below": below}
+    if verdict["not_significantly_above"]:
+        log.warning(
+            "%s %s %.4f, above %s, which need no training here, but not significantly on %d dev "
+            "queries (paired t-test, p >= %.2f): on test it may score below them; %s",
+            what,
+            SELECTION_MEASURE,
+            kept,
+            ", ".join(
+                f"{b} ({scores_of[b]:.4f}, p={p_of[b]:.2f})"
+                for b in verdict["not_significantly_above"]
+            ),
+            len(own),
+            DEV_BASELINE_ALPHA,
+            advice,
+        )
+    return verdict
+
+
+def baseline_verdict(
+    kept: float,
+    own: Mapping[str, float],
+    baselines: Mapping[str, tuple[float, Mapping[str, float]]],
+    alpha: float = DEV_BASELINE_ALPHA,
+) -> dict[str, Any]:
+    """Where a trained model's kept dev score stands against rankers that need no training.
+
+    ``own`` and each baseline's second element are per-query values of the selection measure;
+    ``kept`` and each baseline's first element the aggregates. A baseline is ``below`` (the model
+    scores less than it) or ``not_significantly_above`` (the model leads, but the paired t-test
+    over the shared queries gives p >= ``alpha``: with a small train set a dev lead of a point
+    or two often turns into a loss on test). The dict is what the record keeps.
+    """
+    from bench.significance import paired_ttest
+    from rankers.training import SELECTION_MEASURE
+
+    values = {b: float(v) for b, (v, _) in baselines.items()}
+    p_values: dict[str, float] = {}
+    for b, (_, theirs) in baselines.items():
+        shared = sorted(set(own) & set(theirs))
+        p_values[b] = (
+            paired_ttest([theirs[q] for q in shared], [own[q] for q in shared]) if shared else 1.0
+        )
+    return {
+        "measure": SELECTION_MEASURE,
+        "kept": kept,
+        "scores": values,
+        "p_values": p_values,
+        "alpha": alpha,
+        "below": [b for b, v in values.items() if kept < v],
+        "not_significantly_above": [
+            b for b, v in values.items() if kept >= v and p_values[b] >= alpha
+        ],
+    }
 
 
 def _resumable_state_problem(folder: Path) -> str | None:

@@ -9,7 +9,7 @@ import pytest
 from toydata import write_toy_mteb
 
 from bench.results import supervision
-from bench.runner import RunOptions, label_for, ranker_options, run, train
+from bench.runner import RunOptions, baseline_verdict, label_for, ranker_options, run, train
 from rankers import RankerError, create_ranker
 
 
@@ -128,6 +128,34 @@ def test_training_compares_the_kept_epoch_with_dev_baselines(
     assert baselines["below"] == (["bm25"] if kept < bm25_dev.metrics["AP@10"] else [])
     said = any("below bm25" in r.getMessage() for r in caplog.records)
     assert said == bool(baselines["below"])
+    assert set(baselines["p_values"]) == {"bm25"} and 0.0 <= baselines["p_values"]["bm25"] <= 1.0
+    unclear = baselines["not_significantly_above"]
+    assert unclear == (
+        ["bm25"]
+        if kept >= bm25_dev.metrics["AP@10"] and baselines["p_values"]["bm25"] >= 0.05
+        else []
+    )
+    assert any("not significantly" in r.getMessage() for r in caplog.records) == bool(unclear)
+
+
+def test_a_dev_lead_the_queries_cannot_tell_from_noise_is_not_a_lead() -> None:
+    """Hand-computed: own - c = (-0.4, 0.4, 0.1), t = (1/30) / (7/30) = 1/7 on 2 degrees of
+    freedom, two-sided p = 1 - t / sqrt(t^2 + 2) = 1 - 1/sqrt(99); a constant shift gives p = 0."""
+    own = {"q1": 0.5, "q2": 0.7, "q3": 0.9}
+    verdict = baseline_verdict(
+        0.7,
+        own,
+        {
+            "a": (0.8, {"q1": 0.6, "q2": 0.8, "q3": 1.0}),
+            "b": (0.6, {"q1": 0.4, "q2": 0.6, "q3": 0.8}),
+            "c": (2 / 3, {"q1": 0.9, "q2": 0.3, "q3": 0.8}),
+        },
+    )
+    assert verdict["below"] == ["a"]
+    assert verdict["not_significantly_above"] == ["c"]
+    assert verdict["p_values"]["b"] == 0.0
+    assert verdict["p_values"]["c"] == pytest.approx(1 - 1 / 99**0.5)
+    assert verdict["scores"] == {"a": 0.8, "b": 0.6, "c": 2 / 3} and verdict["alpha"] == 0.05
 
 
 def test_a_student_below_a_baseline_is_told(
@@ -150,6 +178,9 @@ def test_a_student_below_a_baseline_is_told(
 
         class Perfect:
             metrics = {"AP@10": 1.0}
+
+            def per_query(self) -> dict[str, dict[str, float]]:
+                return {}
 
         return Perfect()
 
