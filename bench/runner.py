@@ -515,32 +515,31 @@ def dev_baselines(
     ev = evaluate(dev.qrels, dev_run, dev.relevance_level, measures=(SELECTION_MEASURE,))
     own = {q: v[SELECTION_MEASURE] for q, v in ev.per_query.items()}
     verdict = baseline_verdict(kept, own, baselines)
-    what = f"{ranker.name} trained on {opts.dataset}: the kept epoch {best_epoch} scores dev"
-    advice = "more train queries, more steps (--set min_steps=N) or another learning rate may help"
     scores_of, p_of = verdict["scores"], verdict["p_values"]
+    parts = []
     if verdict["below"]:
-        log.warning(
-            "%s %s %.4f, below %s, which need no training here; %s",
-            what,
-            SELECTION_MEASURE,
-            kept,
-            ", ".join(f"{b} ({scores_of[b]:.4f})" for b in verdict["below"]),
-            advice,
-        )
+        parts.append("below " + ", ".join(f"{b} ({scores_of[b]:.4f})" for b in verdict["below"]))
     if verdict["not_significantly_above"]:
-        log.warning(
-            "%s %s %.4f, above %s, which need no training here, but not significantly on %d dev "
-            "queries (paired t-test, p >= %.2f): on test it may score below them; %s",
-            what,
-            SELECTION_MEASURE,
-            kept,
-            ", ".join(
+        parts.append(
+            "above "
+            + ", ".join(
                 f"{b} ({scores_of[b]:.4f}, p={p_of[b]:.2f})"
                 for b in verdict["not_significantly_above"]
-            ),
-            len(own),
-            DEV_BASELINE_ALPHA,
-            advice,
+            )
+            + f" but not significantly on {len(own)} dev queries (paired t-test, p >= "
+            f"{DEV_BASELINE_ALPHA:.2f}), so on test it may score below them"
+        )
+    if parts:
+        log.warning(
+            "%s trained on %s: the kept epoch %d scores dev %s %.4f, %s; those rankers need no "
+            "training here, and more train queries, more steps (--set min_steps=N) or another "
+            "learning rate may help",
+            ranker.name,
+            opts.dataset,
+            best_epoch,
+            SELECTION_MEASURE,
+            kept,
+            "; ".join(parts),
         )
     return verdict
 
