@@ -478,7 +478,7 @@ def dev_baselines(
 
     ``ranker`` holds the kept epoch's weights; it scores dev once more for the per-query values.
     """
-    from rankers.training import SELECTION_MEASURE
+    from rankers.training import SELECTION_MEASURE, dev_per_query
 
     scores = summary.get(f"dev_{SELECTION_MEASURE}") or []
     best_epoch = summary.get("best_epoch")
@@ -511,9 +511,7 @@ def dev_baselines(
         baselines[baseline] = (record.metrics[SELECTION_MEASURE], per_query)
     if not baselines:
         return baseline_verdict(kept, {}, {})
-    dev_run = build_run(dev.lists, ranker.score(dev.lists))
-    ev = evaluate(dev.qrels, dev_run, dev.relevance_level, measures=(SELECTION_MEASURE,))
-    own = {q: v[SELECTION_MEASURE] for q, v in ev.per_query.items()}
+    own = dev_per_query(ranker, dev) or {}
     verdict = baseline_verdict(kept, own, baselines)
     scores_of, p_of = verdict["scores"], verdict["p_values"]
     parts = []

@@ -292,13 +292,20 @@ def extend_lists(
     return out
 
 
-def dev_score(ranker: Ranker, dev: RankingSplit | None) -> float | None:
-    """Dev AP@10 with the current weights; None without a dev split."""
+def dev_per_query(ranker: Ranker, dev: RankingSplit | None) -> dict[str, float] | None:
+    """Dev AP@10 of each query with the current weights; None without a dev split."""
     if dev is None or not dev.lists:
         return None
     run = build_run(dev.lists, ranker.score(dev.lists))
     ev = evaluate(dev.qrels, run, dev.relevance_level, measures=(SELECTION_MEASURE,))
-    return ev.aggregate[SELECTION_MEASURE]
+    return {q: v[SELECTION_MEASURE] for q, v in ev.per_query.items()}
+
+
+def dev_score(ranker: Ranker, dev: RankingSplit | None) -> float | None:
+    """Dev AP@10 with the current weights (the mean over the dev queries); None without a dev
+    split."""
+    values = dev_per_query(ranker, dev)
+    return None if values is None else (sum(values.values()) / len(values) if values else 0.0)
 
 
 # -- optimisation --------------------------------------------------------------------------------
