@@ -2,30 +2,90 @@
 
 For one query and its items (WordPiece ids, already truncated) this builds encoder rows::
 
-    [CLS] query [SEP] union [SEP]        token_type_ids 0 ... 0 | 1 ... 1
+    [CLS] query [SEP] shared own_1 own_2 ... own_k [SEP]   token_type_ids 0 ... 0 | 1 ... 1
 
-where ``union`` is the set of the items' token ids sorted by id, and for each item the positions
-it pools over, ``P_qk = T_q + [SEP] + (T_U & T_k)`` (the paper's set: [CLS] and the final [SEP]
-are not pooled). When the union of all items exceeds ``union_len`` the items are packed into
-groups whose unions fit, one encoder row per group (paper: 700 items in 7 passes).
+A :class:`Layout` decides which of an item's tokens are *shared* (written once per row, sorted by
+id, and pooled by every item of the row that holds them) and which are *own* (written in the
+item's order, every occurrence, pooled by that item alone):
 
-Scores must not depend on candidate order: the union is sorted and pooling is a set operation,
-and packing visits items in a canonical order (by token ids) rather than the given one. Identical
-token sequences get identical inputs; packing puts them in the same group.
+* ``union`` (the paper's, the default): every token is shared, so the row is the sorted union of
+  its items' tokens and each item becomes a bag of distinct tokens;
+* ``concat``: no token is shared, so the row is the items as written, one after the other (the
+  query still once per row, the items attending to each other);
+* ``hybrid``: a token held by at least ``share_min`` items of the list is shared; the rest stay in
+  their item's order. Repeated tokens (function words, the page's topic) cost one position per
+  row as in the union, while the words that tell items apart keep their order.
+
+Each item pools ``P_k = T_q + [SEP] + (its shared tokens) + (its own tokens)``: [CLS] and the
+final [SEP] are not pooled. With ``positions="item"`` an own token gets the position id
+``len([CLS] query [SEP]) + (its position in its item)``, so every item's words sit where the
+first item's would (the order inside an item is kept, the order of items is not visible);
+``positions="row"`` numbers the row left to right as BERT does. Shared tokens are numbered left
+to right in both.
+
+When the items' tokens exceed ``union_len`` the items are packed into groups that fit, one
+encoder row per group (paper: 700 items in 7 passes).
+
+Scores must not depend on candidate order: which tokens are shared is decided from the list as a
+multiset, the shared block is sorted, and packing and the order of own segments follow a canonical
+order of the items (by token ids) rather than the given one. Identical items are neighbours in
+that order and always share a row; a copy writes no own tokens but pools those of the first, so
+identical items get identical scores in every layout.
 
 This module is the simple implementation, kept as the test oracle of the vectorised one that
-scoring and training use (:mod:`rankers.crossjem.packed`): both must give the same rows, pooling
-sets and scores.
+scoring and training use (:mod:`rankers.crossjem.packed`): both must give the same rows, position
+ids, pooling sets and scores.
 
-Item positions (paper section 5.3): each pooled union token of item ``j`` also records its
-position inside item ``j`` - the first occurrence when the token repeats within the item - so the
-model can add an item-specific positional encoding after the encoder.
+Item positions (paper section 5.3): each pooled token of item ``j`` other than the query part also
+records its position inside item ``j`` (a shared token: its first occurrence), so the model can
+add an item-specific positional encoding after the encoder.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Sequence
+
+#: how a row is laid out (option ``order`` of :class:`~rankers.crossjem.CrossJEMConfig`)
+ORDERS = ("union", "concat", "hybrid")
+#: position ids of own tokens (option ``positions``)
+POSITIONS = ("row", "item")
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """Which tokens a row shares between its items, and how own tokens are numbered."""
+
+    order: str = "union"
+    share_min: int = 2
+    positions: str = "row"
+
+    def __post_init__(self) -> None:
+        if self.order not in ORDERS:
+            raise ValueError(f"order must be one of {', '.join(ORDERS)}, not {self.order!r}")
+        if self.positions not in POSITIONS:
+            raise ValueError(
+                f"positions must be one of {', '.join(POSITIONS)}, not {self.positions!r}"
+            )
+        if self.share_min < 1:
+            raise ValueError(f"share_min must be at least 1, not {self.share_min}")
+
+    @property
+    def min_holders(self) -> int | None:
+        """Items that must hold a token for it to be shared (None: nothing is shared)."""
+        return {"union": 1, "concat": None, "hybrid": self.share_min}[self.order]
+
+    def shared_tokens(self, items: Sequence[Sequence[int]]) -> set[int]:
+        """The tokens of this list that are written once per row."""
+        need = self.min_holders
+        if need is None:
+            return set()
+        holders = Counter(t for ids in items for t in set(ids))
+        return {t for t, c in holders.items() if c >= need}
+
+
+UNION = Layout()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,65 +93,109 @@ class ItemSlot:
     """One item inside a row: which candidate it is and where its tokens sit in the row."""
 
     item: int
-    #: row positions pooled for this item: query tokens, the first [SEP], its union tokens
+    #: row positions pooled for this item: query tokens, the first [SEP], its shared tokens
+    #: (ascending), then its own tokens (in item order)
     pool: tuple[int, ...]
-    #: position inside the item of each pooled union token (aligned with the end of ``pool``)
+    #: position inside the item of each pooled item token (aligned with the end of ``pool``)
     offsets: tuple[int, ...]
 
 
 @dataclasses.dataclass(frozen=True)
 class Row:
-    """One encoder pass: a query with a group of its items whose token union fits."""
+    """One encoder pass: a query with a group of its items whose tokens fit."""
 
     input_ids: tuple[int, ...]
     token_type_ids: tuple[int, ...]
     slots: tuple[ItemSlot, ...]
+    #: position id of every token (``range(len(input_ids))`` unless own tokens are numbered by
+    #: their place in the item)
+    position_ids: tuple[int, ...] = ()
 
 
-def pack_groups(items: Sequence[Sequence[int]], union_len: int) -> list[list[int]]:
-    """Next-fit packing of items, in canonical order, into groups whose token union has
-    <= union_len ids. Returns item indices per group.
+def canonical(items: Sequence[Sequence[int]]) -> list[int]:
+    """Item indices in canonical order: by token ids, then index (which only breaks ties
+    between identical items)."""
+    return sorted(range(len(items)), key=lambda i: (tuple(items[i]), i))
 
-    Items are visited in canonical order (token ids, then index, which only breaks ties between
-    identical items): similar items are neighbours, and identical ones always share a group (they
-    add no token). Each item joins the current group while the union still fits, else opens the
-    next one, so groups are runs of the canonical order. On wikiqa's BM25 top-700 lists this
-    makes 38.6 groups per list against 37.5 for a best-fit rule (+0.6% encoder tokens), and it
-    can be computed with array operations (:mod:`rankers.crossjem.packed`).
+
+def item_cost(ids: Sequence[int], shared: set[int]) -> tuple[set[int], int]:
+    """An item's distinct shared tokens and its number of own tokens."""
+    return {t for t in ids if t in shared}, sum(1 for t in ids if t not in shared)
+
+
+def pack_groups(
+    items: Sequence[Sequence[int]], union_len: int, layout: Layout = UNION
+) -> list[list[int]]:
+    """Next-fit packing of items, in canonical order, into groups whose row content (the union of
+    their shared tokens plus all their own tokens) has <= union_len tokens. Returns item indices
+    per group.
+
+    Items are visited in canonical order: similar items are neighbours, and identical ones share
+    a group under ``union`` (they add no token). Each item joins the current group while its
+    content still fits, else opens the next one, so groups are runs of the canonical order. On
+    wikiqa's BM25 top-700 lists this makes 38.6 union groups per list against 37.5 for a best-fit
+    rule (+0.6% encoder tokens), and it can be computed with array operations
+    (:mod:`rankers.crossjem.packed`).
     """
-    order = sorted(range(len(items)), key=lambda i: (tuple(items[i]), i))
+    shared_tokens = layout.shared_tokens(items)
     groups: list[list[int]] = []
-    union: set[int] = set()
-    for i in order:
-        tokens = set(items[i])
-        if len(tokens) > union_len:
+    shared: set[int] = set()
+    own = 0
+    written: set[tuple[int, ...]] = set()  # items whose own tokens the group already holds
+    for i in canonical(items):
+        mine, n_own = item_cost(items[i], shared_tokens)
+        if len(mine) + n_own > union_len:
             raise ValueError(
-                f"item {i} has {len(tokens)} distinct tokens, more than union_len={union_len}"
+                f"item {i} needs {len(mine) + n_own} row tokens, more than union_len={union_len}"
             )
-        if not groups or len(union | tokens) > union_len:
+        if tuple(items[i]) in written:  # a copy of an item of this group: pools its tokens
+            n_own = 0
+        if not groups or len(shared | mine) + own + n_own > union_len:
             groups.append([])
-            union = set()
+            shared, own, written = set(), 0, set()
         groups[-1].append(i)
-        union |= tokens
+        shared |= mine
+        own += n_own
+        written.add(tuple(items[i]))
     return groups
 
 
 def build_row(
-    query: Sequence[int], items: Sequence[Sequence[int]], indices: Sequence[int], cls: int, sep: int
+    query: Sequence[int],
+    items: Sequence[Sequence[int]],
+    indices: Sequence[int],
+    cls: int,
+    sep: int,
+    layout: Layout = UNION,
+    shared_tokens: set[int] | None = None,
 ) -> Row:
-    """The encoder row for ``query`` and the items ``indices`` (their union must already fit)."""
-    union = sorted({t for i in indices for t in items[i]})
+    """The encoder row for ``query`` and the items ``indices`` in that order (their content must
+    already fit). ``shared_tokens``: the list's shared tokens (default: from ``items``)."""
+    if shared_tokens is None:
+        shared_tokens = layout.shared_tokens(items)
+    union = sorted({t for i in indices for t in items[i] if t in shared_tokens})
     start = len(query) + 2  # [CLS] query [SEP]
     where = {t: start + p for p, t in enumerate(union)}
-    input_ids = (cls, *query, sep, *union, sep)
-    token_type_ids = (0,) * start + (1,) * (len(union) + 1)
+    input_ids = [cls, *query, sep, *union]
+    position_ids = list(range(len(input_ids)))
     shared = tuple(range(1, start))  # query tokens and the first [SEP]
     slots = []
+    written: dict[tuple[int, ...], list[tuple[int, int]]] = {}  # item -> its own tokens' places
     for i in indices:
-        first: dict[int, int] = {}  # token -> its first position inside the item
+        first: dict[int, int] = {}  # shared token -> its first position inside the item
+        copy = written.get(tuple(items[i]))
+        own: list[tuple[int, int]] = [] if copy is None else copy  # (row position, offset)
         for offset, token in enumerate(items[i]):
-            first.setdefault(token, offset)
-        pairs = sorted((where[t], o) for t, o in first.items())  # by row position
+            if token in shared_tokens:
+                first.setdefault(token, offset)
+            elif copy is None:
+                own.append((len(input_ids), offset))
+                input_ids.append(token)
+                position_ids.append(
+                    start + offset if layout.positions == "item" else len(position_ids)
+                )
+        written[tuple(items[i])] = own
+        pairs = sorted((where[t], o) for t, o in first.items()) + own
         slots.append(
             ItemSlot(
                 item=i,
@@ -99,14 +203,31 @@ def build_row(
                 offsets=tuple(o for _, o in pairs),
             )
         )
-    return Row(input_ids=input_ids, token_type_ids=token_type_ids, slots=tuple(slots))
+    position_ids.append(len(input_ids))
+    input_ids.append(sep)
+    token_type_ids = (0,) * start + (1,) * (len(input_ids) - start)
+    return Row(
+        input_ids=tuple(input_ids),
+        token_type_ids=token_type_ids,
+        slots=tuple(slots),
+        position_ids=tuple(position_ids),
+    )
 
 
 def build_rows(
-    query: Sequence[int], items: Sequence[Sequence[int]], union_len: int, cls: int, sep: int
+    query: Sequence[int],
+    items: Sequence[Sequence[int]],
+    union_len: int,
+    cls: int,
+    sep: int,
+    layout: Layout = UNION,
 ) -> list[Row]:
     """All encoder rows for one query: one per packed group (none for an empty list)."""
-    return [build_row(query, items, g, cls, sep) for g in pack_groups(items, union_len)]
+    shared = layout.shared_tokens(items)
+    return [
+        build_row(query, items, g, cls, sep, layout, shared)
+        for g in pack_groups(items, union_len, layout)
+    ]
 
 
 def length_buckets(lengths: Sequence[int], tolerance: float) -> list[list[int]]:

@@ -1,8 +1,9 @@
 """The CROSS-JEM module: encoder, selective mean pooling, shared linear classifier.
 
 Pooling reads index tensors, not a dense (rows, items, seq) mask: every item of a row shares the
-row's query part (summed once per row), and each item adds the hidden states of its own union
-tokens (one ``index_add`` over all pooled tokens of the batch). Sums are taken in float32 whatever
+row's query part (summed once per row), and each item adds the hidden states of its own tokens
+(its shared tokens and, in order-keeping layouts, its own segment) with one ``index_add`` over
+all pooled tokens of the batch. Sums are taken in float32 whatever
 the encoder's dtype, so bf16 scoring does not lose the counts' precision. A forward pass costs
 one encoder call per length bucket, whatever the list size.
 """
@@ -19,7 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from rankers.crossjem.inputs import Row
-from rankers.crossjem.packed import Bucket, PackedRows
+from rankers.crossjem.packed import Bucket, PackedRows, drop_default_positions
 from rankers.encoders import scatter_to_lists, upload
 
 if TYPE_CHECKING:
@@ -46,11 +47,15 @@ class CrossJEMBatch:
     n_items: list[int]
     host_slot_list: np.ndarray
     host_slot_item: np.ndarray
+    position_ids: Tensor | None = None
 
     @classmethod
     def upload(cls, packed: PackedRows, device: str) -> CrossJEMBatch:
         """One host-to-device copy for the whole batch (pinned and non-blocking on CUDA)."""
-        tensors = upload({name: getattr(packed, name) for name in PackedRows.ARRAYS}, device)
+        arrays = {name: getattr(packed, name) for name in PackedRows.ARRAYS}
+        if packed.position_ids is not None:
+            arrays["position_ids"] = packed.position_ids
+        tensors = upload(arrays, device)
         return cls(
             **tensors,
             buckets=packed.buckets,
@@ -67,11 +72,14 @@ def collate(rows_per_list: Sequence[Sequence[Row]]) -> PackedRows:
     rows = [(b, row) for b, rows in enumerate(rows_per_list) for row in rows]
     width = max((len(row.input_ids) for _, row in rows), default=0)
     input_ids = np.zeros((len(rows), width), dtype=np.int64)
+    position_ids = np.broadcast_to(np.arange(width), input_ids.shape).copy()
     row_len, query_end = [], []
     slots: dict[str, list[int]] = {k: [] for k in ("row", "count", "list", "item")}
     toks: dict[str, list[int]] = {k: [] for k in ("slot", "row", "pos", "offset")}
     for r, (b, row) in enumerate(rows):
         input_ids[r, : len(row.input_ids)] = row.input_ids
+        if row.position_ids:
+            position_ids[r, : len(row.position_ids)] = row.position_ids
         start = row.token_type_ids.index(1) if 1 in row.token_type_ids else len(row.input_ids)
         row_len.append(len(row.input_ids))
         query_end.append(start)
@@ -104,6 +112,7 @@ def collate(rows_per_list: Sequence[Sequence[Row]]) -> PackedRows:
         tok_offset=arr(toks["offset"]),
         buckets=[Bucket(0, n, 0, len(slots["row"]), 0, len(toks["slot"]), width)] if n else [],
         n_items=[sum(len(row.slots) for row in rows) for rows in rows_per_list],
+        position_ids=drop_default_positions(position_ids),
     )
 
 
@@ -150,8 +159,14 @@ class CrossJEMModule(nn.Module):
         query_end = batch.query_end[b.r0 : b.r1, None]
         attention = positions < row_len
         types = (positions >= query_end) & attention
+        position_ids = None
+        if batch.position_ids is not None:  # own tokens numbered by their place in the item
+            position_ids = batch.position_ids[b.r0 : b.r1, : b.width]
         hidden = self.encoder(
-            input_ids=ids, attention_mask=attention.long(), token_type_ids=types.long()
+            input_ids=ids,
+            attention_mask=attention.long(),
+            token_type_ids=types.long(),
+            position_ids=position_ids,
         ).last_hidden_state.float()
         shared_mask = ((positions >= 1) & (positions < query_end)).float()
         shared = torch.bmm(shared_mask[:, None, :], hidden).squeeze(1)  # (rows, hidden)

@@ -5,16 +5,20 @@ this module builds the same rows, pooling sets and item positions with NumPy, fr
 arrays of :class:`rankers.tokens.ItemTokens`, in a form the model pools from with index tensors
 (:class:`PackedRows`):
 
-* rows ``[CLS] query [SEP] union [SEP]`` as one padded id matrix, with each row's length and the
-  end of its query part (attention mask and token types follow on the device);
-* pooled union tokens as flat ``(slot, row, position, item offset)`` arrays: item ``k``'s pooled
+* rows ``[CLS] query [SEP] shared own_1 ... own_k [SEP]`` (the :class:`~rankers.crossjem.inputs.
+  Layout` decides which tokens are shared: all of them in the paper's union) as one padded id
+  matrix, with each row's length and the end of its query part (attention mask and token types
+  follow on the device), and position ids where own tokens are numbered by their place in the
+  item;
+* pooled item tokens as flat ``(slot, row, position, item offset)`` arrays: item ``k``'s pooled
   positions are the query part of its row (shared by every item of the row) plus the positions
-  of its distinct tokens in the union;
+  of its distinct shared tokens and of its own tokens;
 * rows sorted by length into buckets (one encoder call each, padding within ``tolerance``), with
   rows, slots and tokens contiguous per bucket so that the device only slices.
 
-Canonical order, next-fit packing, the sorted union and first-occurrence item positions are the
-oracle's rules, so both give identical inputs (``tests/test_crossjem.py`` checks it).
+Canonical order, the shared tokens, next-fit packing, the sorted shared block, own segments and
+first-occurrence item positions are the oracle's rules, so both give identical inputs
+(``tests/test_crossjem.py`` and ``tests/test_crossjem_order.py`` check it).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rankers.crossjem.inputs import length_buckets
+from rankers.crossjem.inputs import UNION, Layout, length_buckets
 from rankers.tokens import PAD, ItemArrays
 
 
@@ -67,6 +71,9 @@ class PackedRows:
     tok_offset: np.ndarray
     buckets: list[Bucket]
     n_items: list[int]
+    #: position id of every token, None when every row numbers its tokens 0, 1, 2, ... (the
+    #: encoder's default); set only by ``positions="item"`` layouts
+    position_ids: np.ndarray | None = None
 
     #: the array fields, in upload order
     ARRAYS = (
@@ -98,6 +105,13 @@ class PackedRows:
                     [(int(self.slot_list[s]), int(self.slot_item[s])) for s in picked.tolist()]
                 )
         return out
+
+
+def drop_default_positions(position_ids: np.ndarray) -> np.ndarray | None:
+    """None when every row is numbered ``0 .. width - 1`` (the encoder then numbers it itself),
+    else the matrix: the simple and the fast path agree on when position ids are passed."""
+    default = np.arange(position_ids.shape[1])[None, :]
+    return None if bool((position_ids == default).all()) else position_ids
 
 
 def canonical_order(ids: np.ndarray) -> np.ndarray:
@@ -152,6 +166,7 @@ def next_fit_cuts(
 @dataclasses.dataclass
 class _QueryRows:
     input_ids: np.ndarray
+    position_ids: np.ndarray | None
     row_len: np.ndarray
     query_end: np.ndarray
     slot_row: np.ndarray
@@ -163,67 +178,129 @@ class _QueryRows:
     tok_offset: np.ndarray
 
 
+def shared_mask(items: ItemArrays, layout: Layout) -> np.ndarray:
+    """Which entries of ``items.distinct`` are shared tokens (held by at least
+    ``layout.min_holders`` items of the list); the oracle's :meth:`Layout.shared_tokens`."""
+    valid = items.distinct != PAD
+    need = layout.min_holders
+    if need is None:
+        return np.zeros_like(valid)
+    if need <= 1:
+        return valid
+    tokens, holders = np.unique(items.distinct[valid], return_counts=True)
+    common = tokens[holders >= need]
+    return valid & np.isin(items.distinct, common)
+
+
 def query_rows(
-    query: np.ndarray, items: ItemArrays, union_len: int, cls: int, sep: int, pad: int
+    query: np.ndarray,
+    items: ItemArrays,
+    union_len: int,
+    cls: int,
+    sep: int,
+    pad: int,
+    layout: Layout = UNION,
 ) -> _QueryRows:
     """Rows, slots and pooled tokens of one query (slots in canonical order; ``tok_slot`` and
-    ``slot_row`` relative to this query)."""
+    ``slot_row`` relative to this query).
+
+    Each item's row content is laid out as occurrences, item after item in canonical order: its
+    distinct shared tokens (ascending, as in ``items.distinct``), then its own tokens in item
+    order. A shared occurrence adds a token to its group only when the group holds no earlier
+    occurrence of it; an own one always does unless its item copies the previous one, which is
+    what :func:`next_fit_cuts` counts."""
     n = len(items)
-    too_long = np.flatnonzero(items.n_distinct > union_len)
+    order = canonical_order(items.ids) if n else np.zeros(0, dtype=np.int64)
+    is_shared = shared_mask(items, layout)[order]
+    distinct, first = items.distinct[order], items.first[order]
+    ids = items.ids[order]
+    shared_tok = np.unique(distinct[is_shared]) if is_shared.any() else np.zeros(0, np.int64)
+    is_own = (ids != PAD) & ~np.isin(ids, shared_tok)
+    n_shared, n_own = is_shared.sum(axis=1), is_own.sum(axis=1)
+    cost = n_shared + n_own
+    too_long = np.flatnonzero(cost > union_len)
     if len(too_long):
-        i = int(too_long[0])
+        k = int(too_long[0])
         raise ValueError(
-            f"item {i} has {int(items.n_distinct[i])} distinct tokens, "
-            f"more than union_len={union_len}"
+            f"item {int(order[k])} needs {int(cost[k])} row tokens, more than union_len={union_len}"
         )
     if n == 0:
         none = np.zeros(0, dtype=np.int64)
-        return _QueryRows(np.zeros((0, 0), np.int64), *([none] * 9))
-    order = canonical_order(items.ids)
-    n_distinct = items.n_distinct[order]
-    distinct = items.distinct[order]
-    valid = distinct != PAD
-    occ_tok = distinct[valid]
-    occ_first = items.first[order][valid]
-    occ_item = np.repeat(np.arange(n), n_distinct)
-    item_end = np.cumsum(n_distinct)
-    item_start = item_end - n_distinct
-    # previous occurrence of the same token (occurrences are item-major)
+        return _QueryRows(np.zeros((0, 0), np.int64), None, *([none] * 9))
+    # occurrences, item-major: shared ones (columns 0 .. w-1) before own ones (w .. 2w-1)
+    width = ids.shape[1]
+    sh_item, sh_col = np.nonzero(is_shared)
+    own_item, own_col = np.nonzero(is_own)
+    occ_item = np.concatenate([sh_item, own_item])
+    occ_order = np.argsort(occ_item * (2 * width) + np.concatenate([sh_col, own_col + width]))
+    occ_item = occ_item[occ_order]
+    occ_tok = np.concatenate([distinct[sh_item, sh_col], ids[own_item, own_col]])[occ_order]
+    occ_offset = np.concatenate([first[sh_item, sh_col], own_col])[occ_order]
+    occ_shared = occ_order < len(sh_item)
+    item_end = np.cumsum(cost)
+    item_start = item_end - cost
+    # previous occurrence of the same shared token (own occurrences add a token, except a copy's)
     prev = np.full(len(occ_tok), -1, dtype=np.int64)
-    by_tok = np.argsort(occ_tok, kind="stable")
+    sh_occ = np.flatnonzero(occ_shared)
+    by_tok = sh_occ[np.argsort(occ_tok[sh_occ], kind="stable")]
     same = occ_tok[by_tok][1:] == occ_tok[by_tok][:-1]
     prev[by_tok[1:][same]] = by_tok[:-1][same]
+    # a copy of the previous item (canonical order puts identical items together) pools the own
+    # tokens of the first of its run: its own occurrences point at those, so they add nothing
+    own_occ = np.flatnonzero(~occ_shared)
+    copy = np.zeros(n, dtype=bool)
+    copy[1:] = (ids[1:] == ids[:-1]).all(axis=1)
+    run_first = np.maximum.accumulate(np.where(copy, 0, np.arange(n)))
+    own_first = np.cumsum(n_own) - n_own  # index in own_occ of each item's first own token
+    own_item = occ_item[own_occ]
+    source = own_occ[own_first[run_first[own_item]] + np.arange(len(own_occ)) - own_first[own_item]]
+    is_copy = copy[own_item]
+    prev[own_occ[is_copy]] = source[is_copy]
     group = next_fit_cuts(item_start, item_end, prev, union_len)
     n_rows = int(group[-1]) + 1
-    # the sorted union of each group, and each occurrence's rank in it
     occ_group = group[occ_item]
+    # the sorted union of each group's shared tokens, and each shared occurrence's rank in it
+    g_sh, t_sh = occ_group[sh_occ], occ_tok[sh_occ]
     vocab = int(occ_tok.max(initial=0)) + 1
-    union_keys, rank_of = np.unique(occ_group * vocab + occ_tok, return_inverse=True)
-    union_group, union_tok = union_keys // vocab, union_keys % vocab
+    union_keys, rank_of = np.unique(g_sh * vocab + t_sh, return_inverse=True)
+    union_group = union_keys // vocab
     group_start = np.searchsorted(union_group, np.arange(n_rows))
     union_size = np.diff(np.append(group_start, len(union_keys)))
     union_rank = np.arange(len(union_keys)) - group_start[union_group]
+    # own occurrences (not a copy's) follow the union, in occurrence order within their group
+    written = own_occ[~is_copy]
+    own_count = np.bincount(occ_group[written], minlength=n_rows)
+    own_rank = np.arange(len(written)) - (np.cumsum(own_count) - own_count)[occ_group[written]]
     q_len = len(query)
     start = q_len + 2  # [CLS] query [SEP]
-    row_len = start + union_size + 1
-    width = int(row_len.max(initial=0))
-    input_ids = np.full((n_rows, width), pad, dtype=np.int64)
+    row_len = start + union_size + own_count + 1
+    tok_pos = np.empty(len(occ_tok), dtype=np.int64)
+    tok_pos[sh_occ] = start + union_rank[np.ravel(rank_of)]
+    tok_pos[written] = start + union_size[occ_group[written]] + own_rank
+    tok_pos[own_occ[is_copy]] = tok_pos[source[is_copy]]
+    row_width = int(row_len.max(initial=0))
+    input_ids = np.full((n_rows, row_width), pad, dtype=np.int64)
     input_ids[:, 0] = cls
     input_ids[:, 1 : start - 1] = query
     input_ids[:, start - 1] = sep
-    input_ids[union_group, start + union_rank] = union_tok
+    input_ids[occ_group, tok_pos] = occ_tok
     input_ids[np.arange(n_rows), row_len - 1] = sep
+    position_ids = None
+    if layout.positions == "item" and len(written):
+        position_ids = np.broadcast_to(np.arange(row_width), input_ids.shape).copy()
+        position_ids[occ_group[written], tok_pos[written]] = start + occ_offset[written]
     return _QueryRows(
         input_ids=input_ids,
+        position_ids=position_ids,
         row_len=row_len,
         query_end=np.full(n_rows, start, dtype=np.int64),
         slot_row=group,
-        slot_count=(start - 1) + n_distinct,
+        slot_count=(start - 1) + cost,
         slot_item=order,
         tok_slot=occ_item,
         tok_row=occ_group,
-        tok_pos=start + union_rank[np.ravel(rank_of)],
-        tok_offset=occ_first,
+        tok_pos=tok_pos,
+        tok_offset=occ_offset,
     )
 
 
@@ -235,13 +312,15 @@ def pack_lists(
     sep: int,
     pad: int,
     tolerance: float | None = None,
+    layout: Layout = UNION,
 ) -> PackedRows:
-    """The packed rows of several queries. ``tolerance``: cut rows into length buckets whose
-    padding stays within that fraction of their real tokens (see
+    """The packed rows of several queries, laid out as ``layout`` says. ``tolerance``: cut rows
+    into length buckets whose padding stays within that fraction of their real tokens (see
     :func:`~rankers.crossjem.inputs.length_buckets`); None: one bucket, the rows in query order
     (training)."""
     parts = [
-        query_rows(q, it, union_len, cls, sep, pad) for q, it in zip(queries, items, strict=True)
+        query_rows(q, it, union_len, cls, sep, pad, layout)
+        for q, it in zip(queries, items, strict=True)
     ]
     n_items = [len(it) for it in items]
     row_base = np.cumsum([0] + [len(p.row_len) for p in parts])
@@ -261,6 +340,14 @@ def pack_lists(
     input_ids = np.full((int(row_base[-1]), width), pad, dtype=np.int64)
     for k, p in enumerate(parts):
         input_ids[row_base[k] : row_base[k + 1], : p.input_ids.shape[1]] = p.input_ids
+    position_ids = None
+    if any(p.position_ids is not None for p in parts):
+        position_ids = np.broadcast_to(np.arange(width), input_ids.shape).copy()
+        for k, p in enumerate(parts):
+            if p.position_ids is not None:
+                rows = slice(row_base[k], row_base[k + 1])
+                position_ids[rows, : p.position_ids.shape[1]] = p.position_ids
+        position_ids = drop_default_positions(position_ids)
 
     # rows in bucket order; slots and tokens follow their rows (stable: canonical order kept)
     if tolerance is None or not len(row_len):
@@ -293,6 +380,7 @@ def pack_lists(
         r0, s0, t0 = r1, s1, t1
     return PackedRows(
         input_ids=input_ids[row_order],
+        position_ids=None if position_ids is None else position_ids[row_order],
         row_len=row_len_new,
         query_end=query_end[row_order],
         slot_row=slot_row_new - row_start[slot_row_new],

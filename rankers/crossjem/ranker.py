@@ -13,7 +13,7 @@ from torch import Tensor, nn
 
 from bench.data.model import CandidateList
 from rankers.base import RUNTIME, SCORE, TRAINING, RankerError, inherit_option, option
-from rankers.crossjem.inputs import Row, build_rows
+from rankers.crossjem.inputs import ORDERS, POSITIONS, Layout, Row, build_rows
 from rankers.crossjem.model import CrossJEMBatch, CrossJEMModule, collate
 from rankers.crossjem.packed import PackedRows, pack_lists
 from rankers.encoders import EncoderConfig, EncoderRanker, check_positions, token_ids
@@ -39,7 +39,30 @@ class CrossJEMConfig(EncoderConfig):
         242,
         role=TRAINING | SCORE,
         min=1,
-        help="L_u: most union tokens per encoder row; longer unions are split into packed groups",
+        help="L_u: most item tokens per encoder row (after the query: the union, or shared plus "
+        "own tokens); lists that need more are packed into several rows",
+    )
+    order: str = option(
+        "union",
+        role=TRAINING | SCORE,
+        choices=ORDERS,
+        help="row layout: union (the paper: the items' distinct tokens sorted by id, word order "
+        "lost), concat (the items as written, one after another, no token shared), hybrid "
+        "(tokens held by share_min or more items written once, sorted; the rest in item order)",
+    )
+    share_min: int = option(
+        2,
+        role=TRAINING | SCORE,
+        min=2,
+        help="order=hybrid: a token is shared when at least this many items of the list hold it",
+    )
+    positions: str = option(
+        "row",
+        role=TRAINING | SCORE,
+        choices=POSITIONS,
+        help="position ids of tokens kept in item order (concat, hybrid): row (left to right "
+        "along the row, as BERT) or item (query length + the token's place in its item, so each "
+        "item restarts where the first begins)",
     )
     item_positions: bool = option(
         False,
@@ -62,6 +85,11 @@ class CrossJEMConfig(EncoderConfig):
     #: listwise by default; the paper's rpl needs teacher scores (see rankers.losses)
     loss: str = inherit_option(EncoderConfig, "loss", "listnet")
 
+    @property
+    def layout(self) -> Layout:
+        """The row layout these options describe (:class:`~rankers.crossjem.inputs.Layout`)."""
+        return Layout(order=self.order, share_min=self.share_min, positions=self.positions)
+
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.max_item_len > self.union_len:
@@ -72,7 +100,8 @@ class CrossJEMConfig(EncoderConfig):
 
 
 class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
-    """Scores all items of a query in one encoder pass over [CLS] query [SEP] union [SEP]."""
+    """Scores all items of a query in one encoder pass over [CLS] query [SEP] union [SEP] (or an
+    order-keeping layout: option ``order``)."""
 
     name: ClassVar[str] = "crossjem"
     family: ClassVar[str] = "joint"
@@ -98,7 +127,7 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
         cfg = self.cfg
         q = token_ids(self.tokenizer, [query], cfg.max_query_len)[0]
         ids = token_ids(self.tokenizer, items, cfg.max_item_len)
-        return build_rows(q, ids, cfg.union_len, self.special.cls, self.special.sep)
+        return build_rows(q, ids, cfg.union_len, self.special.cls, self.special.sep, cfg.layout)
 
     def pack(self, lists: Sequence[QueryItems], tolerance: float | None = None) -> PackedRows:
         """Host-side inputs of several lists with array operations
@@ -106,7 +135,10 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
         sp = self.special
         queries = self.query_tokens([q for q, _ in lists])
         items = [self.lookup_items(texts) for _, texts in lists]
-        return pack_lists(queries, items, self.cfg.union_len, sp.cls, sp.sep, sp.pad, tolerance)
+        cfg = self.cfg
+        return pack_lists(
+            queries, items, cfg.union_len, sp.cls, sp.sep, sp.pad, tolerance, cfg.layout
+        )
 
     def prepare(self, lists: Sequence[QueryItems]) -> CrossJEMBatch:
         """Packed batch for :meth:`forward` (training: one bucket), on this ranker's device."""
@@ -128,8 +160,8 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
     # -- scoring -------------------------------------------------------------------------------
     host_step: ClassVar[str | None] = (
         "query WordPiece; item ids from the index-time store (WordPiece in end-to-end mode); "
-        "canonical order, next-fit packing, unions and pooling indices with NumPy; length "
-        "buckets; one host-to-device copy per batch of queries"
+        "canonical order, shared tokens, next-fit packing, rows and pooling indices with NumPy; "
+        "length buckets; one host-to-device copy per batch of queries"
     )
 
     def prepare_scoring(self, lists: Sequence[CandidateList]) -> list[CrossJEMBatch]:

@@ -1,0 +1,219 @@
+"""CROSS-JEM row layouts that keep word order (option ``order``): hand-checked rows and pooling
+sets, the array path against the simple implementation, order invariance, hand-pooled logits."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from test_crossjem import ITEMS, _list, _random_lists, _ranker
+
+from rankers.base import RankerError
+from rankers.crossjem.inputs import Layout, build_rows, pack_groups
+from rankers.crossjem.model import collate
+
+CLS, SEP = 101, 102
+# query [5, 6]; items: 0 = [9, 7, 9], 1 = [7, 8], 2 = [4, 7, 9]
+# canonical order (by ids): item 2 [4, 7, 9], item 1 [7, 8], item 0 [9, 7, 9]
+# holders: 7 -> 3 items, 9 -> 2 (items 0, 2), 4 -> 1, 8 -> 1
+QUERY = [5, 6]
+THREE = [[9, 7, 9], [7, 8], [4, 7, 9]]
+
+LAYOUTS = [
+    Layout("union"),
+    Layout("concat"),
+    Layout("concat", positions="item"),
+    Layout("hybrid"),
+    Layout("hybrid", share_min=3, positions="item"),
+]
+
+
+def _one_row(layout: Layout):
+    (row,) = build_rows(QUERY, THREE, 40, CLS, SEP, layout)
+    return row, {s.item: s for s in row.slots}
+
+
+def test_union_three_items_hand_checked() -> None:
+    row, slot = _one_row(Layout("union"))
+    # positions:     0    1  2  3    4  5  6  7  8
+    assert row.input_ids == (CLS, 5, 6, SEP, 4, 7, 8, 9, SEP)
+    assert row.position_ids == tuple(range(9))
+    assert slot[0].pool == (1, 2, 3, 5, 7) and slot[0].offsets == (1, 0)
+    assert slot[1].pool == (1, 2, 3, 5, 6) and slot[1].offsets == (0, 1)
+    assert slot[2].pool == (1, 2, 3, 4, 5, 7) and slot[2].offsets == (0, 1, 2)
+
+
+def test_concat_three_items_hand_checked() -> None:
+    row, slot = _one_row(Layout("concat"))
+    # items in canonical order 2, 1, 0, every token as written
+    # positions:     0    1  2  3    4  5  6  7  8  9  10 11 12
+    assert row.input_ids == (CLS, 5, 6, SEP, 4, 7, 9, 7, 8, 9, 7, 9, SEP)
+    assert row.token_type_ids == (0,) * 4 + (1,) * 9
+    assert row.position_ids == tuple(range(13))
+    assert slot[2].pool == (1, 2, 3, 4, 5, 6) and slot[2].offsets == (0, 1, 2)
+    assert slot[1].pool == (1, 2, 3, 7, 8) and slot[1].offsets == (0, 1)
+    assert slot[0].pool == (1, 2, 3, 9, 10, 11) and slot[0].offsets == (0, 1, 2)
+    assert [s.item for s in row.slots] == [2, 1, 0]
+
+
+def test_concat_item_positions_restart_per_item() -> None:
+    row, _ = _one_row(Layout("concat", positions="item"))
+    # query part 0..3; every item's tokens at 4 + their place in the item; final [SEP] at 12
+    assert row.position_ids == (0, 1, 2, 3, 4, 5, 6, 4, 5, 4, 5, 6, 12)
+
+
+def test_hybrid_three_items_hand_checked() -> None:
+    row, slot = _one_row(Layout("hybrid"))  # shared: held by >= 2 items: 7 and 9
+    # positions:     0    1  2  3    4  5  6  7  8
+    assert row.input_ids == (CLS, 5, 6, SEP, 7, 9, 4, 8, SEP)
+    # item 0 [9, 7, 9] has no own token; item 1's 8 and item 2's 4 keep their item order
+    assert slot[0].pool == (1, 2, 3, 4, 5) and slot[0].offsets == (1, 0)
+    assert slot[1].pool == (1, 2, 3, 4, 7) and slot[1].offsets == (0, 1)
+    assert slot[2].pool == (1, 2, 3, 4, 5, 6) and slot[2].offsets == (1, 2, 0)
+
+
+def test_hybrid_share_min_three_with_item_positions() -> None:
+    row, slot = _one_row(Layout("hybrid", share_min=3, positions="item"))  # shared: only 7
+    # positions:     0    1  2  3    4  5  6  7  8  9  10
+    assert row.input_ids == (CLS, 5, 6, SEP, 7, 4, 9, 8, 9, 9, SEP)
+    # own tokens at 4 + their place in the item: 4 (item 2, 0) 9 (item 2, 2) 8 (item 1, 1)
+    # 9 (item 0, 0) 9 (item 0, 2)
+    assert row.position_ids == (0, 1, 2, 3, 4, 4, 6, 5, 4, 6, 10)
+    assert slot[2].pool == (1, 2, 3, 4, 5, 6) and slot[2].offsets == (1, 0, 2)
+    assert slot[1].pool == (1, 2, 3, 4, 7) and slot[1].offsets == (0, 1)
+    assert slot[0].pool == (1, 2, 3, 4, 8, 9) and slot[0].offsets == (1, 0, 2)
+
+
+def test_a_copy_writes_nothing_and_pools_the_first_items_tokens() -> None:
+    items = [[9, 7, 9], [7, 8], [9, 7, 9]]
+    (row,) = build_rows(QUERY, items, 40, CLS, SEP, Layout("concat"))
+    # canonical order: item 1 [7, 8], item 0 [9, 7, 9], item 2 (its copy, written once)
+    assert row.input_ids == (CLS, 5, 6, SEP, 7, 8, 9, 7, 9, SEP)
+    slot = {s.item: s for s in row.slots}
+    assert slot[0].pool == slot[2].pool == (1, 2, 3, 6, 7, 8)
+    assert slot[0].offsets == slot[2].offsets == (0, 1, 2)
+    assert pack_groups(items, 5, Layout("concat")) == [[1, 0, 2]]  # the copy costs nothing
+
+
+def test_packing_counts_shared_tokens_once_and_own_tokens_each_time() -> None:
+    # union: contents {4,7,9} + {8} = 4 tokens; concat: 3 + 2 + 3 = 8; hybrid: {7,9} + 4 + 8 = 4
+    assert pack_groups(THREE, 4, Layout("union")) == [[2, 1, 0]]
+    assert pack_groups(THREE, 7, Layout("concat")) == [[2, 1], [0]]
+    assert pack_groups(THREE, 8, Layout("concat")) == [[2, 1, 0]]
+    assert pack_groups(THREE, 4, Layout("hybrid")) == [[2, 1, 0]]
+    with pytest.raises(ValueError, match="item 2 needs 3 row tokens, more than union_len=2"):
+        pack_groups(THREE, 2, Layout("concat"))
+
+
+def test_layout_rejects_unknown_values() -> None:
+    with pytest.raises(ValueError, match="order must be one of union, concat, hybrid"):
+        Layout("sorted")
+    with pytest.raises(ValueError, match="positions must be one of row, item"):
+        Layout("concat", positions="left")
+
+
+def test_options_choose_the_layout(tiny_bert: Path) -> None:
+    ranker = _ranker(tiny_bert, order="hybrid", share_min=3, positions="item")
+    assert ranker.cfg.layout == Layout("hybrid", share_min=3, positions="item")
+    with pytest.raises(RankerError, match="order"):
+        _ranker(tiny_bert, order="sorted")
+    with pytest.raises(RankerError, match="share_min"):
+        _ranker(tiny_bert, order="hybrid", share_min=1)
+
+
+OPTIONS = [
+    {"order": "concat"},
+    {"order": "concat", "positions": "item"},
+    {"order": "hybrid"},
+    {"order": "hybrid", "positions": "item", "share_min": 3},
+]
+
+
+@pytest.mark.parametrize("options", OPTIONS)
+@pytest.mark.parametrize("union_len", [8, 12, 40])
+def test_packed_layouts_equal_the_simple_implementation(
+    tiny_bert: Path, options: dict, union_len: int
+) -> None:
+    ranker = _ranker(tiny_bert, union_len=union_len, max_item_len=8, **options)
+    rng = random.Random(union_len)
+    for _ in range(5):
+        lists = _random_lists(rng, 3)
+        lists.append((lists[0][0], [*lists[0][1], *lists[0][1][:3]]))  # copies of items
+        fast = ranker.pack(lists)
+        simple = collate([ranker.rows(q, items) for q, items in lists])
+        for name in fast.ARRAYS:
+            np.testing.assert_array_equal(getattr(fast, name), getattr(simple, name), name)
+        if fast.position_ids is None or simple.position_ids is None:
+            assert fast.position_ids is None and simple.position_ids is None
+        else:
+            np.testing.assert_array_equal(fast.position_ids, simple.position_ids)
+        assert fast.n_items == simple.n_items
+
+
+@pytest.mark.parametrize("options", OPTIONS)
+@pytest.mark.parametrize("union_len", [242, 16])
+def test_layout_scores_permute_with_candidates(
+    tiny_bert: Path, options: dict, union_len: int
+) -> None:
+    ranker = _ranker(tiny_bert, union_len=union_len, max_item_len=8, **options)
+    base = ranker.score([_list(ITEMS)])[0]
+    assert base[1] == pytest.approx(base[9], abs=1e-6)  # a copy pools the first item's tokens
+    rng = random.Random(2)
+    for _ in range(3):
+        perm = list(range(len(ITEMS)))
+        rng.shuffle(perm)
+        shuffled = ranker.score([_list([ITEMS[p] for p in perm])])[0]
+        np.testing.assert_allclose(shuffled, base[perm], atol=1e-5)
+
+
+@pytest.mark.parametrize("options", OPTIONS)
+def test_layout_scores_equal_the_simple_implementation(tiny_bert: Path, options: dict) -> None:
+    ranker = _ranker(tiny_bert, union_len=20, max_item_len=8, item_positions=True, **options)
+    lists = [_list(ITEMS, "q1"), _list(ITEMS[2:7], "q2", query="java sort"), _list([], "q3")]
+    with ranker.inference():
+        logits, _ = ranker.forward(
+            ranker.prepare_simple([(cl.query.text, cl.texts) for cl in lists])
+        )
+    for b, (cl, s) in enumerate(zip(lists, ranker.score(lists), strict=True)):
+        np.testing.assert_allclose(s, logits[b, : len(cl)].numpy(), atol=1e-5)
+
+
+@pytest.mark.parametrize("options", OPTIONS)
+def test_layout_logits_equal_hand_pooled_classifier(tiny_bert: Path, options: dict) -> None:
+    """The encoder sees the oracle's ids, types and position ids; each logit is the classifier on
+    the mean of the item's pooled hidden states."""
+    ranker = _ranker(tiny_bert, **options)
+    query, texts = "how to sort a list in python", ITEMS[:5]
+    module = ranker.module
+    with ranker.inference():
+        logits, _ = ranker.forward(ranker.prepare([(query, texts)]))
+        (row,) = ranker.rows(query, texts)
+        ids = torch.tensor([row.input_ids])
+        hidden = module.encoder(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            token_type_ids=torch.tensor([row.token_type_ids]),
+            position_ids=torch.tensor([row.position_ids]),
+        ).last_hidden_state[0]
+        w, b = module.classifier.weight[0], module.classifier.bias[0]
+        for slot in row.slots:
+            expected = float(w @ hidden[list(slot.pool)].mean(dim=0) + b)
+            assert logits[0, slot.item].item() == pytest.approx(expected, abs=1e-5)
+
+
+def test_order_keeping_layouts_see_word_order(tiny_bert: Path) -> None:
+    """The union cannot tell two orderings of the same words apart; concat and hybrid can."""
+    texts = ["python sort list", "list sort python", "java"]
+    union = _ranker(tiny_bert).score([_list(texts)])[0]
+    assert union[0] == pytest.approx(union[1], abs=1e-6)
+    for options in OPTIONS[:2]:
+        ordered = _ranker(tiny_bert, **options).score([_list(texts)])[0]
+        assert abs(ordered[0] - ordered[1]) > 1e-4
+    # hybrid: the three words are held by two items, so they are shared: a bag again
+    hybrid = _ranker(tiny_bert, order="hybrid").score([_list(texts)])[0]
+    assert hybrid[0] == pytest.approx(hybrid[1], abs=1e-6)
+    rare = _ranker(tiny_bert, order="hybrid", share_min=3).score([_list(texts)])[0]
+    assert abs(rare[0] - rare[1]) > 1e-4
