@@ -473,6 +473,15 @@ def latency(
         ),
     ] = "p50_ms",
     fmt: Annotated[str, _format_option("table, markdown or json.")] = "table",
+    sets: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="[RANKER.]KEY=VALUE: a ranker option for this benchmark (repeatable); a bare KEY "
+            "sets it on every timed ranker that has it, e.g. --set order=concat times CROSS-JEM "
+            "in that row layout (its column is then tagged with the layout).",
+        ),
+    ] = None,
     data_dir: DataDir = None,
     results_dir: ResultsDir = None,
 ) -> None:
@@ -492,6 +501,7 @@ def latency(
         build_latency_table,
         check_stat,
         latency_summary,
+        options_per_ranker,
         render_latency,
         run_benchmark,
     )
@@ -504,12 +514,15 @@ def latency(
         "st-crossencoder": _batch_sizes("--peer-batch-sizes", peer_batch_sizes),
         **_batch_size_sets(batch_sizes_),
     }
+    timed = _csv(rankers_)
+    overrides = options_per_ranker(_parse_sets(sets), timed)
     runs = [
         BenchOptions(
             dataset=dataset,
             split=split,
             n_values=_ints("--n-items", n_items),
-            rankers=_csv(rankers_),
+            rankers=timed,
+            options=overrides,
             batch_queries=bq,
             queries=queries,
             repeats=repeats,

@@ -1,10 +1,14 @@
-"""Cost model of monoBERT versus CROSS-JEM: tokens processed, union compression, FLOPs.
+"""Cost model of monoBERT versus CROSS-JEM (any row layout): tokens processed, union compression,
+FLOPs.
 
 Pure arithmetic over token counts, so the predicted speed-up can be checked by hand and set beside
 the measured one. Sequences (paper section ``SubSubSec_Efficiency``):
 
 * monoBERT encodes one ``[CLS] q [SEP] k [SEP]`` row per item: ``L_q + L_k + 3`` tokens each;
-* CROSS-JEM encodes one ``[CLS] q [SEP] U_g [SEP]`` row per packed group ``g``: ``L_q + |U_g| + 3``.
+* CROSS-JEM encodes one ``[CLS] q [SEP] U_g [SEP]`` row per packed group ``g``: ``L_q + |U_g| + 3``;
+  in an order-keeping layout (:class:`rankers.crossjem.inputs.Layout`) a row holds its group's
+  shared tokens once plus every own token: ``L_q + |S_g| + sum_k |O_k| + 3`` (``concat``: the
+  items' lengths summed, nothing shared).
 
 The paper writes the costs as ``(L_q + L_k)^2 L N`` and ``(L_q + L_k N / C)^2 L`` with the union
 compression factor ``C = L_k N / |U|``. That keeps only the attention-like square term; a BERT layer
@@ -66,9 +70,10 @@ def monobert_lengths(query_len: int, item_lens: Sequence[int]) -> list[int]:
     return [query_len + k + SPECIAL_TOKENS for k in item_lens]
 
 
-def crossjem_lengths(query_len: int, group_unions: Sequence[int]) -> list[int]:
-    """Encoder row lengths of CROSS-JEM: one ``L_q + |U_g| + 3`` row per packed group."""
-    return [query_len + u + SPECIAL_TOKENS for u in group_unions]
+def crossjem_lengths(query_len: int, row_tokens: Sequence[int]) -> list[int]:
+    """Encoder row lengths of CROSS-JEM: one ``L_q + (item tokens of the row) + 3`` row per packed
+    group; the item tokens are ``|U_g|`` in the paper's union."""
+    return [query_len + u + SPECIAL_TOKENS for u in row_tokens]
 
 
 @dataclass(frozen=True)
@@ -145,11 +150,12 @@ class CostEstimate:
 
 
 def estimate(
-    query_len: int, item_lens: Sequence[int], group_unions: Sequence[int], shape: EncoderShape
+    query_len: int, item_lens: Sequence[int], row_tokens: Sequence[int], shape: EncoderShape
 ) -> CostEstimate:
-    """Cost of one query: ``item_lens`` as monoBERT sees them, ``group_unions`` CROSS-JEM's."""
+    """Cost of one query: ``item_lens`` as monoBERT sees them, ``row_tokens`` (item tokens of
+    each row, in whichever layout) CROSS-JEM's."""
     mono = monobert_lengths(query_len, item_lens)
-    joint = crossjem_lengths(query_len, group_unions)
+    joint = crossjem_lengths(query_len, row_tokens)
     return CostEstimate(
         monobert_tokens=sum(mono),
         crossjem_tokens=sum(joint),

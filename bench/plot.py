@@ -84,25 +84,32 @@ def choose_metric(records: Sequence[ResultRecord], metric: str | None = None) ->
 def accuracy_latency_points(
     records: Sequence[ResultRecord],
     metric: str,
-    benchmark: LatencyRecord | None = None,
+    benchmark: LatencyRecord | Sequence[LatencyRecord] | None = None,
     n: int | None = None,
 ) -> list[Point]:
     """One point per row label (newest record): ``metric`` against p50 ms per query.
 
-    With ``benchmark``, the latency is the benchmark's best configuration of the ranker at list
-    size ``n`` (default: the largest N), and rankers the benchmark did not time are left out.
+    With ``benchmark`` (one latency-benchmark record, or several, newest first), the latency is
+    the best configuration of the ranker's column at list size ``n`` (default: the largest N of
+    the newest record) in the newest record that timed that column: each CROSS-JEM row layout
+    has its own column, so every variant takes its own timing. Rankers no record timed are left
+    out.
     """
-    if benchmark is not None and n is None:
-        n = max(b.n for b in benchmark.blocks)
+    benchmarks: list[LatencyRecord] = []
+    if benchmark is not None:
+        benchmarks = list(benchmark) if isinstance(benchmark, Sequence) else [benchmark]
+    if benchmarks and n is None:
+        n = max(b.n for b in benchmarks[0].blocks)
     points = []
     for rec in _newest_per_label(records):
         label = rec.label or rec.ranker
         if metric not in rec.metrics:
             log.info("%s has no %s: not plotted", label, metric)
             continue
-        if benchmark is not None:
+        if benchmarks:
             assert n is not None
-            row = benchmark.best(n, _benchmark_column(rec))
+            column = _benchmark_column(rec)
+            row = next((r for b in benchmarks if (r := b.best(n, column)) is not None), None)
             latency = None if row is None else row.latency.get("p50_ms")
         else:
             latency = (rec.latency or {}).get("p50_ms")
@@ -194,8 +201,9 @@ def plot_dataset(
     """`bench plot`: the records of one dataset split -> PNG. Returns the file and its points.
 
     ``split`` defaults to ``test`` when records span several splits. ``use_benchmark`` takes
-    latencies from the newest latency-benchmark record of the split that has ``benchmark_n``
-    (default: its largest N).
+    latencies from the latency-benchmark records of the split that have ``benchmark_n`` (default:
+    the newest one's largest N), each column from the newest record that timed it (one
+    `bench latency --set order=...` run per CROSS-JEM layout puts every variant on the plot).
     Default output: ``results/plots/{dataset}-{split}-{metric}.png``.
     """
     from bench.results import load_records
@@ -216,7 +224,7 @@ def plot_dataset(
         records = [r for r in records if r.split == "test"]
     split = records[0].split
     metric = choose_metric(records, metric)
-    benchmark = None
+    benchmark: list[LatencyRecord] | None = None
     if use_benchmark:
         from bench.latency import load_latency_records
 
@@ -233,7 +241,7 @@ def plot_dataset(
             raise ValueError(
                 f"no latency-benchmark record of {dataset}/{split} has N={benchmark_n}"
             )
-        benchmark = having[-1]
+        benchmark = having[::-1]  # newest first: each column from the newest that timed it
     points = accuracy_latency_points(records, metric, benchmark, benchmark_n)
     safe = metric.replace("@", "at")
     path = out or root / "plots" / f"{dataset}-{split}-{safe}.png"

@@ -217,3 +217,15 @@ def test_order_keeping_layouts_see_word_order(tiny_bert: Path) -> None:
     assert hybrid[0] == pytest.approx(hybrid[1], abs=1e-6)
     rare = _ranker(tiny_bert, order="hybrid", share_min=3).score([_list(texts)])[0]
     assert abs(rare[0] - rare[1]) > 1e-4
+
+
+def test_latency_columns_are_tagged_with_the_layout(tiny_bert: Path) -> None:
+    union = _ranker(tiny_bert).latency_variants()
+    assert [v.column for v in union] == ["crossjem", "crossjem (end-to-end)"]
+    concat = _ranker(tiny_bert, order="concat", positions="item").latency_variants()
+    assert [v.column for v in concat] == [
+        "crossjem {concat, item positions}",
+        "crossjem {concat, item positions} (end-to-end)",
+    ]
+    hybrid = _ranker(tiny_bert, order="hybrid", share_min=3).latency_variants()
+    assert hybrid[0].column == "crossjem {hybrid share_min=3}"

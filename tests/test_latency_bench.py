@@ -105,12 +105,40 @@ def test_list_tokens_union_compression_and_groups() -> None:
     assert (tok.union.union, tok.union.item_tokens) == (5, 9)  # {a, b, c, d, e}
     assert tok.union.compression == pytest.approx(3 * 4 / 5)
     # packing in token order: [1,2,3] [1,5] [2,3,4] [3] -> {a,b,c,e} and {b,c,d}
-    assert sorted(tok.group_unions) == [3, 4]
+    assert sorted(tok.row_tokens) == [3, 4]
     shape = EncoderShape(layers=2, hidden=4, intermediate=16)
     summary = token_summary([tok], shape)
     assert summary["monobert_tokens_per_query"] == 8 + 8 + 7 + 6  # L_q + L_k + 3 per item
     assert summary["crossjem_tokens_per_query"] == (2 + 4 + 3) + (2 + 3 + 3)
     assert summary["union_mean"] == 5 and summary["groups_mean"] == 2
+
+
+def test_list_tokens_follow_the_row_layout() -> None:
+    from rankers.crossjem.inputs import Layout
+
+    cands = tuple(Candidate(f"d{i}", t) for i, t in enumerate(["a b c", "b c d e", "a e", "c"]))
+    cl = CandidateList(Query("q", "q q"), cands)
+
+    def rows(layout: Layout, union_len: int) -> tuple[int, ...]:
+        kw = {"max_query_len": 32, "max_item_len": 3, "union_len": union_len, "layout": layout}
+        [tok] = list_tokens(WordTokenizer(), [cl], **kw)
+        return tok.row_tokens
+
+    assert rows(Layout("concat"), 9) == (9,)  # 3 + 3 + 2 + 1 tokens, nothing shared
+    # canonical order a b c | a e | b c d | c, next-fit into 5: [a b c a e] [b c d c]
+    assert rows(Layout("concat"), 5) == (5, 4)
+    # hybrid: a, b, c are held by two or more items (shared once); d and e stay own tokens
+    assert rows(Layout("hybrid"), 8) == (3 + 2,)
+    shape = EncoderShape(layers=2, hidden=4, intermediate=16)
+    [tok] = list_tokens(
+        WordTokenizer(),
+        [cl],
+        max_query_len=32,
+        max_item_len=3,
+        union_len=9,
+        layout=Layout("concat"),
+    )
+    assert token_summary([tok], shape)["crossjem_tokens_per_query"] == 2 + 9 + 3
 
 
 def _lists(n: int) -> list[CandidateList]:
@@ -666,3 +694,42 @@ def test_tiny_end_to_end_run(shared_data: Path, tiny_bert: Path, results_dir: Pa
     [loaded] = load_latency_records(results_dir, "wikiqa")
     assert loaded.to_json() == json.loads(json.dumps(rec.to_json()))
     assert "| 30 |" in render_latency(build_latency_table(loaded), "markdown")
+
+
+def test_speedup_reads_a_crossjem_column_tagged_with_its_layout() -> None:
+    rows = [
+        _row("monobert (bs=64)", "monobert", 30, 30.0, 33.0),
+        _row("crossjem {concat}", "crossjem {concat}", 30, 20.0, 22.0),
+        _row("monobert e2e", "monobert (end-to-end)", 30, 60.0, 66.0),
+        _row("crossjem {concat} e2e", "crossjem {concat} (end-to-end)", 30, 40.0, 44.0),
+    ]
+    mark_best(rows)
+    block = ListBlock(30, 5, {"cost": {"predicted_speedup": 1.2, "token_ratio": 1.3}})
+    sp = speedup_summary(rows, block)
+    assert sp["model"] == "crossjem {concat}" and sp["measured_mean"] == pytest.approx(1.5)
+    assert sp["end_to_end"]["model"] == "crossjem {concat} e2e"
+    assert sp["end_to_end"]["measured_mean"] == pytest.approx(1.5)
+
+
+def test_latency_set_options_go_to_the_rankers_that_have_them() -> None:
+    from bench.latency import options_per_ranker
+
+    timed = ["bm25", "monobert", "crossjem"]
+    assert options_per_ranker({"order": "concat"}, timed) == {"crossjem": {"order": "concat"}}
+    both = options_per_ranker({"max_item_len": "24", "crossjem.union_len": "99"}, timed)
+    assert both == {
+        "monobert": {"max_item_len": "24"},
+        "crossjem": {"max_item_len": "24", "union_len": "99"},
+    }
+    with pytest.raises(ValueError, match=r"--set order=concat: no option 'order' in the timed"):
+        options_per_ranker({"order": "concat"}, ["bm25", "monobert"])
+    with pytest.raises(ValueError, match=r"no option 'order' in ranker monobert"):
+        options_per_ranker({"monobert.order": "concat"}, timed)
+
+
+def test_latency_rejects_a_bad_layout_value_before_any_work() -> None:
+    opts = BenchOptions(
+        dataset="wikiqa", rankers=["crossjem"], options={"crossjem": {"order": "sorted"}}
+    )
+    with pytest.raises(RankerError, match="order"):
+        opts.validate()

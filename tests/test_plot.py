@@ -101,6 +101,46 @@ def test_points_take_benchmark_latency_for_the_matching_column() -> None:
     ]
 
 
+def test_each_crossjem_layout_takes_the_benchmark_that_timed_it() -> None:
+    def record(column: str, p50: float) -> LatencyRecord:
+        row = LatencyRow(
+            column,
+            column.split(" ")[0],
+            column,
+            "joint",
+            100,
+            1,
+            {},
+            "",
+            "float32",
+            {"p50_ms": p50, "mean_ms": p50},
+        )
+        mark_best([row])
+        return LatencyRecord(
+            "wikiqa", "test", "", {}, "h", "cpu", 2, 1, [ListBlock(100, 5, {})], [row], {}, {}
+        )
+
+    union, concat = record("crossjem", 50.0), record("crossjem {concat, item positions}", 90.0)
+    runs = [
+        _record("crossjem", "crossjem", {"AP@10": 0.73}, 1.0),
+        _record(
+            "crossjem",
+            "crossjem order=concat",
+            {"AP@10": 0.78},
+            2.0,
+            order="concat",
+            positions="item",
+        ),
+    ]
+    points = accuracy_latency_points(runs, "AP@10", benchmark=[concat, union])
+    assert [(p.label, p.latency_ms) for p in points] == [
+        ("crossjem", 50.0),
+        ("crossjem order=concat", 90.0),
+    ]
+    only_union = accuracy_latency_points(runs, "AP@10", benchmark=union)
+    assert [p.label for p in only_union] == ["crossjem"]  # concat was never timed: left out
+
+
 def test_png_is_written(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     out = plot_accuracy_latency(

@@ -22,6 +22,7 @@ from bench.results import config_hash
 
 if TYPE_CHECKING:
     from rankers.bm25 import BM25Index
+    from rankers.crossjem.inputs import Layout
 
 
 def bm25_lists(
@@ -73,7 +74,9 @@ class QueryTokens:
     query_len: int  # L_q after truncation
     item_lens: tuple[int, ...]  # each item's L_k after truncation
     union: efficiency.UnionStats  # over all N items
-    group_unions: tuple[int, ...]  # |U_g| of each CROSS-JEM packed group
+    #: item tokens of each CROSS-JEM row (after [CLS] query [SEP]): |U_g| in the paper's union,
+    #: shared plus own tokens in the order-keeping layouts
+    row_tokens: tuple[int, ...]
 
 
 def list_tokens(
@@ -83,22 +86,26 @@ def list_tokens(
     max_query_len: int,
     max_item_len: int,
     union_len: int,
+    layout: Layout | None = None,
 ) -> list[QueryTokens]:
-    """Per list: lengths, token union and CROSS-JEM's packed groups (as its ``rows()`` builds)."""
-    from rankers.crossjem.inputs import pack_groups
+    """Per list: lengths, token union and CROSS-JEM's rows in ``layout`` (default: the union),
+    as its ``rows()`` builds them."""
+    from rankers.crossjem.inputs import UNION, build_rows
     from rankers.encoders import token_ids
 
     out = []
     for cl in lists:
         q = token_ids(tokenizer, [cl.query.text], max_query_len)[0]
         items = token_ids(tokenizer, cl.texts, max_item_len)
-        groups = pack_groups(items, union_len)
+        rows = build_rows(q, items, union_len, 0, 0, layout or UNION)
         out.append(
             QueryTokens(
                 query_len=len(q),
                 item_lens=tuple(len(ids) for ids in items),
                 union=efficiency.union_stats(items, max_item_len),
-                group_unions=tuple(len({t for i in g for t in items[i]}) for g in groups),
+                row_tokens=tuple(
+                    len(r.input_ids) - len(q) - efficiency.SPECIAL_TOKENS for r in rows
+                ),
             )
         )
     return out
@@ -107,7 +114,7 @@ def list_tokens(
 def token_summary(tokens: Sequence[QueryTokens], shape: efficiency.EncoderShape) -> dict[str, Any]:
     """Means over queries of the quantities the paper's complexity analysis uses, plus the cost
     model's totals (its predicted speed-up is the ratio of mean costs)."""
-    costs = [efficiency.estimate(t.query_len, t.item_lens, t.group_unions, shape) for t in tokens]
+    costs = [efficiency.estimate(t.query_len, t.item_lens, t.row_tokens, shape) for t in tokens]
     cost = efficiency.total(costs)
 
     def mean(values: Sequence[float]) -> float:
@@ -121,7 +128,7 @@ def token_summary(tokens: Sequence[QueryTokens], shape: efficiency.EncoderShape)
         "item_tokens_mean": mean([t.union.item_tokens for t in tokens]),  # the paper's m
         "union_mean": mean([t.union.union for t in tokens]),  # the paper's N_u
         "union_max": max((t.union.union for t in tokens), default=0),
-        "groups_mean": mean([len(t.group_unions) for t in tokens]),
+        "groups_mean": mean([len(t.row_tokens) for t in tokens]),
         "compression_mean": mean([t.union.compression for t in tokens]),
         "realised_compression_mean": mean([t.union.realised_compression for t in tokens]),
         "monobert_tokens_per_query": cost.monobert_tokens / max(len(tokens), 1),
@@ -132,8 +139,9 @@ def token_summary(tokens: Sequence[QueryTokens], shape: efficiency.EncoderShape)
 
 
 def token_settings(dataset: str, options: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """L_q, L_k, L_u and model of CROSS-JEM's configuration on ``dataset`` (monoBERT shares L_q
-    and L_k): the cost model compares exactly these two, whichever rankers are timed."""
+    """L_q, L_k, L_u, row layout and model of CROSS-JEM's configuration on ``dataset`` (monoBERT
+    shares L_q and L_k): the cost model compares exactly these two, whichever rankers are
+    timed."""
     from bench.runner import ranker_options
     from rankers.crossjem import CrossJEMConfig
 
@@ -144,7 +152,21 @@ def token_settings(dataset: str, options: Mapping[str, Mapping[str, Any]]) -> di
         "max_query_len": cfg.max_query_len,
         "max_item_len": cfg.max_item_len,
         "union_len": cfg.union_len,
+        "order": cfg.order,
+        "share_min": cfg.share_min,
+        "positions": cfg.positions,
     }
+
+
+def settings_layout(settings: Mapping[str, Any]) -> Layout:
+    """The row layout of :func:`token_settings` (records older than layouts: the union)."""
+    from rankers.crossjem.inputs import Layout
+
+    return Layout(
+        order=settings.get("order", "union"),
+        share_min=settings.get("share_min", 2),
+        positions=settings.get("positions", "row"),
+    )
 
 
 def encoder_shape_and_tokenizer(model: str) -> tuple[efficiency.EncoderShape, Any]:

@@ -36,6 +36,7 @@ from bench.latency.lists import (
     bm25_lists,
     encoder_shape_and_tokenizer,
     list_tokens,
+    settings_layout,
     token_settings,
     token_summary,
 )
@@ -156,8 +157,37 @@ class BenchOptions:
             raise ValueError("--rankers: name at least one ranker")
         for name in [*self.rankers, *self.batch_sizes, *self.options, *self.checkpoints]:
             canonical_name(name)
+        from bench.runner import ranker_options
+        from rankers import get_ranker_class
+
+        for name, overrides in self.options.items():  # bad values fail here, not mid-benchmark
+            key = canonical_name(name)
+            get_ranker_class(key).Config.from_options(ranker_options(key, self.dataset, overrides))
         for name, sizes in self.batch_sizes.items():
             resolve_batch_sizes(sizes, 1, owner=name)
+
+
+def options_per_ranker(
+    sets: Mapping[str, str], rankers: Sequence[str]
+) -> dict[str, dict[str, str]]:
+    """``--set`` pairs of `bench latency` as option overrides per ranker: ``RANKER.KEY`` sets
+    that ranker's option, a bare ``KEY`` every timed ranker whose config declares it (e.g.
+    ``order=concat`` times CROSS-JEM in that layout). A key no timed ranker has is an error
+    naming it, before any work."""
+    from rankers import canonical_name, get_ranker_class
+
+    timed = [canonical_name(r) for r in rankers]
+    out: dict[str, dict[str, str]] = {}
+    for key, value in sets.items():
+        name, dot, option = key.rpartition(".")
+        owners = [canonical_name(name)] if dot else timed
+        takers = [r for r in owners if option in _fields(get_ranker_class(r).Config)]
+        if not takers:
+            where = f"ranker {owners[0]}" if dot else f"the timed rankers ({', '.join(timed)})"
+            raise ValueError(f"--set {key}={value}: no option {option!r} in {where}")
+        for r in takers:
+            out.setdefault(r, {})[option] = value
+    return out
 
 
 def resolve_batch_sizes(sizes: Sequence[BatchSize], everything: int, owner: str = "") -> list[int]:
@@ -598,6 +628,7 @@ def run_benchmark(opts: BenchOptions, ctx: RunContext | None = None) -> LatencyR
                 max_query_len=settings["max_query_len"],
                 max_item_len=settings["max_item_len"],
                 union_len=settings["union_len"],
+                layout=settings_layout(settings),
             ),
             shape,
         )

@@ -12,7 +12,15 @@ import torch
 from torch import Tensor, nn
 
 from bench.data.model import CandidateList
-from rankers.base import RUNTIME, SCORE, TRAINING, RankerError, inherit_option, option
+from rankers.base import (
+    RUNTIME,
+    SCORE,
+    TRAINING,
+    LatencyVariant,
+    RankerError,
+    inherit_option,
+    option,
+)
 from rankers.crossjem.inputs import ORDERS, POSITIONS, Layout, Row, build_rows
 from rankers.crossjem.model import CrossJEMBatch, CrossJEMModule, collate
 from rankers.crossjem.packed import PackedRows, pack_lists
@@ -86,6 +94,14 @@ class CrossJEMConfig(EncoderConfig):
     loss: str = inherit_option(EncoderConfig, "loss", "listnet")
 
     @property
+    def layout_tag(self) -> str:
+        """How the layout reads in latency columns and labels ("" for the paper's union)."""
+        if self.order == "union":
+            return ""
+        tag = self.order + (f" share_min={self.share_min}" if self.order == "hybrid" else "")
+        return tag + (", item positions" if self.positions == "item" else "")
+
+    @property
     def layout(self) -> Layout:
         """The row layout these options describe (:class:`~rankers.crossjem.inputs.Layout`)."""
         return Layout(order=self.order, share_min=self.share_min, positions=self.positions)
@@ -156,6 +172,22 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
 
         ``module``: a wrapper of :attr:`module` to call instead (the trainer's DDP model)."""
         return (module if module is not None else self.module)(batch)
+
+    def latency_variants(self, batch_sizes: Sequence[int] | None = None) -> list[LatencyVariant]:
+        """The encoder variants, in columns tagged with the row layout when it is not the
+        paper's union (``crossjem {concat, item positions}``), so a latency table or plot never
+        passes one layout's timings off as another's."""
+        tag = self.cfg.layout_tag
+        out = super().latency_variants(batch_sizes)
+        if not tag:
+            return out
+        named = f"{self.name} {{{tag}}}"  # braces: square brackets are rich markup
+        return [
+            LatencyVariant(
+                v.label.replace(self.name, named, 1), v.options, named + v.column[len(self.name) :]
+            )
+            for v in out
+        ]
 
     # -- scoring -------------------------------------------------------------------------------
     host_step: ClassVar[str | None] = (
