@@ -133,9 +133,15 @@ def _open_unit(value: float) -> float:
 
 #: count options shared by several commands, with their declared ranges
 Seed = Annotated[int, typer.Option(min=0, help="Seed for python, numpy and torch.")]
-Threads = Annotated[
-    int | None, typer.Option(min=1, help="torch intra-op threads (default: torch's).")
-]
+
+
+def _threads_option(help: str) -> Any:
+    """``--threads`` with this command's help and the one declared range (at least 1), so that
+    no command hands torch a count it rejects (-1) or silently reads as "not set" (0)."""
+    return typer.Option(min=1, help=help)
+
+
+Threads = Annotated[int | None, _threads_option("torch intra-op threads (default: torch's).")]
 Subset = Annotated[int | None, typer.Option(min=1, help="Rank only the first N queries.")]
 TrainSubset = Annotated[int | None, typer.Option(min=1, help="Train on the first N queries.")]
 
@@ -463,7 +469,7 @@ def latency(
         ),
     ] = "minilm-l6",
     device: Device = "cpu",
-    threads: Annotated[int | None, typer.Option(help="torch intra-op threads.")] = 2,
+    threads: Annotated[int | None, _threads_option("torch intra-op threads.")] = 2,
     seed: Annotated[int, typer.Option(help="Seed (also of --arch's random weights).")] = 0,
     stat: Annotated[
         str,

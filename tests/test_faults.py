@@ -1,4 +1,4 @@
-"""Fault injection: every defect class of issue 10, pinned by its reproduction.
+"""Fault injection: every defect class of issues 10 and 17, pinned by its reproduction.
 
 Stale or half-present cache entries, changed code, cards and relevance levels, concurrent runs,
 unwritable and full folders, damaged models and checkpoints, out-of-range options and the small
@@ -861,3 +861,21 @@ def test_progress_is_logged_when_stderr_is_not_a_terminal(env: Path) -> None:
 def test_datasets_caption_without_wordpiece_says_words(env: Path) -> None:
     out = flat(invoke("datasets", "--no-wordpiece"))
     assert "lengths: mean words;" in out and "words tokens" not in out
+
+
+# == issue 17 =====================================================================================
+# -- 17.2. `bench latency --threads` has bench run's declared range -------------------------------
+@pytest.mark.parametrize("threads", ["0", "-1"])
+def test_latency_threads_out_of_range_is_rejected_before_any_work(env: Path, threads: str) -> None:
+    out = flat(
+        invoke("latency", "-d", "semeval16b", "--rankers", "bm25", "--threads", threads, code=2)
+    )
+    assert "Invalid value for '--threads': Input should be greater than or equal to 1" in out
+    assert not (env / "latency").exists() and not (env / "models").exists()
+
+
+def test_latency_options_reject_zero_threads() -> None:
+    from bench.latency import BenchOptions
+
+    with pytest.raises(ValueError, match="--threads must be >= 1, not 0"):
+        BenchOptions(dataset="semeval16b", threads=0).validate()

@@ -141,6 +141,7 @@ class BenchOptions:
             ("--queries", self.queries, 1),
             ("--repeats", self.repeats, 1),
             ("--warmup", self.warmup, 0),
+            ("--threads", self.threads, 1),
         ):
             if value is not None and value < low:
                 raise ValueError(f"{name} must be >= {low}, not {value}")
