@@ -146,13 +146,23 @@ Subset = Annotated[int | None, typer.Option(min=1, help="Rank only the first N q
 TrainSubset = Annotated[int | None, typer.Option(min=1, help="Train on the first N queries.")]
 
 
-def _parse_sets(pairs: list[str] | None) -> dict[str, str]:
+def _parse_sets(pairs: list[str] | None, merge: bool = False) -> dict[str, str]:
+    """``--set key=value`` pairs as a mapping. A key given twice is an error naming it (the last
+    value silently winning would run what the user did not ask for); with ``merge`` (a sweep's
+    values) its values are joined instead: ``--set lr=1e-4 --set lr=3e-5`` is ``lr=1e-4,3e-5``."""
     options: dict[str, str] = {}
     for pair in pairs or []:
         if "=" not in pair:
             raise ValueError(f"--set expects key=value, got {pair!r}")
-        key, value = pair.split("=", 1)
-        options[key.strip()] = value.strip()
+        key, value = (part.strip() for part in pair.split("=", 1))
+        if key in options and merge:
+            options[key] = f"{options[key]},{value}"
+        elif key in options:
+            raise ValueError(
+                f"--set {key} is given twice ({key}={options[key]}, {key}={value}); give it once"
+            )
+        else:
+            options[key] = value
     return options
 
 
@@ -669,7 +679,11 @@ def sweep(
     dataset: Annotated[str, _dataset_option("Dataset with train/dev/test.")],
     set_: Annotated[
         list[str],
-        typer.Option("--set", help="Option and its values to try, key=v1,v2 (repeatable: a grid)."),
+        typer.Option(
+            "--set",
+            help="Option and its values to try, key=v1,v2 (repeatable: a grid; a key given "
+            "again adds values).",
+        ),
     ],
     measure: Annotated[str, typer.Option(help="Dev measure that chooses.")] = "AP@10",
     write: Annotated[
@@ -699,7 +713,7 @@ def sweep(
     from bench.runner import RunOptions, settings_file
     from bench.sweep import parse_grid, run_sweep, save_sweep, table_lines, write_chosen
 
-    grid = parse_grid(_parse_sets(set_))
+    grid = parse_grid(_parse_sets(set_, merge=True))
     command = " ".join(
         [
             f"bench sweep -r {ranker} -d {dataset}",

@@ -67,12 +67,16 @@ class Sweep:
 
 
 def parse_grid(sets: Mapping[str, str]) -> dict[str, list[str]]:
-    """``{"lr": "3e-5,1e-4"}`` -> ``{"lr": ["3e-5", "1e-4"]}``; empty values are an error."""
+    """``{"lr": "3e-5,1e-4"}`` -> ``{"lr": ["3e-5", "1e-4"]}``; an empty value, or one given
+    twice for the same key (the same combination trained and listed twice), is an error."""
     grid: dict[str, list[str]] = {}
     for key, text in sets.items():
         values = [v.strip() for v in str(text).split(",")]
         if not key or any(not v for v in values):
             raise ValueError(f"--set {key}={text}: expected key=value[,value...]")
+        repeated = next((v for i, v in enumerate(values) if v in values[:i]), None)
+        if repeated is not None:
+            raise ValueError(f"--set {key}={text}: value {repeated} is given twice")
         grid[key] = values
     return grid
 

@@ -879,3 +879,48 @@ def test_latency_options_reject_zero_threads() -> None:
 
     with pytest.raises(ValueError, match="--threads must be >= 1, not 0"):
         BenchOptions(dataset="semeval16b", threads=0).validate()
+
+
+# -- 17.3. a `--set` key given twice --------------------------------------------------------------
+def test_sweep_merges_the_values_of_a_repeated_set_key(env: Path) -> None:
+    out = invoke(
+        "-q", "sweep", "-r", "bm25", "-d", "semeval16b", "--no-write",
+        "--set", "k1=0.9", "--set", "k1=1.5",
+    )  # fmt: skip
+    rows = [line.split()[0] for line in out.splitlines() if line.startswith(("0.9 ", "1.5 "))]
+    assert rows == ["0.9", "1.5"]
+    (saved,) = env.glob("sweeps/semeval16b/bm25-*.json")
+    sweep = json.loads(saved.read_text())
+    assert sweep["command"] == "bench sweep -r bm25 -d semeval16b --set k1=0.9,1.5"
+    assert [r["settings"] for r in sweep["rows"]] == [{"k1": "0.9"}, {"k1": "1.5"}]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["run", "-r", "bm25", "-d", "semeval16b", "--set", "k1=1", "--set", "k1=2"],
+            "--set k1 is given twice (k1=1, k1=2); give it once",
+        ),
+        (
+            [
+                "sweep",
+                "-r",
+                "bm25",
+                "-d",
+                "semeval16b",
+                "--no-write",
+                "--set",
+                "k1=1",
+                "--set",
+                "k1=1,2",
+            ],
+            "--set k1=1,1,2: value 1 is given twice",
+        ),
+    ],
+)
+def test_a_repeated_set_key_or_value_is_rejected_naming_it(
+    env: Path, args: list[str], message: str
+) -> None:
+    assert message in flat(invoke(*args, code=2))
+    assert not env.exists() or not list(env.glob("runs/*/*/*"))
