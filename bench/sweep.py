@@ -23,7 +23,7 @@ from bench.context import RunContext
 from bench.data import dataset_splits, dev_split_name
 from bench.metrics import DEFAULT_MEASURES
 from bench.results import ResultRecord, atomic_write_json, atomic_write_text, config_hash
-from bench.runner import RunOptions, ranker_options, run, settings_file
+from bench.runner import RunOptions, check_teacher, ranker_options, run, settings_file
 from rankers import RankerError, canonical_name, get_ranker_class
 
 log = logging.getLogger(__name__)
@@ -88,11 +88,14 @@ def combinations(grid: Mapping[str, Sequence[str]]) -> list[dict[str, str]]:
 
 
 def _check(ranker: str, dataset: str, combos: Sequence[Mapping[str, str]]) -> None:
-    """Build every combination's config first, so a bad value stops before any training."""
+    """Build every combination's config and check its teacher first, so a bad value stops
+    before any training."""
     cls = get_ranker_class(ranker)
     for combo in combos:
         try:
-            cls.Config.from_options(ranker_options(ranker, dataset, combo))
+            config = cls.Config.from_options(ranker_options(ranker, dataset, combo))
+            if teacher := getattr(config, "teacher", None):
+                check_teacher(ranker, str(teacher), dataset)
         except (RankerError, ValueError, TypeError) as exc:
             settings = ", ".join(f"{k}={v}" for k, v in combo.items())
             raise RankerError(f"sweep setting {settings}: {exc}") from None

@@ -924,3 +924,30 @@ def test_a_repeated_set_key_or_value_is_rejected_naming_it(
 ) -> None:
     assert message in flat(invoke(*args, code=2))
     assert not env.exists() or not list(env.glob("runs/*/*/*"))
+
+
+# -- 17.5. every input, path and permission is checked before the first job ----------------------
+@pytest.fixture()
+def no_training(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any training fails the test: what is checked here must stop before the first one."""
+
+    def train(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a model was trained before the inputs were checked")
+
+    monkeypatch.setattr("bench.runner._train", train)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["train", "-r", "crossjem", "-d", "wikiqa", "--teacher", "monobert+nonexistent"],
+        ["sweep", "-r", "crossjem", "-d", "wikiqa", "--no-write"]
+        + ["--set", "teacher=monobert,monobert+nonexistent"],
+    ],
+)
+def test_a_bad_ensemble_member_is_rejected_before_the_first_member_trains(
+    env: Path, no_training: None, args: list[str]
+) -> None:
+    out = flat(invoke(*args, code=2))
+    assert "crossjem: teacher 'nonexistent' is neither a ranker nor an existing folder" in out
+    assert not (env / "models" / "wikiqa").exists()
