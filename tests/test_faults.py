@@ -951,3 +951,18 @@ def test_a_bad_ensemble_member_is_rejected_before_the_first_member_trains(
     out = flat(invoke(*args, code=2))
     assert "crossjem: teacher 'nonexistent' is neither a ranker nor an existing folder" in out
     assert not (env / "models" / "wikiqa").exists()
+
+
+def test_latency_into_an_unwritable_results_folder_fails_before_timing(
+    env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("rankers were timed before the results folder was checked")
+
+    monkeypatch.setattr("bench.latency.protocol.time_entries", timed)
+    _refuse_writes_under(env, monkeypatch)
+    out = flat(
+        invoke("latency", "-d", "semeval16b", "--rankers", "bm25", "--n-items", "20", code=2)
+    )
+    assert f"error: the results folder {env / 'latency' / 'semeval16b'} is not writable" in out
+    assert "Permission denied" in out
