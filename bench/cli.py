@@ -693,6 +693,14 @@ def sweep(
             help="Write the chosen settings into the ranker's settings file (datasets.DATASET).",
         ),
     ] = True,
+    replace: Annotated[
+        bool,
+        typer.Option(
+            "--replace",
+            help="Write this sweep's choice even when an earlier sweep's choice, still in the "
+            "settings file, scored better on the same dev split.",
+        ),
+    ] = False,
     device: Device = "auto",
     seed: Annotated[int, typer.Option(min=0, help="Seed shared by every combination.")] = 0,
     threads: Threads = None,
@@ -707,11 +715,22 @@ def sweep(
 
     Trained models and runs are cached as with `bench run`, so a repeated or extended sweep
     trains only what is new. The chosen settings are merged into rankers/configs/RANKER.yaml
-    under datasets.DATASET with the sweep table as a comment above them (--no-write: print
-    only); the sweep is kept in results/sweeps/DATASET/.
+    under datasets.DATASET with the sweep table as a comment above them, after the earlier
+    sweeps' (--no-write: print only); an earlier choice that scored better on the same dev split
+    stays unless --replace. The sweep is kept in results/sweeps/DATASET/. An option that only
+    changes speed (role runtime, e.g. batch_size) cannot be swept.
     """
+    from bench.results import ensure_writable
     from bench.runner import RunOptions, settings_file
-    from bench.sweep import parse_grid, run_sweep, save_sweep, table_lines, write_chosen
+    from bench.sweep import (
+        check_settings_writable,
+        parse_grid,
+        run_sweep,
+        save_sweep,
+        table_lines,
+        write_chosen,
+    )
+    from rankers import canonical_name
 
     grid = parse_grid(_parse_sets(set_, merge=True))
     command = " ".join(
@@ -734,6 +753,9 @@ def sweep(
         progress=True,
     )
     ctx = base.context()
+    if write and not train_subset:
+        check_settings_writable(settings_file(canonical_name(ranker)))
+    ensure_writable(ctx.results_root / "sweeps")  # the sweep record is written after the work
     done = run_sweep(base, grid, measure=measure, command=command, ctx=ctx)
     typer.echo("\n".join(table_lines(done)))
     saved = save_sweep(done, ctx.results_root)
@@ -744,8 +766,11 @@ def sweep(
             f"dataset's settings; add the chosen settings under datasets.{dataset} if meant"
         )
     elif write:
-        settings = write_chosen(done)
-        typer.echo(f"wrote datasets.{dataset} = {settings} to {settings_file(done.ranker)}")
+        written = write_chosen(done, replace=replace)
+        if written.kept:
+            log.warning("%s: datasets.%s %s", written.path, dataset, written.kept)
+        else:
+            typer.echo(f"wrote datasets.{dataset} = {written.settings} to {written.path}")
 
 
 def _emit(out: Any) -> None:

@@ -966,3 +966,112 @@ def test_latency_into_an_unwritable_results_folder_fails_before_timing(
     )
     assert f"error: the results folder {env / 'latency' / 'semeval16b'} is not writable" in out
     assert "Permission denied" in out
+
+
+# -- 17.4. what a sweep writes into the settings file --------------------------------------------
+@pytest.fixture()
+def configs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A settings folder of its own (rankers/configs is never written by a test)."""
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    monkeypatch.setattr("bench.runner.CONFIG_DIR", folder)
+    return folder
+
+
+BM25_SWEEP = ("sweep", "-r", "bm25", "-d", "semeval16b", "--set", "k1=0.9,1.5")
+
+
+def test_sweep_refuses_a_read_only_settings_file_before_any_run(env: Path, configs: Path) -> None:
+    path = configs / "bm25.yaml"
+    text = "default: {}\ndatasets: {}\n"
+    path.write_text(text)
+    path.chmod(0o444)
+    out = flat(invoke(*BM25_SWEEP, code=2))
+    assert f"error: {path} is read-only (mode 0444): make it writable, or sweep with" in out
+    assert path.read_text() == text and stat.S_IMODE(path.stat().st_mode) == 0o444
+    assert not env.exists() or not list(env.glob("runs/*/*/*"))
+
+
+def test_sweep_into_a_read_only_settings_folder_fails_before_any_run(
+    env: Path, configs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _refuse_writes_under(configs, monkeypatch)
+    out = flat(invoke(*BM25_SWEEP, code=2))
+    assert f"error: the settings folder {configs} is not writable: cannot write" in out
+    assert "sweep with --no-write" in out
+    assert not list(env.glob("runs/*/*/*"))
+
+
+def test_sweep_keeps_the_settings_file_mode(env: Path, configs: Path) -> None:
+    path = configs / "bm25.yaml"
+    path.write_text("default: {}\ndatasets: {}\n")
+    path.chmod(0o640)
+    invoke("-q", *BM25_SWEEP)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+    assert set(yaml.safe_load(path.read_text())["datasets"]["semeval16b"]) == {"k1"}
+
+
+def _sweep(rows: dict[str, float], created: str, dev_split: str = "dev") -> Any:
+    """A finished monoBERT sweep over ``epochs`` on semeval16b: epochs value -> dev AP@10."""
+    from bench.sweep import Sweep, SweepRow
+
+    command = "bench sweep -r monobert -d semeval16b --set epochs=" + ",".join(rows)
+    done = [
+        SweepRow({"epochs": e}, dev, {"AP@10": 0.7}, 3, 9.0, "d", "t") for e, dev in rows.items()
+    ]
+    return Sweep("monobert", "semeval16b", "AP@10", dev_split, "test", command, done, created)
+
+
+def test_a_narrower_sweep_keeps_an_earlier_better_choice_and_every_table(tmp_path: Path) -> None:
+    from bench.sweep import write_chosen
+
+    path = tmp_path / "monobert.yaml"
+    path.write_text(
+        "default:\n  epochs: 3\ndatasets:\n  # hand-written note\n  wikiqa: {loss: ce}\n"
+    )
+    first = write_chosen(_sweep({"3": 0.7475, "10": 0.7825}, "2026-11-23T10:00:00+00:00"), path)
+    assert first.settings == {"epochs": 10} and first.kept is None
+
+    narrower = write_chosen(_sweep({"3": 0.7475, "5": 0.7600}, "2026-11-24T10:00:00+00:00"), path)
+    assert narrower.settings == {"epochs": 10}
+    assert narrower.kept == (
+        "not written: the best here, dev AP@10 0.7600, is below the earlier choice epochs=10 "
+        "(dev AP@10 0.7825, sweep of 2026-11-23), which stays; --replace writes this sweep's"
+    )
+    text = path.read_text()
+    assert yaml.safe_load(text)["datasets"]["semeval16b"] == {"epochs": 10}
+    assert text.count("  # sweep (") == 2 and "  #   " + narrower.kept in text
+    assert "# hand-written note" in text
+    assert "  # sweep (2026-11-23, dev split dev): bench sweep -r monobert" in text
+
+    # another dev split is not comparable; --replace writes the worse choice; a better one wins
+    other = write_chosen(_sweep({"4": 0.70}, "2026-11-24T11:00:00+00:00", "validation"), path)
+    assert other.settings == {"epochs": 4} and other.kept is None
+    assert write_chosen(_sweep({"3": 0.60}, "2026-11-25T10:00:00+00:00"), path).kept is None
+    write_chosen(_sweep({"6": 0.5}, "2026-11-25T11:00:00+00:00"), path, replace=True)
+    assert yaml.safe_load(path.read_text())["datasets"]["semeval16b"] == {"epochs": 6}
+    better = write_chosen(_sweep({"20": 0.79}, "2026-11-25T12:00:00+00:00"), path)
+    assert better.settings == {"epochs": 20} and better.kept is None
+    assert path.read_text().count("  # sweep (") == 6
+
+
+def test_the_repository_settings_comments_are_read_as_earlier_choices(tmp_path: Path) -> None:
+    """rankers/configs/monobert.yaml's semeval16b sweep (written before the dev split was
+    recorded) chose epochs=10 at dev AP@10 0.7825: a sweep of epochs=3 alone must not undo it."""
+    from bench.sweep import write_chosen
+
+    path = tmp_path / "monobert.yaml"
+    shutil.copy(PROJECT_ROOT / "rankers" / "configs" / "monobert.yaml", path)
+    written = write_chosen(_sweep({"3": 0.7475}, "2026-11-25T10:00:00+00:00"), path)
+    assert written.settings == {"epochs": 10, "patience": 3}
+    assert written.kept is not None and "epochs=10, patience=3 (dev AP@10 0.7825" in written.kept
+
+
+def test_a_sweep_over_a_runtime_option_is_refused_before_it_trains(
+    env: Path, no_training: None
+) -> None:
+    out = flat(
+        invoke("sweep", "-r", "monobert", "-d", "wikiqa", "--set", "batch_size=32,64", code=2)
+    )
+    assert "--set batch_size=32,64: batch_size is a runtime option of monobert" in out
+    assert "so a sweep over it has nothing to choose" in out
