@@ -35,6 +35,7 @@ from bench.cache import (
 )
 from bench.context import RunContext
 from bench.data import dev_split_name, load_split
+from bench.data.files import read_text
 from bench.data.model import CandidateList, RankingSplit
 from bench.device import device_info
 from bench.latency.tracker import LatencyTracker
@@ -200,7 +201,7 @@ def ranker_options(
     options: dict[str, Any] = {}
     if path.exists():
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            data = yaml.safe_load(read_text(path)) or {}
         except yaml.YAMLError as exc:
             raise RankerError(f"{path}: not valid YAML ({exc})") from exc
         unknown = set(data) - {"default", "datasets"}
@@ -680,7 +681,9 @@ def run(opts: RunOptions, ctx: RunContext | None = None) -> ResultRecord:
     if opts.subset:
         split = split.subset(opts.subset)
     if not split.lists:
-        raise RankerError(f"{split.dataset}/{split.split} has no candidate lists to rank")
+        raise RankerError(
+            f"{split.dataset}/{split.split} has no candidate lists to rank: {split.empty_reason()}"
+        )
     if fit and not opts.fit:
         log.info(
             "%s: %s would be untrained, so it is trained first (or load trained weights with "

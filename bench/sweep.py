@@ -21,6 +21,7 @@ import yaml
 
 from bench.context import RunContext
 from bench.data import dataset_splits, dev_split_name
+from bench.data.files import read_text
 from bench.metrics import DEFAULT_MEASURES
 from bench.results import (
     ResultRecord,
@@ -333,7 +334,7 @@ def write_chosen(sweep: Sweep, path: Path | None = None, replace: bool = False) 
     so, and so does :attr:`Written.kept`."""
     path = path or settings_file(sweep.ranker)
     mode = check_file_writable(path, SETTINGS_HINT)
-    text = path.read_text(encoding="utf-8") if path.exists() else "default: {}\ndatasets: {}\n"
+    text = read_text(path) if path.exists() else "default: {}\ndatasets: {}\n"
     data = yaml.safe_load(text) or {}
     current = dict((data.get("datasets") or {}).get(sweep.dataset) or {})
     chosen = _typed(sweep.ranker, sweep.rows[sweep.chosen].settings)

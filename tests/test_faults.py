@@ -1075,3 +1075,71 @@ def test_a_sweep_over_a_runtime_option_is_refused_before_it_trains(
     )
     assert "--set batch_size=32,64: batch_size is a runtime option of monobert" in out
     assert "so a sweep over it has nothing to choose" in out
+
+
+# -- 17.6. messages that say what is wrong --------------------------------------------------------
+def _jsonl(folder: Path, rows: Sequence[dict[str, Any]], split: str = "test") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{split}.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def test_a_non_utf8_expected_values_file_is_named_with_its_line(env: Path, tmp_path: Path) -> None:
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes(b"- {dataset: wikiqa, split: test, ranker: bm25}\n# caf\xe9\n")
+    out = flat(invoke("check", "--expected", str(path), code=2))
+    assert f"error: {path}:2: not valid UTF-8 (invalid continuation byte); save the file" in out
+
+
+def test_datasets_listing_of_a_missing_data_folder_says_so(tmp_path: Path) -> None:
+    missing = tmp_path / "nonexistent"
+    out = flat(invoke("datasets", "--no-wordpiece", "--data-dir", str(missing), code=2))
+    assert f"error: the data folder {missing} does not exist" in out
+
+
+def test_a_split_without_any_positive_says_why_it_has_nothing_to_rank(
+    tmp_path: Path, results_dir: Path
+) -> None:
+    data = tmp_path / "data"
+    rows = [{"query": f"q{i}", "positive": [], "negative": ["a b", "c d"]} for i in range(3)]
+    _jsonl(data / "nopos", rows)
+    out = flat(invoke("run", "-r", "bm25", "-d", "nopos", "--data-dir", str(data), code=2))
+    assert (
+        "error: nopos/test has no candidate lists to rank: no query has a positive (a candidate "
+        "of grade >= 1), so every query was dropped (3 without a positive candidate)"
+    ) in out
+
+
+def test_a_card_declaring_trec_over_mteb_files_names_both(
+    tmp_path: Path, results_dir: Path
+) -> None:
+    data = tmp_path / "data"
+    _jsonl(data / "mixed", [{"query": "q", "positive": ["a"], "negative": ["b"]}])
+    card = data / "mixed" / "card.yaml"
+    card.write_text("layout: trec\n")
+    out = flat(invoke("run", "-r", "bm25", "-d", "mixed", "--data-dir", str(data), code=2))
+    assert (
+        f"error: dataset 'mixed': {card} declares layout trec, which reads queries.tsv, "
+        f"collection.tsv, qrels.txt and run.*.trec, but {data / 'mixed'} holds card.yaml, "
+        "test.jsonl; fix the card's layout or the files"
+    ) in out
+
+
+def test_blank_queries_and_candidates_are_counted_and_reported(
+    tmp_path: Path, results_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    data = tmp_path / "data"
+    rows = [
+        {"query": "  ", "positive": ["a b"], "negative": ["", "c d"]},
+        {"query": "q", "positive": ["a b"], "negative": [" \t", "c d"]},
+    ]
+    path = _jsonl(data / "blank", rows)
+    caplog.set_level(logging.WARNING)
+    notes = [
+        "empty or whitespace-only query texts, ranked as given: 1",
+        "empty or whitespace-only candidate texts, ranked as given: 2",
+    ]
+    record = run(RunOptions("bm25", "blank", data_dir=data, warmup=0, progress=False))
+    assert record.data["notes"] == notes
+    assert f"{path}: {notes[0]}" in caplog.text and f"{path}: {notes[1]}" in caplog.text
