@@ -1143,3 +1143,12 @@ def test_blank_queries_and_candidates_are_counted_and_reported(
     record = run(RunOptions("bm25", "blank", data_dir=data, warmup=0, progress=False))
     assert record.data["notes"] == notes
     assert f"{path}: {notes[0]}" in caplog.text and f"{path}: {notes[1]}" in caplog.text
+
+
+def test_sweep_into_an_unwritable_sweeps_folder_fails_before_any_run(
+    env: Path, configs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _refuse_writes_under(env / "sweeps", monkeypatch)
+    out = flat(invoke(*BM25_SWEEP, "--no-write", code=2))
+    assert f"error: the results folder {env / 'sweeps'} is not writable" in out
+    assert not list(env.glob("runs/*/*/*"))
