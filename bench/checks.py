@@ -46,6 +46,7 @@ from typing import Any, Literal, overload
 
 import yaml
 
+from bench.data.files import read_text
 from bench.results import ResultRecord
 
 log = logging.getLogger(__name__)
@@ -225,7 +226,7 @@ _Checker = Callable[[Any, Sequence[ResultRecord]], CheckResult]
 def load_expectations(path: Path) -> list[Expectation]:
     """Parse one expected-values file; :class:`ExpectationError` names file, entry and key."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.safe_load(read_text(path))
     except yaml.YAMLError as exc:
         raise ExpectationError(f"{path}: not valid YAML: {exc}") from exc
     if data is None:

@@ -133,20 +133,36 @@ def _open_unit(value: float) -> float:
 
 #: count options shared by several commands, with their declared ranges
 Seed = Annotated[int, typer.Option(min=0, help="Seed for python, numpy and torch.")]
-Threads = Annotated[
-    int | None, typer.Option(min=1, help="torch intra-op threads (default: torch's).")
-]
+
+
+def _threads_option(help: str) -> Any:
+    """``--threads`` with this command's help and the one declared range (at least 1), so that
+    no command hands torch a count it rejects (-1) or silently reads as "not set" (0)."""
+    return typer.Option(min=1, help=help)
+
+
+Threads = Annotated[int | None, _threads_option("torch intra-op threads (default: torch's).")]
 Subset = Annotated[int | None, typer.Option(min=1, help="Rank only the first N queries.")]
 TrainSubset = Annotated[int | None, typer.Option(min=1, help="Train on the first N queries.")]
 
 
-def _parse_sets(pairs: list[str] | None) -> dict[str, str]:
+def _parse_sets(pairs: list[str] | None, merge: bool = False) -> dict[str, str]:
+    """``--set key=value`` pairs as a mapping. A key given twice is an error naming it (the last
+    value silently winning would run what the user did not ask for); with ``merge`` (a sweep's
+    values) its values are joined instead: ``--set lr=1e-4 --set lr=3e-5`` is ``lr=1e-4,3e-5``."""
     options: dict[str, str] = {}
     for pair in pairs or []:
         if "=" not in pair:
             raise ValueError(f"--set expects key=value, got {pair!r}")
-        key, value = pair.split("=", 1)
-        options[key.strip()] = value.strip()
+        key, value = (part.strip() for part in pair.split("=", 1))
+        if key in options and merge:
+            options[key] = f"{options[key]},{value}"
+        elif key in options:
+            raise ValueError(
+                f"--set {key} is given twice ({key}={options[key]}, {key}={value}); give it once"
+            )
+        else:
+            options[key] = value
     return options
 
 
@@ -463,7 +479,7 @@ def latency(
         ),
     ] = "minilm-l6",
     device: Device = "cpu",
-    threads: Annotated[int | None, typer.Option(help="torch intra-op threads.")] = 2,
+    threads: Annotated[int | None, _threads_option("torch intra-op threads.")] = 2,
     seed: Annotated[int, typer.Option(help="Seed (also of --arch's random weights).")] = 0,
     stat: Annotated[
         str,
@@ -676,7 +692,11 @@ def sweep(
     dataset: Annotated[str, _dataset_option("Dataset with train/dev/test.")],
     set_: Annotated[
         list[str],
-        typer.Option("--set", help="Option and its values to try, key=v1,v2 (repeatable: a grid)."),
+        typer.Option(
+            "--set",
+            help="Option and its values to try, key=v1,v2 (repeatable: a grid; a key given "
+            "again adds values).",
+        ),
     ],
     measure: Annotated[str, typer.Option(help="Dev measure that chooses.")] = "AP@10",
     write: Annotated[
@@ -686,6 +706,14 @@ def sweep(
             help="Write the chosen settings into the ranker's settings file (datasets.DATASET).",
         ),
     ] = True,
+    replace: Annotated[
+        bool,
+        typer.Option(
+            "--replace",
+            help="Write this sweep's choice even when an earlier sweep's choice, still in the "
+            "settings file, scored better on the same dev split.",
+        ),
+    ] = False,
     device: Device = "auto",
     seed: Annotated[int, typer.Option(min=0, help="Seed shared by every combination.")] = 0,
     threads: Threads = None,
@@ -700,13 +728,24 @@ def sweep(
 
     Trained models and runs are cached as with `bench run`, so a repeated or extended sweep
     trains only what is new. The chosen settings are merged into rankers/configs/RANKER.yaml
-    under datasets.DATASET with the sweep table as a comment above them (--no-write: print
-    only); the sweep is kept in results/sweeps/DATASET/.
+    under datasets.DATASET with the sweep table as a comment above them, after the earlier
+    sweeps' (--no-write: print only); an earlier choice that scored better on the same dev split
+    stays unless --replace. The sweep is kept in results/sweeps/DATASET/. An option that only
+    changes speed (role runtime, e.g. batch_size) cannot be swept.
     """
+    from bench.results import ensure_writable
     from bench.runner import RunOptions, settings_file
-    from bench.sweep import parse_grid, run_sweep, save_sweep, table_lines, write_chosen
+    from bench.sweep import (
+        check_settings_writable,
+        parse_grid,
+        run_sweep,
+        save_sweep,
+        table_lines,
+        write_chosen,
+    )
+    from rankers import canonical_name
 
-    grid = parse_grid(_parse_sets(set_))
+    grid = parse_grid(_parse_sets(set_, merge=True))
     command = " ".join(
         [
             f"bench sweep -r {ranker} -d {dataset}",
@@ -727,6 +766,9 @@ def sweep(
         progress=True,
     )
     ctx = base.context()
+    if write and not train_subset:
+        check_settings_writable(settings_file(canonical_name(ranker)))
+    ensure_writable(ctx.results_root / "sweeps")  # the sweep record is written after the work
     done = run_sweep(base, grid, measure=measure, command=command, ctx=ctx)
     typer.echo("\n".join(table_lines(done)))
     saved = save_sweep(done, ctx.results_root)
@@ -737,8 +779,11 @@ def sweep(
             f"dataset's settings; add the chosen settings under datasets.{dataset} if meant"
         )
     elif write:
-        settings = write_chosen(done)
-        typer.echo(f"wrote datasets.{dataset} = {settings} to {settings_file(done.ranker)}")
+        written = write_chosen(done, replace=replace)
+        if written.kept:
+            log.warning("%s: datasets.%s %s", written.path, dataset, written.kept)
+        else:
+            typer.echo(f"wrote datasets.{dataset} = {written.settings} to {written.path}")
 
 
 def _emit(out: Any) -> None:

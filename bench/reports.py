@@ -48,14 +48,14 @@ def datasets_table(
     from bench.data import (
         DatasetError,
         dataset_splits,
+        existing_data_root,
         get_card,
         list_datasets,
         load_split,
         split_stats,
     )
-    from bench.settings import data_root
 
-    table = Table(title=f"Datasets under {data_root(data_dir)}")
+    table = Table(title=f"Datasets under {existing_data_root(data_dir)}")
     for col in (
         "dataset",
         "layout",

@@ -18,6 +18,7 @@ import hashlib
 import json
 import logging
 import os
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -161,11 +162,15 @@ def storage_errors(path: Path | str) -> Iterator[None]:
         raise StorageError(describe_os_error(exc, path)) from exc
 
 
-def ensure_writable(folder: Path, what: str = "results") -> None:
+#: what ensure_writable suggests for the results and models folders
+RESULTS_HINT = "choose another with --results-dir or $BENCH_RESULTS_DIR"
+
+
+def ensure_writable(folder: Path, what: str = "results", hint: str = RESULTS_HINT) -> None:
     """Create ``folder`` and write a probe file in it, before any expensive work.
 
-    Permissions, a read-only mount or a parent that is a file then fail at once with the path,
-    instead of after an hour of training."""
+    Permissions, a read-only mount or a parent that is a file then fail at once with the path
+    and ``hint`` (what to do instead), instead of after an hour of training."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-test-")
@@ -173,9 +178,24 @@ def ensure_writable(folder: Path, what: str = "results") -> None:
         os.unlink(probe)
     except OSError as exc:
         raise StorageError(
-            f"the {what} folder {folder} is not writable: {describe_os_error(exc, folder)} "
-            "(choose another with --results-dir or $BENCH_RESULTS_DIR)"
+            f"the {what} folder {folder} is not writable: {describe_os_error(exc, folder)} ({hint})"
         ) from exc
+
+
+def check_file_writable(path: Path, hint: str) -> int | None:
+    """The mode of ``path`` (None: it does not exist yet), or a :class:`StorageError` naming it
+    when it is read-only. The mode bits count even for root, whom the kernel lets write
+    anything: a file made read-only is meant to stay as it is, and an atomic rename would
+    replace it regardless."""
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StorageError(describe_os_error(exc, path)) from exc
+    if not mode & 0o222 or not os.access(path, os.W_OK):
+        raise StorageError(f"{path} is read-only (mode {mode:04o}): {hint}")
+    return mode
 
 
 def current_umask() -> int:
@@ -193,17 +213,19 @@ def current_umask() -> int:
 
 
 # -- atomic writes -------------------------------------------------------------------------------
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str, mode: int | None = None) -> None:
     """Write to a temporary file in the same folder, fsync, then rename over ``path``.
 
-    The file gets the mode a plain ``open()`` would give (0666 less the umask), not mkstemp's
-    0600. An OS error (full disk, read-only folder) is a :class:`StorageError` naming ``path``.
+    The file gets ``mode``, else the mode a plain ``open()`` would give (0666 less the umask),
+    not mkstemp's 0600. The rename replaces ``path`` whatever its own mode, so a caller that
+    must respect a file's permissions checks them first (:func:`check_file_writable`). An OS
+    error (full disk, read-only folder) is a :class:`StorageError` naming ``path``.
     """
     with storage_errors(path):
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         try:
-            os.fchmod(fd, 0o666 & ~current_umask())
+            os.fchmod(fd, 0o666 & ~current_umask() if mode is None else mode)
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write(text)
                 fh.flush()

@@ -35,6 +35,7 @@ from bench.cache import (
 )
 from bench.context import RunContext
 from bench.data import dev_split_name, load_split
+from bench.data.files import read_text
 from bench.data.model import CandidateList, RankingSplit
 from bench.device import device_info
 from bench.latency.tracker import LatencyTracker
@@ -200,7 +201,7 @@ def ranker_options(
     options: dict[str, Any] = {}
     if path.exists():
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            data = yaml.safe_load(read_text(path)) or {}
         except yaml.YAMLError as exc:
             raise RankerError(f"{path}: not valid YAML ({exc})") from exc
         unknown = set(data) - {"default", "datasets"}
@@ -254,18 +255,14 @@ def _resolve_teacher(ranker: Ranker, opts: RunOptions, root: Path) -> str | None
     then distils from its saved folder. An ensemble (``monobert+colbert``) resolves each member.
     Returns the teachers' model keys joined by ``+`` (None: no named teacher).
 
-    A member is a trainable ranker's name or an existing folder; anything else fails here,
-    before any training, with a message saying which of the two it is not. A ranker may name its
-    own kind as teacher (monoBERT distilled from monoBERT, for the same supervision as a
-    student's): the teacher is then trained with the settings file's options, so it must not
-    name itself again."""
+    Every member is checked (:func:`check_teacher`) before the first is trained, so a bad second
+    member fails at once, not after the first member's training."""
     teacher = getattr(ranker.config, "teacher", None)
-    if not teacher or Path(str(teacher)).exists():
+    if not teacher:
         return None
-    parts = teacher_parts(str(teacher))
     folders, keys = [], []
-    for part in parts:
-        folder, key = _resolve_member(ranker, part, opts, root)
+    for part, teacher_name in check_teacher(ranker.name, str(teacher), opts.dataset):
+        folder, key = _resolve_member(ranker, part, teacher_name, opts, root)
         folders.append(folder)
         if key:
             keys.append(key)
@@ -273,37 +270,59 @@ def _resolve_teacher(ranker: Ranker, opts: RunOptions, root: Path) -> str | None
     return ENSEMBLE_SEPARATOR.join(keys) if keys else None
 
 
-def _resolve_member(ranker: Ranker, teacher: str, opts: RunOptions, root: Path) -> tuple[str, str]:
-    """One teacher: an existing folder as it is (no key), or a ranker trained on the data."""
-    if Path(teacher).exists():
-        return teacher, ""
+def check_teacher(student: str, teacher: str, dataset: str) -> list[tuple[str, str | None]]:
+    """Each member of ``teacher`` (``+``-joined) with the ranker to train for it (None: an
+    existing folder), all checked before any training.
+
+    A member is a trainable ranker's name or an existing folder; anything else is a RankerError
+    saying which of the two it is not. A ranker may name its own kind as teacher (monoBERT
+    distilled from monoBERT, for the same supervision as a student's): the teacher is then
+    trained with the settings file's options, so it must not name itself again."""
     how = (
         "a teacher is the name of a trainable ranker such as monobert, a folder saved by "
         "`bench train`, or several of these joined by '+'"
     )
-    if _looks_like_path(teacher):
-        raise RankerError(f"{ranker.name}: teacher folder {teacher} does not exist ({how})")
-    try:
-        teacher_name = canonical_name(teacher)
-    except RankerError as exc:
-        raise RankerError(
-            f"{ranker.name}: teacher {teacher!r} is neither a ranker nor an existing folder "
-            f"({how}); {exc}"
-        ) from None
-    if not get_ranker_class(teacher_name).trainable:
-        raise RankerError(
-            f"{ranker.name}: teacher {teacher_name!r} is not a trainable ranker, so there is no "
-            f"trained model to distil from ({how})"
-        )
+    if Path(teacher).exists():
+        return [(teacher, None)]
+    members: list[tuple[str, str | None]] = []
+    for part in teacher_parts(teacher):
+        if Path(part).exists():
+            members.append((part, None))
+            continue
+        if _looks_like_path(part):
+            raise RankerError(f"{student}: teacher folder {part} does not exist ({how})")
+        try:
+            teacher_name = canonical_name(part)
+        except RankerError as exc:
+            raise RankerError(
+                f"{student}: teacher {part!r} is neither a ranker nor an existing folder "
+                f"({how}); {exc}"
+            ) from None
+        if not get_ranker_class(teacher_name).trainable:
+            raise RankerError(
+                f"{student}: teacher {teacher_name!r} is not a trainable ranker, so there is no "
+                f"trained model to distil from ({how})"
+            )
+        own = ranker_options(teacher_name, dataset).get("teacher")
+        if own and teacher_name in (
+            canonical_name(p) for p in teacher_parts(str(own)) if not _looks_like_path(p)
+        ):
+            raise RankerError(
+                f"{student}: teacher {teacher_name} would be trained with teacher={own} from its "
+                "settings file, which names itself: no ranker can be its own teacher"
+            )
+        members.append((part, teacher_name))
+    return members
+
+
+def _resolve_member(
+    ranker: Ranker, teacher: str, teacher_name: str | None, opts: RunOptions, root: Path
+) -> tuple[str, str]:
+    """One checked teacher: an existing folder as it is (no key), or ranker ``teacher_name``
+    trained on the data (or loaded from the cache) with its settings file's options."""
+    if teacher_name is None:
+        return teacher, ""
     options = ranker_options(teacher_name, opts.dataset)
-    own = options.get("teacher")
-    if own and teacher_name in (
-        canonical_name(p) for p in teacher_parts(str(own)) if not _looks_like_path(p)
-    ):
-        raise RankerError(
-            f"{ranker.name}: teacher {teacher_name} would be trained with teacher={own} from its "
-            "settings file, which names itself: no ranker can be its own teacher"
-        )
     teacher_ranker = create_ranker(teacher_name, options, device=ranker.device)
     log.info("teacher for %s: %s trained on %s", ranker.name, teacher_name, opts.dataset)
     summary = fit_or_load(teacher_ranker, replace(opts, ranker=teacher_name, options=options), root)
@@ -662,7 +681,9 @@ def run(opts: RunOptions, ctx: RunContext | None = None) -> ResultRecord:
     if opts.subset:
         split = split.subset(opts.subset)
     if not split.lists:
-        raise RankerError(f"{split.dataset}/{split.split} has no candidate lists to rank")
+        raise RankerError(
+            f"{split.dataset}/{split.split} has no candidate lists to rank: {split.empty_reason()}"
+        )
     if fit and not opts.fit:
         log.info(
             "%s: %s would be untrained, so it is trained first (or load trained weights with "

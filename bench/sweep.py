@@ -21,10 +21,18 @@ import yaml
 
 from bench.context import RunContext
 from bench.data import dataset_splits, dev_split_name
+from bench.data.files import read_text
 from bench.metrics import DEFAULT_MEASURES
-from bench.results import ResultRecord, atomic_write_json, atomic_write_text, config_hash
-from bench.runner import RunOptions, ranker_options, run, settings_file
-from rankers import RankerError, canonical_name, get_ranker_class
+from bench.results import (
+    ResultRecord,
+    atomic_write_json,
+    atomic_write_text,
+    check_file_writable,
+    config_hash,
+    ensure_writable,
+)
+from bench.runner import RunOptions, check_teacher, ranker_options, run, settings_file
+from rankers import RankerError, Role, canonical_name, get_ranker_class
 
 log = logging.getLogger(__name__)
 
@@ -67,12 +75,16 @@ class Sweep:
 
 
 def parse_grid(sets: Mapping[str, str]) -> dict[str, list[str]]:
-    """``{"lr": "3e-5,1e-4"}`` -> ``{"lr": ["3e-5", "1e-4"]}``; empty values are an error."""
+    """``{"lr": "3e-5,1e-4"}`` -> ``{"lr": ["3e-5", "1e-4"]}``; an empty value, or one given
+    twice for the same key (the same combination trained and listed twice), is an error."""
     grid: dict[str, list[str]] = {}
     for key, text in sets.items():
         values = [v.strip() for v in str(text).split(",")]
         if not key or any(not v for v in values):
             raise ValueError(f"--set {key}={text}: expected key=value[,value...]")
+        repeated = next((v for i, v in enumerate(values) if v in values[:i]), None)
+        if repeated is not None:
+            raise ValueError(f"--set {key}={text}: value {repeated} is given twice")
         grid[key] = values
     return grid
 
@@ -84,14 +96,36 @@ def combinations(grid: Mapping[str, Sequence[str]]) -> list[dict[str, str]]:
 
 
 def _check(ranker: str, dataset: str, combos: Sequence[Mapping[str, str]]) -> None:
-    """Build every combination's config first, so a bad value stops before any training."""
+    """Build every combination's config and check its teacher first, so a bad value stops
+    before any training."""
     cls = get_ranker_class(ranker)
     for combo in combos:
         try:
-            cls.Config.from_options(ranker_options(ranker, dataset, combo))
+            config = cls.Config.from_options(ranker_options(ranker, dataset, combo))
+            if teacher := getattr(config, "teacher", None):
+                check_teacher(ranker, str(teacher), dataset)
         except (RankerError, ValueError, TypeError) as exc:
             settings = ", ".join(f"{k}={v}" for k, v in combo.items())
             raise RankerError(f"sweep setting {settings}: {exc}") from None
+
+
+def _check_changes_results(ranker: str, grid: Mapping[str, Sequence[str]]) -> None:
+    """Refuse to sweep an option that cannot change the result: one whose only role is RUNTIME
+    (a batch size, pre-tokenising: speed or placement). Every value would score the same, so
+    the sweep would train its combinations for nothing and "choose" by noise."""
+    config = get_ranker_class(ranker).Config
+    runtime_only = (
+        config.fields_with_role(Role.RUNTIME)
+        - config.fields_with_role(Role.TRAINING)
+        - config.fields_with_role(Role.SCORE)
+    )
+    for key, values in grid.items():
+        if key in runtime_only and len(values) > 1:
+            raise RankerError(
+                f"--set {key}={','.join(values)}: {key} is a runtime option of {ranker} (role "
+                "runtime: it changes speed or placement, not the result), so a sweep over it "
+                f"has nothing to choose; set it per run with `bench run --set {key}=VALUE`"
+            )
 
 
 def _dev_score(record: ResultRecord, measure: str) -> float:
@@ -124,6 +158,7 @@ def run_sweep(
     combos = combinations(grid)
     if not combos:
         raise ValueError("nothing to sweep: give at least one --set key=value[,value...]")
+    _check_changes_results(ranker, grid)
     _check(ranker, base.dataset, [{**base.options, **c} for c in combos])
     rows: list[SweepRow] = []
     test_split = base.split
@@ -192,48 +227,156 @@ def _typed(ranker: str, settings: Mapping[str, str]) -> dict[str, Any]:
 
 
 _DATASET_LINE = "  {name}:"
+#: the first line of a sweep's comment in a settings file; the dev split was added later, so a
+#: comment without it is read as being on the dataset's (one) dev split
+_SWEEP_HEADER = "  # sweep ({stamp}, dev split {split}): {command}"
+_SWEEP_HEADER_RE = re.compile(r"  # sweep \((?P<stamp>[^,)]*)(?:, dev split (?P<split>[^)]*))?\):")
+_BODY = "  #   "
+_CHOSEN = "chosen on dev: "
+#: the last comment line of a sweep whose choice was not written (an earlier one scored better)
+_NOT_WRITTEN = "not written: "
+#: what to do about a settings file or folder a sweep cannot write
+SETTINGS_HINT = "make it writable, or sweep with --no-write to print the choice only"
 
 
-def write_chosen(sweep: Sweep, path: Path | None = None) -> dict[str, Any]:
-    """Merge the chosen settings into ``datasets.<dataset>`` of the settings file at ``path``,
-    with the sweep table as a comment above that line (a previous sweep comment for the dataset
-    is replaced). The file's other lines and comments stay as they are. Returns the dataset's
-    new settings. ``path`` defaults to the ranker's settings file."""
+@dataclasses.dataclass(frozen=True)
+class EarlierChoice:
+    """A choice an earlier sweep wrote into the settings file, read back from its comment."""
+
+    settings: dict[str, str]
+    dev: float
+    measure: str
+    stamp: str
+
+    def describe(self) -> str:
+        settings = ", ".join(f"{k}={v}" for k, v in self.settings.items())
+        return f"{settings} (dev {self.measure} {self.dev:.4f}, sweep of {self.stamp})"
+
+
+@dataclasses.dataclass(frozen=True)
+class Written:
+    """What :func:`write_chosen` did: the dataset's settings now in ``path``; ``kept`` says why
+    they are an earlier sweep's choice and not this one's (None: this sweep's were written)."""
+
+    path: Path
+    settings: dict[str, Any]
+    kept: str | None = None
+
+
+def check_settings_writable(path: Path) -> None:
+    """Raise :class:`~bench.results.StorageError` naming ``path`` (the settings file) or its
+    folder when a sweep could not write its choice there: read-only by its mode (which the
+    atomic rename would otherwise ignore) or by the folder's permissions. Called before the
+    first combination trains, so a sweep never fails after all its work."""
+    check_file_writable(path, SETTINGS_HINT)
+    ensure_writable(path.parent, "settings", SETTINGS_HINT)
+
+
+def _parse_sweep_comment(body: Sequence[str], stamp: str) -> EarlierChoice | None:
+    """The choice recorded in one sweep comment's lines (after ``#   ``): the chosen settings
+    and their row's dev score; None for a comment whose choice was not written or that cannot
+    be read (hand-edited)."""
+    if not body or any(line.startswith(_NOT_WRITTEN) for line in body):
+        return None
+    header = re.split(r"\s{2,}", body[0].strip())
+    dev_col = next((i for i, cell in enumerate(header) if cell.startswith("dev ")), None)
+    chosen_line = next((line for line in body if line.startswith(_CHOSEN)), None)
+    if dev_col is None or chosen_line is None:
+        return None
+    try:
+        chosen = dict(part.split("=", 1) for part in chosen_line[len(_CHOSEN) :].split(", "))
+        for line in body[1:]:
+            cells = re.split(r"\s{2,}", line.strip())
+            if cells[:dev_col] == [chosen.get(k) for k in header[:dev_col]]:
+                return EarlierChoice(chosen, float(cells[dev_col]), header[dev_col][4:], stamp)
+    except ValueError:
+        return None
+    return None
+
+
+def earlier_choice(
+    sweep: Sweep, comments: Sequence[str], current: Mapping[str, Any]
+) -> EarlierChoice | None:
+    """The latest earlier sweep's choice, among the comment lines above the dataset's settings,
+    that is still in force (its settings are the ``current`` ones) and was chosen by the same
+    measure on the same dev split as ``sweep``; None when there is none to compare with."""
+    found: EarlierChoice | None = None
+    for i, line in enumerate(comments):
+        match = _SWEEP_HEADER_RE.match(line)
+        if match is None or match["split"] not in (None, sweep.dev_split):
+            continue
+        body = []
+        for rest in comments[i + 1 :]:
+            if not rest.startswith(_BODY):
+                break
+            body.append(rest[len(_BODY) :])
+        choice = _parse_sweep_comment(body, match["stamp"])
+        if choice is None or choice.measure != sweep.measure:
+            continue
+        try:
+            typed = _typed(sweep.ranker, choice.settings)
+        except (RankerError, ValueError, TypeError):  # an option since renamed or removed
+            continue
+        if all(current.get(k) == v for k, v in typed.items()):
+            found = choice
+    return found
+
+
+def write_chosen(sweep: Sweep, path: Path | None = None, replace: bool = False) -> Written:
+    """Merge the chosen settings into ``datasets.<dataset>`` of the settings file at ``path``
+    (default: the ranker's settings file), with the sweep table as a comment above that line.
+
+    Every sweep's comment is kept (the new one goes last), with the file's other lines and
+    comments, and the file keeps its mode; a read-only file or folder is an error (checked
+    before training by :func:`check_settings_writable`). When an earlier sweep's choice is
+    still in force and scored better on the same dev split and measure, it is kept unless
+    ``replace``: a narrower sweep must not silently undo a better choice. The comment then says
+    so, and so does :attr:`Written.kept`."""
     path = path or settings_file(sweep.ranker)
-    text = path.read_text(encoding="utf-8") if path.exists() else "default: {}\ndatasets: {}\n"
+    mode = check_file_writable(path, SETTINGS_HINT)
+    text = read_text(path) if path.exists() else "default: {}\ndatasets: {}\n"
     data = yaml.safe_load(text) or {}
     current = dict((data.get("datasets") or {}).get(sweep.dataset) or {})
-    new = {**current, **_typed(sweep.ranker, sweep.rows[sweep.chosen].settings)}
-    flow = yaml.safe_dump(new, default_flow_style=True, sort_keys=False).strip()
-    stamp = sweep.created[:10]
-    comment = [f"  # sweep ({stamp}): {sweep.command}".rstrip()]
-    comment += [f"  #   {line}" for line in table_lines(sweep)]
+    chosen = _typed(sweep.ranker, sweep.rows[sweep.chosen].settings)
+    new = {**current, **chosen}
     lines = text.splitlines()
     if not any(re.fullmatch(r"datasets:\s*(\{\s*\})?\s*(#.*)?", ln) for ln in lines):
         raise RankerError(f"{path}: no top-level 'datasets:' line to add the chosen settings to")
     lines = ["datasets:" if re.fullmatch(r"datasets:\s*\{\s*\}\s*", ln) else ln for ln in lines]
     prefix = _DATASET_LINE.format(name=sweep.dataset)
     at = next((i for i, ln in enumerate(lines) if ln.startswith(prefix)), None)
+    start = at
+    while start is not None and start > 0 and lines[start - 1].startswith("  #"):
+        start -= 1
+    comments = lines[start:at] if start is not None and at is not None else []
+    earlier = earlier_choice(sweep, comments, current)
+    best = sweep.rows[sweep.chosen].dev
+    kept = None
+    if earlier is not None and best < earlier.dev and new != current and not replace:
+        kept = (
+            f"not written: the best here, dev {sweep.measure} {best:.4f}, is below the earlier "
+            f"choice {earlier.describe()}, which stays; --replace writes this sweep's"
+        )
+        new = current
+    flow = yaml.safe_dump(new, default_flow_style=True, sort_keys=False).strip()
+    header = _SWEEP_HEADER.format(
+        stamp=sweep.created[:10], split=sweep.dev_split, command=sweep.command
+    )
+    comment = [header.rstrip(), *(f"{_BODY}{line}" for line in table_lines(sweep))]
+    comment += [f"{_BODY}{kept}"] if kept else []
     if at is not None:
         if not re.match(rf"{prefix}\s*\{{", lines[at]):
             raise RankerError(
                 f"{path}: datasets.{sweep.dataset} is not a one-line mapping; add {flow} by hand"
             )
-        start = at
-        while start > 0 and lines[start - 1].startswith("  #"):
-            start -= 1
-        # drop an earlier sweep comment, keep any other comment above the line
-        sweep_at = next((j for j in range(start, at) if lines[j].startswith("  # sweep (")), None)
-        lines[sweep_at if sweep_at is not None else at : at + 1] = [
-            *comment,
-            f"{prefix} {flow}",
-        ]
+        # a kept choice keeps its line as it was (with any comment after it)
+        lines[at : at + 1] = [*comment, lines[at] if kept else f"{prefix} {flow}"]
     else:
-        header = next(i for i, ln in enumerate(lines) if ln.startswith("datasets:"))
-        lines[header + 1 : header + 1] = [*comment, f"{prefix} {flow}"]
+        header_at = next(i for i, ln in enumerate(lines) if ln.startswith("datasets:"))
+        lines[header_at + 1 : header_at + 1] = [*comment, f"{prefix} {flow}"]
     out = "\n".join(lines) + "\n"
     check = (yaml.safe_load(out) or {}).get("datasets", {}).get(sweep.dataset)
     if check != new:
         raise RankerError(f"{path}: could not write datasets.{sweep.dataset}; add {flow} by hand")
-    atomic_write_text(path, out)
-    return new
+    atomic_write_text(path, out, mode=mode)
+    return Written(path, new, kept)

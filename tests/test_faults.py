@@ -1,4 +1,4 @@
-"""Fault injection: every defect class of issue 10, pinned by its reproduction.
+"""Fault injection: every defect class of issues 10 and 17, pinned by its reproduction.
 
 Stale or half-present cache entries, changed code, cards and relevance levels, concurrent runs,
 unwritable and full folders, damaged models and checkpoints, out-of-range options and the small
@@ -861,3 +861,294 @@ def test_progress_is_logged_when_stderr_is_not_a_terminal(env: Path) -> None:
 def test_datasets_caption_without_wordpiece_says_words(env: Path) -> None:
     out = flat(invoke("datasets", "--no-wordpiece"))
     assert "lengths: mean words;" in out and "words tokens" not in out
+
+
+# == issue 17 =====================================================================================
+# -- 17.2. `bench latency --threads` has bench run's declared range -------------------------------
+@pytest.mark.parametrize("threads", ["0", "-1"])
+def test_latency_threads_out_of_range_is_rejected_before_any_work(env: Path, threads: str) -> None:
+    out = flat(
+        invoke("latency", "-d", "semeval16b", "--rankers", "bm25", "--threads", threads, code=2)
+    )
+    assert "Invalid value for '--threads': Input should be greater than or equal to 1" in out
+    assert not (env / "latency").exists() and not (env / "models").exists()
+
+
+def test_latency_options_reject_zero_threads() -> None:
+    from bench.latency import BenchOptions
+
+    with pytest.raises(ValueError, match="--threads must be >= 1, not 0"):
+        BenchOptions(dataset="semeval16b", threads=0).validate()
+
+
+# -- 17.3. a `--set` key given twice --------------------------------------------------------------
+def test_sweep_merges_the_values_of_a_repeated_set_key(env: Path) -> None:
+    out = invoke(
+        "-q", "sweep", "-r", "bm25", "-d", "semeval16b", "--no-write",
+        "--set", "k1=0.9", "--set", "k1=1.5",
+    )  # fmt: skip
+    rows = [line.split()[0] for line in out.splitlines() if line.startswith(("0.9 ", "1.5 "))]
+    assert rows == ["0.9", "1.5"]
+    (saved,) = env.glob("sweeps/semeval16b/bm25-*.json")
+    sweep = json.loads(saved.read_text())
+    assert sweep["command"] == "bench sweep -r bm25 -d semeval16b --set k1=0.9,1.5"
+    assert [r["settings"] for r in sweep["rows"]] == [{"k1": "0.9"}, {"k1": "1.5"}]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["run", "-r", "bm25", "-d", "semeval16b", "--set", "k1=1", "--set", "k1=2"],
+            "--set k1 is given twice (k1=1, k1=2); give it once",
+        ),
+        (
+            [
+                "sweep",
+                "-r",
+                "bm25",
+                "-d",
+                "semeval16b",
+                "--no-write",
+                "--set",
+                "k1=1",
+                "--set",
+                "k1=1,2",
+            ],
+            "--set k1=1,1,2: value 1 is given twice",
+        ),
+    ],
+)
+def test_a_repeated_set_key_or_value_is_rejected_naming_it(
+    env: Path, args: list[str], message: str
+) -> None:
+    assert message in flat(invoke(*args, code=2))
+    assert not env.exists() or not list(env.glob("runs/*/*/*"))
+
+
+# -- 17.5. every input, path and permission is checked before the first job ----------------------
+@pytest.fixture()
+def no_training(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any training fails the test: what is checked here must stop before the first one."""
+
+    def train(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a model was trained before the inputs were checked")
+
+    monkeypatch.setattr("bench.runner._train", train)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["train", "-r", "crossjem", "-d", "wikiqa", "--teacher", "monobert+nonexistent"],
+        ["sweep", "-r", "crossjem", "-d", "wikiqa", "--no-write"]
+        + ["--set", "teacher=monobert,monobert+nonexistent"],
+    ],
+)
+def test_a_bad_ensemble_member_is_rejected_before_the_first_member_trains(
+    env: Path, no_training: None, args: list[str]
+) -> None:
+    out = flat(invoke(*args, code=2))
+    assert "crossjem: teacher 'nonexistent' is neither a ranker nor an existing folder" in out
+    assert not (env / "models" / "wikiqa").exists()
+
+
+def test_latency_into_an_unwritable_results_folder_fails_before_timing(
+    env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("rankers were timed before the results folder was checked")
+
+    monkeypatch.setattr("bench.latency.protocol.time_entries", timed)
+    _refuse_writes_under(env, monkeypatch)
+    out = flat(
+        invoke("latency", "-d", "semeval16b", "--rankers", "bm25", "--n-items", "20", code=2)
+    )
+    assert f"error: the results folder {env / 'latency' / 'semeval16b'} is not writable" in out
+    assert "Permission denied" in out
+
+
+# -- 17.4. what a sweep writes into the settings file --------------------------------------------
+@pytest.fixture()
+def configs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A settings folder of its own (rankers/configs is never written by a test)."""
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    monkeypatch.setattr("bench.runner.CONFIG_DIR", folder)
+    return folder
+
+
+BM25_SWEEP = ("sweep", "-r", "bm25", "-d", "semeval16b", "--set", "k1=0.9,1.5")
+
+
+def test_sweep_refuses_a_read_only_settings_file_before_any_run(env: Path, configs: Path) -> None:
+    path = configs / "bm25.yaml"
+    text = "default: {}\ndatasets: {}\n"
+    path.write_text(text)
+    path.chmod(0o444)
+    out = flat(invoke(*BM25_SWEEP, code=2))
+    assert f"error: {path} is read-only (mode 0444): make it writable, or sweep with" in out
+    assert path.read_text() == text and stat.S_IMODE(path.stat().st_mode) == 0o444
+    assert not env.exists() or not list(env.glob("runs/*/*/*"))
+
+
+def test_sweep_into_a_read_only_settings_folder_fails_before_any_run(
+    env: Path, configs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _refuse_writes_under(configs, monkeypatch)
+    out = flat(invoke(*BM25_SWEEP, code=2))
+    assert f"error: the settings folder {configs} is not writable: cannot write" in out
+    assert "sweep with --no-write" in out
+    assert not list(env.glob("runs/*/*/*"))
+
+
+def test_sweep_keeps_the_settings_file_mode(env: Path, configs: Path) -> None:
+    path = configs / "bm25.yaml"
+    path.write_text("default: {}\ndatasets: {}\n")
+    path.chmod(0o640)
+    invoke("-q", *BM25_SWEEP)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+    assert set(yaml.safe_load(path.read_text())["datasets"]["semeval16b"]) == {"k1"}
+
+
+def _sweep(rows: dict[str, float], created: str, dev_split: str = "dev") -> Any:
+    """A finished monoBERT sweep over ``epochs`` on semeval16b: epochs value -> dev AP@10."""
+    from bench.sweep import Sweep, SweepRow
+
+    command = "bench sweep -r monobert -d semeval16b --set epochs=" + ",".join(rows)
+    done = [
+        SweepRow({"epochs": e}, dev, {"AP@10": 0.7}, 3, 9.0, "d", "t") for e, dev in rows.items()
+    ]
+    return Sweep("monobert", "semeval16b", "AP@10", dev_split, "test", command, done, created)
+
+
+def test_a_narrower_sweep_keeps_an_earlier_better_choice_and_every_table(tmp_path: Path) -> None:
+    from bench.sweep import write_chosen
+
+    path = tmp_path / "monobert.yaml"
+    path.write_text(
+        "default:\n  epochs: 3\ndatasets:\n  # hand-written note\n  wikiqa: {loss: ce}\n"
+    )
+    first = write_chosen(_sweep({"3": 0.7475, "10": 0.7825}, "2026-11-23T10:00:00+00:00"), path)
+    assert first.settings == {"epochs": 10} and first.kept is None
+
+    narrower = write_chosen(_sweep({"3": 0.7475, "5": 0.7600}, "2026-11-24T10:00:00+00:00"), path)
+    assert narrower.settings == {"epochs": 10}
+    assert narrower.kept == (
+        "not written: the best here, dev AP@10 0.7600, is below the earlier choice epochs=10 "
+        "(dev AP@10 0.7825, sweep of 2026-11-23), which stays; --replace writes this sweep's"
+    )
+    text = path.read_text()
+    assert yaml.safe_load(text)["datasets"]["semeval16b"] == {"epochs": 10}
+    assert text.count("  # sweep (") == 2 and "  #   " + narrower.kept in text
+    assert "# hand-written note" in text
+    assert "  # sweep (2026-11-23, dev split dev): bench sweep -r monobert" in text
+
+    # another dev split is not comparable; --replace writes the worse choice; a better one wins
+    other = write_chosen(_sweep({"4": 0.70}, "2026-11-24T11:00:00+00:00", "validation"), path)
+    assert other.settings == {"epochs": 4} and other.kept is None
+    assert write_chosen(_sweep({"3": 0.60}, "2026-11-25T10:00:00+00:00"), path).kept is None
+    write_chosen(_sweep({"6": 0.5}, "2026-11-25T11:00:00+00:00"), path, replace=True)
+    assert yaml.safe_load(path.read_text())["datasets"]["semeval16b"] == {"epochs": 6}
+    better = write_chosen(_sweep({"20": 0.79}, "2026-11-25T12:00:00+00:00"), path)
+    assert better.settings == {"epochs": 20} and better.kept is None
+    assert path.read_text().count("  # sweep (") == 6
+
+
+def test_the_repository_settings_comments_are_read_as_earlier_choices(tmp_path: Path) -> None:
+    """rankers/configs/monobert.yaml's semeval16b sweep (written before the dev split was
+    recorded) chose epochs=10 at dev AP@10 0.7825: a sweep of epochs=3 alone must not undo it."""
+    from bench.sweep import write_chosen
+
+    path = tmp_path / "monobert.yaml"
+    shutil.copy(PROJECT_ROOT / "rankers" / "configs" / "monobert.yaml", path)
+    written = write_chosen(_sweep({"3": 0.7475}, "2026-11-25T10:00:00+00:00"), path)
+    assert written.settings == {"epochs": 10, "patience": 3}
+    assert written.kept is not None and "epochs=10, patience=3 (dev AP@10 0.7825" in written.kept
+
+
+def test_a_sweep_over_a_runtime_option_is_refused_before_it_trains(
+    env: Path, no_training: None
+) -> None:
+    out = flat(
+        invoke("sweep", "-r", "monobert", "-d", "wikiqa", "--set", "batch_size=32,64", code=2)
+    )
+    assert "--set batch_size=32,64: batch_size is a runtime option of monobert" in out
+    assert "so a sweep over it has nothing to choose" in out
+
+
+# -- 17.6. messages that say what is wrong --------------------------------------------------------
+def _jsonl(folder: Path, rows: Sequence[dict[str, Any]], split: str = "test") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{split}.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def test_a_non_utf8_expected_values_file_is_named_with_its_line(env: Path, tmp_path: Path) -> None:
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes(b"- {dataset: wikiqa, split: test, ranker: bm25}\n# caf\xe9\n")
+    out = flat(invoke("check", "--expected", str(path), code=2))
+    assert f"error: {path}:2: not valid UTF-8 (invalid continuation byte); save the file" in out
+
+
+def test_datasets_listing_of_a_missing_data_folder_says_so(tmp_path: Path) -> None:
+    missing = tmp_path / "nonexistent"
+    out = flat(invoke("datasets", "--no-wordpiece", "--data-dir", str(missing), code=2))
+    assert f"error: the data folder {missing} does not exist" in out
+
+
+def test_a_split_without_any_positive_says_why_it_has_nothing_to_rank(
+    tmp_path: Path, results_dir: Path
+) -> None:
+    data = tmp_path / "data"
+    rows = [{"query": f"q{i}", "positive": [], "negative": ["a b", "c d"]} for i in range(3)]
+    _jsonl(data / "nopos", rows)
+    out = flat(invoke("run", "-r", "bm25", "-d", "nopos", "--data-dir", str(data), code=2))
+    assert (
+        "error: nopos/test has no candidate lists to rank: no query has a positive (a candidate "
+        "of grade >= 1), so every query was dropped (3 without a positive candidate)"
+    ) in out
+
+
+def test_a_card_declaring_trec_over_mteb_files_names_both(
+    tmp_path: Path, results_dir: Path
+) -> None:
+    data = tmp_path / "data"
+    _jsonl(data / "mixed", [{"query": "q", "positive": ["a"], "negative": ["b"]}])
+    card = data / "mixed" / "card.yaml"
+    card.write_text("layout: trec\n")
+    out = flat(invoke("run", "-r", "bm25", "-d", "mixed", "--data-dir", str(data), code=2))
+    assert (
+        f"error: dataset 'mixed': {card} declares layout trec, which reads queries.tsv, "
+        f"collection.tsv, qrels.txt and run.*.trec, but {data / 'mixed'} holds card.yaml, "
+        "test.jsonl; fix the card's layout or the files"
+    ) in out
+
+
+def test_blank_queries_and_candidates_are_counted_and_reported(
+    tmp_path: Path, results_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    data = tmp_path / "data"
+    rows = [
+        {"query": "  ", "positive": ["a b"], "negative": ["", "c d"]},
+        {"query": "q", "positive": ["a b"], "negative": [" \t", "c d"]},
+    ]
+    path = _jsonl(data / "blank", rows)
+    caplog.set_level(logging.WARNING)
+    notes = [
+        "empty or whitespace-only query texts, ranked as given: 1",
+        "empty or whitespace-only candidate texts, ranked as given: 2",
+    ]
+    record = run(RunOptions("bm25", "blank", data_dir=data, warmup=0, progress=False))
+    assert record.data["notes"] == notes
+    assert f"{path}: {notes[0]}" in caplog.text and f"{path}: {notes[1]}" in caplog.text
+
+
+def test_sweep_into_an_unwritable_sweeps_folder_fails_before_any_run(
+    env: Path, configs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _refuse_writes_under(env / "sweeps", monkeypatch)
+    out = flat(invoke(*BM25_SWEEP, "--no-write", code=2))
+    assert f"error: the results folder {env / 'sweeps'} is not writable" in out
+    assert not list(env.glob("runs/*/*/*"))

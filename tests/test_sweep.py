@@ -75,7 +75,7 @@ def test_sweep_chooses_on_dev_and_writes_the_settings_file(
 
     written = write_chosen(sweep)
     chosen_lr = float(sweep.rows[sweep.chosen].settings["lr"])
-    assert written == {"max_item_len": 8, "lr": chosen_lr}
+    assert written.settings == {"max_item_len": 8, "lr": chosen_lr} and written.kept is None
     text = (configs / "monobert.yaml").read_text()
     data = yaml.safe_load(text)
     assert data["datasets"]["toy"] == {"max_item_len": 8, "lr": chosen_lr}
@@ -84,10 +84,10 @@ def test_sweep_chooses_on_dev_and_writes_the_settings_file(
     assert "  # sweep (" in text and "bench sweep -r monobert -d toy" in text
     assert f"chosen on dev: lr={sweep.rows[sweep.chosen].settings['lr']}" in text
 
-    # a second sweep replaces the first one's comment, keeps the other comments
+    # a second sweep adds its comment after the first one's and keeps the other comments
     write_chosen(sweep)
     again = (configs / "monobert.yaml").read_text()
-    assert again.count("  # sweep (") == 1 and "# the toy set's items are short" in again
+    assert again.count("  # sweep (") == 2 and "# the toy set's items are short" in again
 
 
 def test_a_bad_value_stops_the_sweep_before_any_training(
@@ -106,7 +106,7 @@ def test_written_settings_add_a_dataset_section(tmp_path: Path) -> None:
     row = SweepRow({"epochs": "6", "lr": "3e-5"}, 0.7, {"AP@10": 0.6}, 4, 12.0, "d", "t")
     other = SweepRow({"epochs": "3", "lr": "1e-4"}, 0.6, {"AP@10": 0.65}, 3, 9.0, "d", "t")
     sweep = Sweep("crossjem", "wikiqa", "AP@10", "dev", "test", "bench sweep", [other, row])
-    assert write_chosen(sweep, path) == {"epochs": 6, "lr": 3e-5}
+    assert write_chosen(sweep, path).settings == {"epochs": 6, "lr": 3e-5}
     data = yaml.safe_load(path.read_text())
     assert data == {"default": {"lr": 1e-4}, "datasets": {"wikiqa": {"epochs": 6, "lr": 3e-5}}}
     lines = table_lines(sweep)

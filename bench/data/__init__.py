@@ -25,6 +25,7 @@ __all__ = [
     "RankingSplit",
     "dataset_splits",
     "dev_split_name",
+    "existing_data_root",
     "get_card",
     "list_datasets",
     "load_split",
@@ -58,6 +59,48 @@ def dataset_splits(
     return sorted(local if local_only else {*local, *card.splits})
 
 
+def existing_data_root(data_dir: str | Path | None = None) -> Path:
+    """The data root (:func:`bench.settings.data_root`), or a DatasetError when that folder does
+    not exist: a listing of it would otherwise show only the built-in datasets and exit 0."""
+    root = data_root(data_dir)
+    if not root.is_dir():
+        raise DatasetError(
+            f"the data folder {root} does not exist (--data-dir, else $BENCH_DATA_DIR, else "
+            "./datasets); point --data-dir or $BENCH_DATA_DIR at the folder holding the datasets"
+        )
+    return root
+
+
+#: what each layout's files are, for messages
+_LAYOUT_FILES = {
+    mteb.LAYOUT: "{split}.jsonl or {split}.jsonl.gz files",
+    trec.LAYOUT: f"{trec.QUERIES}, {trec.COLLECTION}, {trec.QRELS} and {trec.RUN_GLOB}",
+}
+
+
+def _no_data(
+    dataset: str, folder: Path, card: DatasetCard, data_dir: str | Path | None
+) -> DatasetError:
+    """The error for a dataset with a card but no split of the card's layout: a missing data
+    root or folder, or a folder whose files are not what the card's layout reads (which, and
+    what it holds instead)."""
+    existing_data_root(data_dir)
+    if not folder.is_dir():
+        return DatasetError(
+            f"dataset {dataset!r} has a card but no data in {folder}; point --data-dir (or "
+            f"$BENCH_DATA_DIR) at a folder holding {dataset}/, "
+            f"available here: {', '.join(list_datasets(data_dir))}"
+        )
+    found = sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir())
+    shown = ", ".join(found[:8]) + (f" and {len(found) - 8} more" if len(found) > 8 else "")
+    card_file = card.card_file or f"the card of {dataset}"
+    return DatasetError(
+        f"dataset {dataset!r}: {card_file} declares layout {card.layout}, which reads "
+        f"{_LAYOUT_FILES[card.layout]}, but {folder} holds {shown or 'no files'}; "
+        "fix the card's layout or the files"
+    )
+
+
 def load_split(
     dataset: str, split: str | None = None, data_dir: str | Path | None = None
 ) -> RankingSplit:
@@ -67,11 +110,7 @@ def load_split(
     split = split or card.default_split
     available = dataset_splits(dataset, data_dir)
     if not available:
-        raise DatasetError(
-            f"dataset {dataset!r} has a card but no data in {folder}; point --data-dir (or "
-            f"$BENCH_DATA_DIR) at a folder holding {dataset}/, "
-            f"available here: {', '.join(list_datasets(data_dir))}"
-        )
+        raise _no_data(dataset, folder, card, data_dir)
     if split not in available:
         raise DatasetError(
             f"unknown split {split!r} of dataset {dataset!r}; available: {', '.join(available)}"

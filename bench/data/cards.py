@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from bench.data import mteb, trec
-from bench.data.files import DatasetError
+from bench.data.files import DatasetError, read_text
 from bench.settings import cards_dir, data_root
 
 log = logging.getLogger(__name__)
@@ -72,7 +72,7 @@ def read_card(path: Path, name: str | None = None) -> DatasetCard:
     file name, as in ``datasets/cards/<name>.yaml``)."""
     name = name or path.stem
     try:
-        raw: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw: Any = yaml.safe_load(read_text(path))
     except yaml.YAMLError as exc:
         raise DatasetError(f"{path}: not valid YAML ({exc})") from exc
     if not isinstance(raw, dict):

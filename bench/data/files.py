@@ -25,6 +25,21 @@ def read_bytes(path: Path) -> bytes:
         raise DatasetError(f"{path}: cannot read it ({exc.strerror or exc})") from exc
 
 
+def read_text(path: Path) -> str:
+    """The file's text, read as UTF-8. Undecodable bytes are a DatasetError naming the file and
+    line (a bare decode error names neither), and an OS error one naming the file, so a settings,
+    card or expected-values file is reported like any other bad input."""
+    data = read_bytes(path)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _not_utf8(path, data[: exc.start].count(b"\n") + 1, exc) from exc
+
+
+def _not_utf8(path: Path, lineno: int, exc: UnicodeDecodeError) -> DatasetError:
+    return DatasetError(f"{path}:{lineno}: not valid UTF-8 ({exc.reason}); save the file as UTF-8")
+
+
 def sha256_16(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
 
@@ -46,8 +61,6 @@ def iter_lines(path: Path, data: bytes) -> Iterator[tuple[int, str]]:
         try:
             line = raw.decode("utf-8").rstrip("\r")
         except UnicodeDecodeError as exc:
-            raise DatasetError(
-                f"{path}:{lineno}: not valid UTF-8 ({exc.reason}); save the file as UTF-8"
-            ) from exc
+            raise _not_utf8(path, lineno, exc) from exc
         if line.strip():
             yield lineno, line

@@ -8,9 +8,12 @@ same candidate lists be scored by every ranker.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 # qid -> docid -> graded relevance
 Qrels = dict[str, dict[str, int]]
@@ -113,6 +116,21 @@ class RankingSplit:
             card=dict(self.card),
         )
 
+    def empty_reason(self) -> str:
+        """Why this split has no candidate list to rank, for the error that says so: every
+        query dropped, and for which reasons (a split without any positive says that no query
+        has one), or a source that holds no query at all."""
+        dropped = {k: n for k, n in self.dropped.items() if n and k in DROP_REASONS}
+        if not dropped:
+            return f"{self.source or 'its source'} holds no query"
+        reasons = ", ".join(f"{n} {DROP_REASONS[k]}" for k, n in dropped.items())
+        if set(dropped) <= NO_POSITIVE:
+            return (
+                f"no query has a positive (a candidate of grade >= {self.relevance_level}), so "
+                f"every query was dropped ({reasons})"
+            )
+        return f"every query was dropped ({reasons})"
+
     def fingerprint(self) -> dict[str, Any]:
         """Everything about the data a metric depends on: the files' checksum, the relevance
         level and the card's facts (not its descriptions). Cache keys hold it, so a new card or
@@ -140,6 +158,35 @@ class RankingSplit:
             "notes": list(self.notes),
             "card": dict(self.card),
         }
+
+
+#: the reasons an adapter drops a query (keys of :attr:`RankingSplit.dropped`), in words
+DROP_REASONS: dict[str, str] = {
+    "no_positive": "without a positive candidate",
+    "no_relevant_judgement": "without a relevant judgement",
+    "empty": "without candidates",
+    "not_in_run": "judged but not in the run file",
+}
+#: the reasons that mean "no positive": a split dropped for these alone has no positive at all
+NO_POSITIVE = frozenset({"no_positive", "no_relevant_judgement"})
+
+
+def blank_text_notes(lists: list[CandidateList], source: str) -> list[str]:
+    """Notes counting the empty or whitespace-only query and candidate texts of ``lists``, each
+    also a warning naming ``source`` (the file or folder read).
+
+    They are ranked as given (a dataset may mean them), but a ranker can only tie or guess on
+    them, so every result says how many there were, as it does for merged duplicates."""
+    queries = sum(not cl.query.text.strip() for cl in lists)
+    candidates = sum(not c.text.strip() for cl in lists for c in cl.candidates)
+    notes = []
+    if queries:
+        notes.append(f"empty or whitespace-only query texts, ranked as given: {queries}")
+    if candidates:
+        notes.append(f"empty or whitespace-only candidate texts, ranked as given: {candidates}")
+    for note in notes:
+        log.warning("%s: %s", source, note)
+    return notes
 
 
 def text_id(text: str, prefix: str) -> str:

@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from bench.data.files import DatasetError, iter_lines, read_bytes, sha256_16
-from bench.data.model import Candidate, CandidateList, Qrels, Query, RankingSplit, text_id
+from bench.data.model import (
+    Candidate,
+    CandidateList,
+    Qrels,
+    Query,
+    RankingSplit,
+    blank_text_notes,
+    text_id,
+)
 
 LAYOUT = "mteb"
 SUFFIXES = (".jsonl", ".jsonl.gz")
@@ -79,7 +87,7 @@ def load_mteb(path: Path, dataset: str, split: str, relevance_level: int = 1) ->
             lists.append(CandidateList(Query(qid, query), tuple(candidates)))
             qrels[qid] = grades
 
-    notes = []
+    notes = blank_text_notes(lists, str(path))
     if merged:
         notes.append(f"duplicate candidate texts merged within a list: {merged}")
     if conflicting:

@@ -14,7 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.data.files import DatasetError, files_checksum, iter_lines, read_bytes
-from bench.data.model import Candidate, CandidateList, Qrels, Query, RankingSplit, relevant
+from bench.data.model import (
+    Candidate,
+    CandidateList,
+    Qrels,
+    Query,
+    RankingSplit,
+    blank_text_notes,
+    relevant,
+)
 
 LAYOUT = "trec"
 QUERIES, COLLECTION, QRELS = "queries.tsv", "collection.tsv", "qrels.txt"
@@ -217,5 +225,5 @@ def load_trec(
         source=str(folder),
         checksum=files_checksum(blobs),
         dropped=dict(dropped),
-        notes=[f"candidates from run file {run_path.name}"],
+        notes=[f"candidates from run file {run_path.name}", *blank_text_notes(lists, str(folder))],
     )

@@ -44,12 +44,13 @@ from bench.latency.records import (
     LatencyRecord,
     LatencyRow,
     ListBlock,
+    latency_dir,
     mark_best,
     speedup_summary,
     write_latency_record,
 )
 from bench.latency.tracker import LatencySummary, LatencyTracker
-from bench.results import config_hash
+from bench.results import config_hash, ensure_writable
 from rankers.base import Ranker, RankerConfig, RankerError
 
 log = logging.getLogger(__name__)
@@ -142,6 +143,7 @@ class BenchOptions:
             ("--queries", self.queries, 1),
             ("--repeats", self.repeats, 1),
             ("--warmup", self.warmup, 0),
+            ("--threads", self.threads, 1),
         ):
             if value is not None and value < low:
                 raise ValueError(f"{name} must be >= {low}, not {value}")
@@ -604,6 +606,8 @@ def run_benchmark(opts: BenchOptions, ctx: RunContext | None = None) -> LatencyR
     root, device, threads = ctx.results_root, ctx.device, ctx.threads
     ctx.seed_everything()
     split = load_split(opts.dataset, opts.split, ctx.data_root)
+    # the record is written after the whole benchmark, so its folder is checked before it starts
+    ensure_writable(latency_dir(root, split.dataset))
     collection = split.collection()
     too_big = [n for n in opts.n_values if n > len(collection)]
     if too_big:
