@@ -617,9 +617,20 @@ def demo(
 def ablate(
     dataset: Annotated[str, _dataset_option("Dataset with train/dev/test.")],
     what: Annotated[
-        str, typer.Option(help="loss (bce, ce, listnet, rpl, rpl-self, pl) or positions.")
+        str,
+        typer.Option(
+            help="loss (bce, ce, listnet, rpl, rpl-self, pl), positions (CROSS-JEM item "
+            "positions) or item-order (items as written vs their words sorted; any ranker with "
+            "option sort_item_tokens)."
+        ),
     ] = "loss",
-    ranker: Annotated[str, _ranker_option("Ranker to ablate.")] = "crossjem",
+    ranker: Annotated[
+        str | None,
+        _ranker_option(
+            "Ranker to ablate; it must declare the varied option (default: the ablation's own, "
+            "crossjem; monobert for item-order)."
+        ),
+    ] = None,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Shared option key=value (repeatable).")
     ] = None,
@@ -633,10 +644,13 @@ def ablate(
     results_dir: ResultsDir = None,
 ) -> None:
     """Reproduce the paper's ablation table: one training setting varied, all else equal."""
-    from bench.ablate import run_ablation
+    from bench.ablate import ablation, check_ranker, run_ablation
     from bench.runner import RunOptions
     from bench.tables import build_comparison, render
 
+    spec = ablation(what)
+    ranker = ranker or spec.ranker
+    check_ranker(what, ranker)
     base = RunOptions(
         ranker=ranker,
         dataset=dataset,
@@ -654,6 +668,11 @@ def ablate(
     records = run_ablation(what, base, base.context())
     table = build_comparison(records, baseline=records[0].label, reference=False)
     _emit(render(table, fmt))
+    if what == "item-order" and fmt == "table":
+        from bench.reports import list_tokens_table, wordpiece_tokenizer
+
+        splits = list(dict.fromkeys(r.split for r in records))
+        console.print(list_tokens_table(dataset, splits, data_dir, wordpiece_tokenizer()))
 
 
 @app.command()
