@@ -110,6 +110,8 @@ def test_monobert_with_the_option_scores_as_on_presorted_items(
     sorting, plain = ranker(True), ranker(False)
     sorting.index(_split(LIST))
     plain.index(_split(_presorted(LIST)))
+    if pretokenise:  # index() kept the sorted texts, so scoring finds them in the store
+        assert sorting.item_tokens.add(_presorted(LIST).texts) == 0
     (got,) = sorting.score([LIST])
     (want,) = plain.score([_presorted(LIST)])
     np.testing.assert_array_equal(got, want)
