@@ -87,15 +87,14 @@ def test_item_texts_applies_only_when_the_config_sets_the_option() -> None:
 
 
 def test_the_option_is_declared_once_with_training_and_score_roles() -> None:
-    holders = [n for n in ("monobert", "colbert", "rankt5") if supports(get_ranker_class(n).Config)]
-    assert holders == ["monobert", "colbert", "rankt5"]
+    holders = [n for n in available() if supports(get_ranker_class(n).Config)]
+    assert sorted(holders) == ["ance", "colbert", "dpr", "monobert", "rankt5"]
     for name in holders:
         (info,) = [o for o in get_ranker_class(name).Config.describe_options() if o.name == OPTION]
         assert info.role == TRAINING | SCORE and info.default is False
         assert "sorted alphabetically" in info.help and "before tokenisation" in info.help
     # CROSS-JEM's input is the sorted union already: it does not declare the item sort
     assert not supports(get_ranker_class("crossjem").Config)
-    assert set(holders) <= set(available())
 
 
 # -- rankers: the option scores exactly as a sorted copy of the data ----------------------------
@@ -166,6 +165,28 @@ def test_rankt5_with_the_option_scores_as_on_presorted_items(tiny_bert: Path) ->
     # the training batches are built from pair_ids too
     q = LIST.query.text
     assert sorting.pair_ids(q, LIST.texts) == plain.pair_ids(q, _presorted(LIST).texts)
+
+
+@pytest.mark.parametrize("name", ["dpr", "ance"])
+def test_dual_encoders_with_the_option_score_as_on_presorted_items(name: str) -> None:
+    def ranker(sort: bool, precompute: bool = False):  # noqa: ANN202 - a DenseRanker
+        cls = get_ranker_class(name)
+        return cls(cls.Config(sort_item_tokens=sort, precompute=precompute))
+
+    sorting, plain = ranker(True), ranker(False)
+    (got,) = sorting.score([LIST])
+    (want,) = plain.score([_presorted(LIST)])
+    np.testing.assert_array_equal(got, want)
+    assert not np.array_equal(got, plain.score([LIST])[0])
+    # precomputed item embeddings (index time) read items the same way
+    indexed = ranker(True, precompute=True)
+    indexed.index(_split(LIST))
+    np.testing.assert_array_equal(indexed.score([LIST])[0], got)
+    # and so does training (the embeddings the contrastive loss compares)
+    docs = list(LIST.texts)
+    a = sorting._forward_documents(docs)
+    b = plain._forward_documents([sort_words(d) for d in docs])
+    assert a.equal(b)
 
 
 # -- caching, the ablation and its table -------------------------------------------------------

@@ -57,8 +57,15 @@ DENSE = {
         "min_steps",
         "patience",
         "seed",
+        "sort_item_tokens",
     },
-    Role.SCORE: {"similarity", "query_prefix", "document_prefix", "max_length"},
+    Role.SCORE: {
+        "similarity",
+        "query_prefix",
+        "document_prefix",
+        "max_length",
+        "sort_item_tokens",
+    },
     Role.RUNTIME: {"batch_size", "precompute", "dtype", "checkpoint_steps"},
 }
 EXPECTED: dict[str, dict[Role, set[str]]] = {
