@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bench.context import RunContext
-from bench.results import ResultRecord
-from bench.runner import RunOptions, run
+if TYPE_CHECKING:  # the CLI reads ABLATIONS for its help: importing this module stays light
+    from bench.context import RunContext
+    from bench.results import ResultRecord
+    from bench.runner import RunOptions
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,11 @@ class Ablation:
     help: str = ""
     labels: tuple[str, ...] | None = None
 
+    def describe(self) -> str:
+        """``the loss: bce, ce, ...`` for the CLI's help."""
+        values = ", ".join(str(v).lower() for v in self.values)
+        return f"{self.help} ({self.option}={values}; -r default {self.ranker})"
+
     def label(self, index: int) -> str:
         """The row label of the ``index``-th value."""
         if self.labels is not None:
@@ -41,18 +47,13 @@ class Ablation:
 
 #: what -> ablation (``bench ablate --what WHAT``)
 ABLATIONS: dict[str, Ablation] = {
-    "loss": Ablation(
-        "loss", ("bce", "ce", "listnet", "rpl", "rpl-self", "pl"), help="the training loss"
-    ),
-    "positions": Ablation(
-        "item_positions", (False, True), help="item positions added at pooling (paper Table 4b)"
-    ),
+    "loss": Ablation("loss", ("bce", "ce", "listnet", "rpl", "rpl-self", "pl"), help="the loss"),
+    "positions": Ablation("item_positions", (False, True), help="CROSS-JEM item positions"),
     "item-order": Ablation(
         "sort_item_tokens",
         (False, True),
         ranker="monobert",
-        help="items as written vs every item's words sorted, trained and scored so "
-        "(paper appendix, Ablation on Sequence Information)",
+        help="items as written vs their words sorted; any ranker with the option",
         labels=("items as written", "item words sorted"),
     ),
 }
@@ -81,6 +82,8 @@ def check_ranker(what: str, ranker: str) -> None:
 def run_ablation(what: str, base: RunOptions, ctx: RunContext | None = None) -> list[ResultRecord]:
     """Run every variant of ``what`` with ``base.ranker`` (cached variants are reused), all in
     ``ctx`` (default: ``base``'s context); records carry variant labels."""
+    from bench.runner import run
+
     spec = ablation(what)
     check_ranker(what, base.ranker)
     ctx = ctx or base.context()

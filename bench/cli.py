@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.markup import escape
 
+from bench.ablate import ABLATIONS
 from bench.reports import error_text
 
 app = typer.Typer(
@@ -619,16 +620,15 @@ def ablate(
     what: Annotated[
         str,
         typer.Option(
-            help="loss (bce, ce, listnet, rpl, rpl-self, pl), positions (CROSS-JEM item "
-            "positions) or item-order (items as written vs their words sorted; any ranker with "
-            "option sort_item_tokens)."
+            help="What to vary: "
+            + "; ".join(f"{k}: {a.describe()}" for k, a in ABLATIONS.items())
+            + "."
         ),
     ] = "loss",
     ranker: Annotated[
         str | None,
         _ranker_option(
-            "Ranker to ablate; it must declare the varied option (default: the ablation's own, "
-            "crossjem; monobert for item-order)."
+            "Ranker to ablate; it must declare the varied option (default: the ablation's own)."
         ),
     ] = None,
     set_: Annotated[

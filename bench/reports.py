@@ -141,7 +141,10 @@ def list_tokens_table(
             f"{s['union_length'][unit]['mean']:.1f}",
             f"{s['compression'][unit]:.2f}",
         )
-    table.caption = "means over the split's lists; items counted whole (not truncated)"
+    table.caption = (
+        "means over all the split's lists (whatever --subset); items counted whole (not "
+        "truncated); m/N_u from the means"
+    )
     return table
 
 
