@@ -1,40 +1,96 @@
-"""Ablations of CROSS-JEM as in the paper's ablation table: the training loss, item positions.
+"""Ablations as in the paper: one option varied, all else equal (``bench ablate --what ...``).
 
 Every variant runs through :func:`bench.runner.run` on the same data, seed and teacher, so the
 rows differ in exactly one setting; the table is the comparison table with variant labels and
-significance against the first variant.
+significance against the first variant. An ablation is one :class:`Ablation` entry in
+:data:`ABLATIONS` (the option it varies, its values, the ranker it is made for by default): adding
+one, e.g. CROSS-JEM's input layout, is one line here once the ranker declares the option.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bench.context import RunContext
-from bench.results import ResultRecord
-from bench.runner import RunOptions, run
+if TYPE_CHECKING:  # the CLI reads ABLATIONS for its help: importing this module stays light
+    from bench.context import RunContext
+    from bench.results import ResultRecord
+    from bench.runner import RunOptions
 
 log = logging.getLogger(__name__)
 
-#: what -> (option name, values in table order; the first is the significance baseline)
-ABLATIONS: dict[str, tuple[str, tuple[Any, ...]]] = {
-    "loss": ("loss", ("bce", "ce", "listnet", "rpl", "rpl-self", "pl")),
-    "positions": ("item_positions", (False, True)),
+
+@dataclasses.dataclass(frozen=True)
+class Ablation:
+    """One ablation: the ranker option it varies and the values, in table order (the first is
+    the significance baseline); ``ranker``: the ranker used when ``-r`` is not given;
+    ``labels``: a row label per value (default ``option=value``)."""
+
+    option: str
+    values: tuple[Any, ...]
+    ranker: str = "crossjem"
+    help: str = ""
+    labels: tuple[str, ...] | None = None
+
+    def describe(self) -> str:
+        """``the loss: bce, ce, ...`` for the CLI's help."""
+        values = ", ".join(str(v).lower() for v in self.values)
+        return f"{self.help} ({self.option}={values}; -r default {self.ranker})"
+
+    def label(self, index: int) -> str:
+        """The row label of the ``index``-th value."""
+        if self.labels is not None:
+            return self.labels[index]
+        return f"{self.option}={self.values[index]}"
+
+
+#: what -> ablation (``bench ablate --what WHAT``)
+ABLATIONS: dict[str, Ablation] = {
+    "loss": Ablation("loss", ("bce", "ce", "listnet", "rpl", "rpl-self", "pl"), help="the loss"),
+    "positions": Ablation("item_positions", (False, True), help="CROSS-JEM item positions"),
+    "item-order": Ablation(
+        "sort_item_tokens",
+        (False, True),
+        ranker="monobert",
+        help="items as written vs their words sorted; any ranker with the option",
+        labels=("items as written", "item words sorted"),
+    ),
 }
 
 
-def run_ablation(what: str, base: RunOptions, ctx: RunContext | None = None) -> list[ResultRecord]:
-    """Run every variant of ``what`` (cached variants are reused), all in ``ctx`` (default:
-    ``base``'s context); records carry variant labels."""
+def ablation(what: str) -> Ablation:
+    """The ablation named ``what``; an unknown name lists the known ones."""
     if what not in ABLATIONS:
         raise ValueError(f"--what must be one of {', '.join(ABLATIONS)}, not {what!r}")
-    option, values = ABLATIONS[what]
+    return ABLATIONS[what]
+
+
+def check_ranker(what: str, ranker: str) -> None:
+    """Refuse, before any work, a ranker whose config does not declare the ablated option."""
+    from rankers import get_ranker_class
+
+    option = ablation(what).option
+    config = get_ranker_class(ranker).Config
+    if not any(f.name == option for f in dataclasses.fields(config)):
+        raise ValueError(
+            f"ranker {ranker!r} has no option {option!r}, so it cannot run the {what} ablation "
+            f"(bench rankers lists each ranker's options)"
+        )
+
+
+def run_ablation(what: str, base: RunOptions, ctx: RunContext | None = None) -> list[ResultRecord]:
+    """Run every variant of ``what`` with ``base.ranker`` (cached variants are reused), all in
+    ``ctx`` (default: ``base``'s context); records carry variant labels."""
+    from bench.runner import run
+
+    spec = ablation(what)
+    check_ranker(what, base.ranker)
     ctx = ctx or base.context()
     records = []
-    for value in values:
-        opts = dataclasses.replace(base, options={**base.options, option: value})
-        log.info("ablation %s: %s=%s", what, option, value)
+    for index, value in enumerate(spec.values):
+        opts = dataclasses.replace(base, options={**base.options, spec.option: value})
+        log.info("ablation %s: %s=%s", what, spec.option, value)
         rec = run(opts, ctx)
-        records.append(dataclasses.replace(rec, label=f"{base.ranker} {option}={value}"))
+        records.append(dataclasses.replace(rec, label=f"{base.ranker} {spec.label(index)}"))
     return records

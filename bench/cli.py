@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.markup import escape
 
+from bench.ablate import ABLATIONS
 from bench.reports import error_text
 
 app = typer.Typer(
@@ -646,9 +647,19 @@ def demo(
 def ablate(
     dataset: Annotated[str, _dataset_option("Dataset with train/dev/test.")],
     what: Annotated[
-        str, typer.Option(help="loss (bce, ce, listnet, rpl, rpl-self, pl) or positions.")
+        str,
+        typer.Option(
+            help="What to vary: "
+            + "; ".join(f"{k}: {a.describe()}" for k, a in ABLATIONS.items())
+            + "."
+        ),
     ] = "loss",
-    ranker: Annotated[str, _ranker_option("Ranker to ablate.")] = "crossjem",
+    ranker: Annotated[
+        str | None,
+        _ranker_option(
+            "Ranker to ablate; it must declare the varied option (default: the ablation's own)."
+        ),
+    ] = None,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Shared option key=value (repeatable).")
     ] = None,
@@ -662,10 +673,13 @@ def ablate(
     results_dir: ResultsDir = None,
 ) -> None:
     """Reproduce the paper's ablation table: one training setting varied, all else equal."""
-    from bench.ablate import run_ablation
+    from bench.ablate import ablation, check_ranker, run_ablation
     from bench.runner import RunOptions
     from bench.tables import build_comparison, render
 
+    spec = ablation(what)
+    ranker = ranker or spec.ranker
+    check_ranker(what, ranker)
     base = RunOptions(
         ranker=ranker,
         dataset=dataset,
@@ -683,6 +697,11 @@ def ablate(
     records = run_ablation(what, base, base.context())
     table = build_comparison(records, baseline=records[0].label, reference=False)
     _emit(render(table, fmt))
+    if what == "item-order" and fmt == "table":
+        from bench.reports import list_tokens_table, wordpiece_tokenizer
+
+        splits = list(dict.fromkeys(r.split for r in records))
+        console.print(list_tokens_table(dataset, splits, data_dir, wordpiece_tokenizer()))
 
 
 @app.command()

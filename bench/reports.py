@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +65,9 @@ def datasets_table(
         "pos/query",
         "query len",
         "cand len",
+        "tokens/list",
         "union/list",
+        "m/N_u",
         "dropped",
     ):
         table.add_column(col, justify="left" if col in ("dataset", "layout", "split") else "right")
@@ -83,7 +85,7 @@ def datasets_table(
             if not loaded:
                 log.info("%s: not available: no local copy", name)
         if not loaded:
-            table.add_row(name, layout, "-", *["-"] * 7)
+            table.add_row(name, layout, "-", *["-"] * 9)
             continue
         for split in loaded:
             s = split_stats(split, tokenizer=tokenizer)
@@ -98,13 +100,50 @@ def datasets_table(
                 f"{s['positives_per_query']['mean']:.2f}",
                 f"{s['query_length'][key]['mean']:.1f}",
                 f"{cand['mean']:.1f} (p95 {cand['p95']:.0f})",
-                f"{s['union_length'][key]['mean']:.0f} (max {s['union_length'][key]['max']:.0f})",
+                f"{s['list_tokens'][key]['mean']:.1f}",
+                f"{s['union_length'][key]['mean']:.1f} (max {s['union_length'][key]['max']:.0f})",
+                f"{s['compression'][key]:.2f}",
                 ", ".join(f"{k}: {v}" for k, v in split.dropped.items() if v) or "0",
             )
     table.caption = (
-        f"lengths: mean {unit}; union/list: distinct tokens of a query's candidates "
-        "(CROSS-JEM's input); unavailable datasets are listed with '-' (the log says why: a "
-        "warning for broken files, a note for no local copy)"
+        f"lengths: mean {unit}; tokens/list: a query's candidates' lengths summed (m); "
+        "union/list: their distinct tokens (N_u, CROSS-JEM's input); m/N_u: the paper's "
+        "compression C (motivation table (b)), from the means; unavailable datasets are "
+        "listed with '-' (the log says why: a warning for broken files, a note for no local "
+        "copy)"
+    )
+    return table
+
+
+def list_tokens_table(
+    dataset: str,
+    splits: Sequence[str],
+    data_dir: str | Path | None,
+    tokenizer: Callable[[str], list[str]] | None,
+) -> Table:
+    """The paper's motivation table (b) for ``splits`` of ``dataset``: mean item tokens in a
+    list (m), mean union size (N_u) and m / N_u, the figures beside the item-order ablation
+    (items that repeat one another lose little to a union, and their order is what it drops).
+    The same figures as ``bench datasets``, from :func:`bench.data.split_stats`."""
+    from bench.data import load_split, split_stats
+
+    unit = "wordpiece" if tokenizer else "words"
+    table = Table(title=f"{dataset}: item tokens per list ({'WordPiece' if tokenizer else unit})")
+    for col in ("split", "lists", "items/list", "item tokens/list (m)", "union (N_u)", "m/N_u"):
+        table.add_column(col, justify="left" if col == "split" else "right")
+    for name in splits:
+        s = split_stats(load_split(dataset, name, data_dir), tokenizer=tokenizer)
+        table.add_row(
+            name,
+            str(s["queries"]),
+            f"{s['candidates_per_query']['mean']:.1f}",
+            f"{s['list_tokens'][unit]['mean']:.1f}",
+            f"{s['union_length'][unit]['mean']:.1f}",
+            f"{s['compression'][unit]:.2f}",
+        )
+    table.caption = (
+        "means over all the split's lists (whatever --subset); items counted whole (not "
+        "truncated); m/N_u from the means"
     )
     return table
 

@@ -60,6 +60,7 @@ from rankers.base import (
     option,
     read_saved,
 )
+from rankers.itemorder import item_texts, sort_items_option
 from rankers.models import expected_new_weights, resolve_model, weights_hash
 
 if TYPE_CHECKING:
@@ -118,6 +119,7 @@ class ColBERTRankerConfig(TrainingConfig):
     batch_size: int = option(
         64, role=RUNTIME, min=1, help="documents (and queries) per scoring forward pass"
     )
+    sort_item_tokens: bool = sort_items_option()
     dtype: str = option(
         "auto",
         role=TRAINING | RUNTIME,
@@ -395,9 +397,16 @@ class ColBERTRanker(Ranker[ColBERTRankerConfig]):
             ]
         return torch.cat(parts)
 
+    def tensorize_documents(self, docs: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """colbert-ai's document ids and mask of ``docs``, after
+        :func:`rankers.itemorder.item_texts` (the order ablation): the one place scoring and
+        training tokenise documents, so both read them alike."""
+        ids, mask = self.doc_tokenizer.tensorize(list(item_texts(self.cfg, docs)))
+        return ids, mask
+
     def encode_documents(self, docs: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """(n, longest, dim) document vectors and (n, longest) mask (False: padding/punctuation)."""
-        ids, mask = self.doc_tokenizer.tensorize(list(docs))
+        ids, mask = self.tensorize_documents(docs)
         with self._inference():
             D, D_mask = self.scoring_model().doc(ids, mask, keep_dims="return_mask")
         return D, D_mask.squeeze(-1)
@@ -420,7 +429,7 @@ class ColBERTRanker(Ranker[ColBERTRankerConfig]):
             owner = torch.tensor(
                 [i for i, cl in enumerate(lists) for _ in cl.candidates], device=Q.device
             )
-            ids, mask = self.doc_tokenizer.tensorize(texts)
+            ids, mask = self.tensorize_documents(texts)
             ids, mask = ids.cpu(), mask.cpu()
             lengths = mask.sum(dim=1)
             order = torch.sort(lengths, stable=True).indices
@@ -464,7 +473,7 @@ class ColBERTRanker(Ranker[ColBERTRankerConfig]):
 
         model = self.colbert if module is None else module
         Q = self.query_tokenizer.tensorize([t.query for t in batch])
-        D = self.doc_tokenizer.tensorize([d for t in batch for d in (t.positive, *t.negatives)])
+        D = self.tensorize_documents([d for t in batch for d in (t.positive, *t.negatives)])
         out = model(Q, D)
         scores, ib_loss = out if self.cfg.use_ib_negatives else (out, None)
         scores = scores.view(-1, self.cfg.nway).float()

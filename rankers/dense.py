@@ -53,6 +53,7 @@ from rankers.base import (
     inherit_option,
     option,
 )
+from rankers.itemorder import item_texts, sort_items_option
 from rankers.models import ModelRef, resolve_model, state_hash, weights_hash
 
 if TYPE_CHECKING:
@@ -92,6 +93,7 @@ class DenseConfig(TrainingConfig):
     )
     query_prefix: str = option("", role=TRAINING | SCORE, help="text put before every query")
     document_prefix: str = option("", role=TRAINING | SCORE, help="text put before every item")
+    sort_item_tokens: bool = sort_items_option()
     precompute: bool = option(
         False,
         role=RUNTIME,
@@ -259,6 +261,16 @@ class DenseRanker(Ranker[DenseConfig]):
             .float()
         )
 
+    def _encode_documents(self, texts: Sequence[str]) -> torch.Tensor:
+        """Item embeddings (no gradients): the document prefix and, for the order ablation,
+        :func:`rankers.itemorder.item_texts`, in the one place scoring, indexing and ANCE mining
+        encode items (:meth:`_forward_documents` is the training twin)."""
+        return self._encode(item_texts(self.config, texts), self.config.document_prefix)
+
+    def _forward_documents(self, texts: Sequence[str], module: Any = None) -> torch.Tensor:
+        """Item embeddings with gradients, read as :meth:`_encode_documents` reads them."""
+        return self._forward(item_texts(self.config, texts), self.config.document_prefix, module)
+
     def _similarities(self, queries: torch.Tensor, items: torch.Tensor) -> torch.Tensor:
         """[n_queries, n_items] similarity matrix (differentiable: training uses it too)."""
         import torch.nn.functional as F
@@ -276,7 +288,7 @@ class DenseRanker(Ranker[DenseConfig]):
         collection = split.collection()
         docids = list(collection)
         start = time.perf_counter()
-        emb = self._encode([collection[d] for d in docids], self.config.document_prefix)
+        emb = self._encode_documents([collection[d] for d in docids])
         self._items = ({d: i for i, d in enumerate(docids)}, emb)
         log.info(
             "precomputed %d item embeddings in %.1fs", len(docids), time.perf_counter() - start
@@ -306,7 +318,7 @@ class DenseRanker(Ranker[DenseConfig]):
             item_emb = emb[[rows[d] for cl in lists for d in cl.docids]]
         else:
             texts = [t for cl in lists for t in cl.texts]
-            item_emb = self._encode(texts, self.config.document_prefix)
+            item_emb = self._encode_documents(texts)
         out: list[np.ndarray] = []
         start = 0
         for i, cl in enumerate(lists):
@@ -465,7 +477,7 @@ class DenseRanker(Ranker[DenseConfig]):
         docids = [p.docid for p in batch] + [d for p in batch for d in negatives.get(p.qid, [])]
         texts = [p.text for p in batch] + [collection[d] for d in docids[len(batch) :]]
         q = self._forward([p.query for p in batch], self.config.query_prefix, module)
-        d = self._forward(texts, self.config.document_prefix, module)
+        d = self._forward_documents(texts, module)
         logits = scale * self._similarities(q, d)
         # a column relevant to the row's query is no negative for it (except its own target)
         mask = torch.tensor(
@@ -629,7 +641,7 @@ class ANCERanker(DenseRanker):
     ) -> list[np.ndarray]:
         docids = list(dict.fromkeys(d for pool in pools for d in pool))
         rows = {d: i for i, d in enumerate(docids)}
-        items = self._encode([collection[d] for d in docids], self.config.document_prefix)
+        items = self._encode_documents([collection[d] for d in docids])
         q = self._encode(queries, self.config.query_prefix)
         sims = self._similarities(q, items).double().cpu().numpy()
         return [sims[i, [rows[d] for d in pool]] for i, pool in enumerate(pools)]

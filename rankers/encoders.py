@@ -45,6 +45,7 @@ from rankers.base import (
     option,
     read_saved,
 )
+from rankers.itemorder import item_texts
 from rankers.losses import ANY_REAL_TARGETS, LOSSES, TEACHER_SCORES
 from rankers.models import resolve_model, state_hash, weights_hash
 from rankers.tokens import ItemTokens
@@ -400,8 +401,15 @@ class EncoderRanker(Ranker[EC], Generic[EC]):
     def index(self, split: RankingSplit) -> None:
         """With ``pretokenise`` (default), tokenise every item of the split once."""
         if self.cfg.pretokenise:
-            added = self.item_tokens.add(split.collection().values())
+            texts = item_texts(self.cfg, list(split.collection().values()))
+            added = self.item_tokens.add(texts)
             log.debug("%s: %d items tokenised at index time", self.name, added)
+
+    def item_token_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """WordPiece ids of items (no special tokens), cut to ``max_item_len``, after
+        :func:`rankers.itemorder.item_texts` (the order ablation, for a config that declares it):
+        the training path's twin of :meth:`lookup_items`, so both read items alike."""
+        return token_ids(self.tokenizer, item_texts(self.cfg, texts), self.cfg.max_item_len)
 
     def query_tokens(self, queries: Sequence[str]) -> list[np.ndarray]:
         """WordPiece ids of each query (no special tokens), cut to ``max_query_len``."""
@@ -410,7 +418,9 @@ class EncoderRanker(Ranker[EC], Generic[EC]):
 
     def lookup_items(self, texts: Sequence[str]) -> Any:
         """Token arrays of ``texts``: from the index-time store with ``pretokenise``, else
-        tokenised now (end-to-end mode: what an uncached ranker pays per call)."""
+        tokenised now (end-to-end mode: what an uncached ranker pays per call). Items pass
+        through :func:`rankers.itemorder.item_texts` first, as at :meth:`index` time."""
+        texts = item_texts(self.cfg, texts)
         if self.cfg.pretokenise:
             return self.item_tokens.lookup(texts)
         return self.item_tokens.tokenise(texts)

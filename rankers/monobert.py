@@ -33,6 +33,7 @@ from rankers.encoders import (
     token_ids,
     upload,
 )
+from rankers.itemorder import sort_items_option
 from rankers.tokens import PAD, ItemArrays
 
 if TYPE_CHECKING:
@@ -52,6 +53,7 @@ class MonoBERTConfig(EncoderConfig):
         help="cls: last-layer [CLS] state; pooler: BERT's tanh pooler on it; mean: token mean",
     )
     batch_size: int = option(64, role=RUNTIME, min=1, help="pairs per scoring forward pass")
+    sort_item_tokens: bool = sort_items_option()
 
 
 @dataclasses.dataclass
@@ -160,7 +162,7 @@ class MonoBERTRanker(EncoderRanker[MonoBERTConfig]):
         head = [sp.cls, *q, sp.sep]
         return [
             (head + ids + [sp.sep], [0] * len(head) + [1] * (len(ids) + 1))
-            for ids in token_ids(self.tokenizer, items, cfg.max_item_len)
+            for ids in self.item_token_ids(items)
         ]
 
     def _pad(self, pairs: Sequence[tuple[list[int], list[int]]]) -> tuple[Tensor, Tensor, Tensor]:

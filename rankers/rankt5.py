@@ -45,6 +45,7 @@ from rankers.base import (
     option,
     read_saved,
 )
+from rankers.itemorder import item_texts, sort_items_option
 from rankers.losses import LOSSES
 from rankers.models import expected_new_weights, resolve_model, weights_hash
 
@@ -90,6 +91,7 @@ class RankT5Config(TrainingConfig):
         256, role=TRAINING | SCORE, min=1, help="tokens per encoder input (the document end is cut)"
     )
     batch_size: int = option(32, role=RUNTIME, min=1, help="pairs per scoring forward pass")
+    sort_item_tokens: bool = sort_items_option()
     dtype: str = option(
         "auto",
         role=TRAINING | RUNTIME,
@@ -281,7 +283,8 @@ class RankT5Ranker(Ranker[RankT5Config]):
         """Token ids of the template for each document, cut at ``max_length``."""
         if not documents:
             return []
-        texts = [self.cfg.template.format(query=query, document=d) for d in documents]
+        docs = item_texts(self.cfg, documents)  # the order ablation, training and scoring alike
+        texts = [self.cfg.template.format(query=query, document=d) for d in docs]
         enc = self.tokenizer(texts, truncation=True, max_length=self.cfg.max_length)
         return [list(ids) for ids in enc["input_ids"]]
 

@@ -57,8 +57,15 @@ DENSE = {
         "min_steps",
         "patience",
         "seed",
+        "sort_item_tokens",
     },
-    Role.SCORE: {"similarity", "query_prefix", "document_prefix", "max_length"},
+    Role.SCORE: {
+        "similarity",
+        "query_prefix",
+        "document_prefix",
+        "max_length",
+        "sort_item_tokens",
+    },
     Role.RUNTIME: {"batch_size", "precompute", "dtype", "checkpoint_steps"},
 }
 EXPECTED: dict[str, dict[Role, set[str]]] = {
@@ -72,8 +79,8 @@ EXPECTED: dict[str, dict[Role, set[str]]] = {
     "dpr": DENSE,
     "ance": DENSE,
     "monobert": {
-        Role.TRAINING: ENCODER_TRAINING | {"pooling"},
-        Role.SCORE: {"model", "max_query_len", "max_item_len", "pooling"},
+        Role.TRAINING: ENCODER_TRAINING | {"pooling", "sort_item_tokens"},
+        Role.SCORE: {"model", "max_query_len", "max_item_len", "pooling", "sort_item_tokens"},
         Role.RUNTIME: {"checkpoint", "dtype", "pretokenise", "checkpoint_steps", "batch_size"},
     },
     "crossjem": {
@@ -110,6 +117,7 @@ EXPECTED: dict[str, dict[Role, set[str]]] = {
             "min_steps",
             "patience",
             "seed",
+            "sort_item_tokens",
         },
         Role.SCORE: {
             "model",
@@ -119,6 +127,7 @@ EXPECTED: dict[str, dict[Role, set[str]]] = {
             "similarity",
             "mask_punctuation",
             "attend_to_mask_tokens",
+            "sort_item_tokens",
         },
         Role.RUNTIME: {"batch_size", "dtype", "checkpoint_steps"},
     },
@@ -141,8 +150,9 @@ EXPECTED: dict[str, dict[Role, set[str]]] = {
             "min_steps",
             "patience",
             "train_batch_queries",
+            "sort_item_tokens",
         },
-        Role.SCORE: {"model", "score_token", "template", "max_length"},
+        Role.SCORE: {"model", "score_token", "template", "max_length", "sort_item_tokens"},
         Role.RUNTIME: {"batch_size", "dtype"},
     },
 }

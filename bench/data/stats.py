@@ -1,7 +1,10 @@
 """Size and length statistics of a split (``bench datasets``).
 
 Lengths are in whitespace words and, given a tokenizer, in its tokens. The size of each list's
-token union is reported too: that is what CROSS-JEM's ``union_len`` (L_u) must hold.
+token union is reported too: that is what CROSS-JEM's ``union_len`` (L_u) must hold. Beside it
+the paper's motivation table (b): a list's item tokens (m, the sum of its items' lengths), its
+union size (N_u) and their ratio m / N_u (the compression C of the cost model): how much a list's
+items repeat one another, hence how much CROSS-JEM's union saves and how much order it drops.
 """
 
 from __future__ import annotations
@@ -34,8 +37,10 @@ def split_stats(
 ) -> dict[str, Any]:
     """Queries, candidates, candidates and positives per query, and text lengths.
 
-    ``query_length``, ``candidate_length`` and ``union_length`` (distinct tokens per list) map a
-    unit to mean/p50/p95/max: ``"words"`` (whitespace) always, ``unit`` when a tokenizer is given.
+    ``query_length``, ``candidate_length``, ``list_tokens`` (the sum of a list's item lengths)
+    and ``union_length`` (distinct tokens per list) map a unit to mean/p50/p95/max: ``"words"``
+    (whitespace) always, ``unit`` when a tokenizer is given. ``compression`` maps a unit to mean
+    list tokens / mean union size (the paper's m / N_u, table (b)); items are not truncated.
     """
     queries = [cl.query.text for cl in split.lists]
     candidates = [c.text for cl in split.lists for c in cl.candidates]
@@ -46,14 +51,20 @@ def split_stats(
     tokenizers: dict[str, Tokenizer] = {"words": str.split}
     if tokenizer is not None:
         tokenizers[unit] = tokenizer
-    lengths: dict[str, dict[str, Any]] = {"query": {}, "candidate": {}, "union": {}}
+    lengths: dict[str, dict[str, Any]] = {"query": {}, "candidate": {}, "list": {}, "union": {}}
+    compression: dict[str, float] = {}
     for name, tok in tokenizers.items():
         tokens = {t: list(tok(t)) for t in {*queries, *candidates}}
         lengths["query"][name] = _summary([len(tokens[t]) for t in queries])
         lengths["candidate"][name] = _summary([len(tokens[t]) for t in candidates])
+        lengths["list"][name] = _summary(
+            [sum(len(tokens[t]) for t in cl.texts) for cl in split.lists]
+        )
         lengths["union"][name] = _summary(
             [len({x for t in cl.texts for x in tokens[t]}) for cl in split.lists]
         )
+        union_mean = lengths["union"][name]["mean"]
+        compression[name] = lengths["list"][name]["mean"] / union_mean if union_mean else 0.0
     return {
         "dataset": split.dataset,
         "split": split.split,
@@ -63,6 +74,8 @@ def split_stats(
         "positives_per_query": _summary(positives, ("mean",)),
         "query_length": lengths["query"],
         "candidate_length": lengths["candidate"],
+        "list_tokens": lengths["list"],
         "union_length": lengths["union"],
+        "compression": compression,
         "dropped": dict(split.dropped),
     }
