@@ -29,7 +29,10 @@ nested values, e.g. ``model.name``) has an equal value in ``record.config`` or
 ``config`` names everything the record overrides (``record.overrides``: ranker options that
 differ from the config file's settings, ``subset``, ``train_subset``, an explicit ``fit``,
 ``seed``). So an entry without ``config`` is about full runs of the ranker's default settings:
-a ``--subset`` smoke run can neither satisfy nor fail it. The newest (``created``) of the matches
+a ``--subset`` smoke run can neither satisfy nor fail it. Records match by kind
+(:attr:`ResultRecord.kind`): an entry whose ``config`` names ``benchmark: latency`` is about
+`bench latency` rows, every other entry about `bench run` records only, so a newer latency
+record can never stand in for a run. The newest (``created``) of the matches
 is checked, and every result line names the record it used. No match is a failure
 (``MISSING``). A new entry type is a parser and a checker registered in ``_KINDS``.
 """
@@ -46,7 +49,7 @@ from typing import Any, Literal, overload
 
 import yaml
 
-from bench.results import ResultRecord
+from bench.results import LATENCY_KIND, RUN_KIND, ResultRecord
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +69,14 @@ class Selector:
     split: str | None
     ranker: str
     config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        """The kind of record this selects: `bench latency` rows when ``config`` names
+        ``benchmark: latency`` (their ``run_config`` holds it), else `bench run` records."""
+        benchmark = self.config.get("benchmark")
+        latency = benchmark is not None and _same(benchmark, LATENCY_KIND)
+        return LATENCY_KIND if latency else RUN_KIND
 
     def describe(self) -> str:
         where = f"{self.dataset}/{self.split}" if self.split else self.dataset
@@ -292,7 +303,8 @@ def _candidates(records: Sequence[ResultRecord], selector: Selector) -> list[Res
     return [
         r
         for r in records
-        if r.dataset == selector.dataset
+        if r.kind == selector.kind
+        and r.dataset == selector.dataset
         and (selector.split is None or r.split == selector.split)
         and r.ranker == selector.ranker
         and _config_matches(r, selector.config)

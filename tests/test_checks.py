@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,14 @@ from bench.checks import (
     load_expectations,
     run_checks,
 )
-from bench.results import ResultRecord, config_hash, load_records, run_dir, write_result
+from bench.results import (
+    LATENCY_KIND,
+    ResultRecord,
+    config_hash,
+    load_records,
+    run_dir,
+    write_result,
+)
 
 
 def make_record(
@@ -311,3 +319,32 @@ def test_malformed_yaml_names_file_entry_and_key(tmp_path: Path, text: str, mess
         load_expectations(path)
     assert str(info.value).startswith(f"{path}: ")
     assert message in str(info.value)
+
+
+def test_records_match_by_kind(tmp_path: Path, records: list[ResultRecord]) -> None:
+    """A `bench latency` row (kind latency, no metrics, newer) never stands for a run: metric
+    entries and plain ratio sides use run records; ``benchmark: latency`` selects latency rows."""
+    latency_row = dataclasses.replace(
+        records[0],
+        metrics={},
+        latency={"p50_ms": 9.0},
+        run_config={"benchmark": "latency", "n": 100},
+        overrides=None,
+        created="2030-01-01T00:00:00",
+        kind=LATENCY_KIND,
+    )
+    path = write_yaml(
+        tmp_path,
+        BM25 % (0.6123, 0.005)
+        + """
+- kind: ratio
+  dataset: wikiqa
+  numerator: {ranker: bm25, field: p50_ms, config: {benchmark: latency, n: 100}}
+  denominator: {ranker: bm25, field: p50_ms}
+  min: 1.0
+""",
+    )
+    results = run_checks([path], [*records, latency_row])
+    assert [r.status for r in results] == [OK, OK]
+    assert results[0].record is records[0] and results[0].actual == 0.6125
+    assert results[1].records == (latency_row, records[0]) and results[1].actual == 18.0

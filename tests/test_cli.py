@@ -160,3 +160,31 @@ def test_latency_and_plot_commands(env: Path) -> None:
     out = bench("plot", "-d", "semeval16b", "--out", str(env / "p.png"))
     assert (env / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "Pareto front: bm25" in out
+
+
+def test_check_ignores_latency_records_for_run_expectations(env: Path, tmp_path: Path) -> None:
+    """Issue 17: a `bench latency` record is no run; after one, a passing expectation still
+    passes and a failing one still fails (it used to read MISSING, from the latency record)."""
+    bench("run", "-r", "bm25", "-d", "wikiqa")
+    expected = tmp_path / "exp.yaml"
+    entry = {
+        "dataset": "wikiqa",
+        "split": "test",
+        "ranker": "bm25",
+        "metric": "AP@10",
+        "expected": 0.6175,
+        "tolerance": 0.0005,
+    }
+    expected.write_text(yaml.safe_dump([entry]))
+    assert "OK   wikiqa/test bm25 AP@10" in bench("check", "-e", str(expected))
+    bench("latency", "-d", "wikiqa", "--rankers", "bm25", "--queries", "2", "--n-items", "10")
+    assert list(env.glob("latency/wikiqa/*.json"))
+    out = bench("check", "-e", str(expected))
+    assert "OK   wikiqa/test bm25 AP@10" in out and "checks: 1 OK, 0 FAIL, 0 MISSING" in out
+    assert "runs/wikiqa/bm25/test-" in out
+    entry["expected"] = 0.7
+    expected.write_text(yaml.safe_dump([entry]))
+    result = runner.invoke(app, ["check", "-e", str(expected)])
+    assert result.exit_code == 1
+    assert "FAIL wikiqa/test bm25 AP@10" in result.output
+    assert "checks: 0 OK, 1 FAIL, 0 MISSING" in result.output
