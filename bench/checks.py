@@ -417,17 +417,90 @@ _KINDS: dict[str, tuple[_Parser, _Checker]] = {
 }
 
 
+class NothingToCheck(ExpectationError):
+    """An expected-values file that would check nothing: it has no entries, or none about a
+    dataset with records. A check that passes while checking nothing must not pass."""
+
+
+@dataclass
+class CheckReport:
+    """The results of every entry, and the `bench run` records no entry is about."""
+
+    results: list[CheckResult]
+    #: run records that no entry selects (whose figures the check therefore never reads)
+    uncovered: list[ResultRecord] = field(default_factory=list)
+
+    def summary(self) -> str:
+        """``checks: 2 OK, 0 FAIL, 0 MISSING; 3 records no expectation covers (wikiqa/test:
+        dpr, monobert; semeval16b/test: bm25)``."""
+        counts = {s: sum(r.status == s for r in self.results) for s in (OK, FAIL, MISSING)}
+        text = "checks: " + ", ".join(f"{n} {s}" for s, n in counts.items())
+        if self.uncovered:
+            by_split: dict[str, list[str]] = {}
+            for rec in self.uncovered:
+                labels = by_split.setdefault(f"{rec.dataset}/{rec.split}", [])
+                if (rec.label or rec.ranker) not in labels:
+                    labels.append(rec.label or rec.ranker)
+            n = len(self.uncovered)
+            where = "; ".join(f"{k}: {', '.join(v)}" for k, v in sorted(by_split.items()))
+            text += f"; {n} record{'' if n == 1 else 's'} no expectation covers ({where})"
+        return text
+
+
+def _selectors(exp: Expectation) -> list[Selector]:
+    if isinstance(exp, RatioExpectation):
+        return [exp.numerator.selector, exp.denominator.selector]
+    return [exp.selector]
+
+
+def _covers(selector: Selector, record: ResultRecord) -> bool:
+    return bool(_candidates([record], selector)) and not _unnamed_overrides(record, selector.config)
+
+
+def check_report(
+    expected: Iterable[Path] | Path,
+    records: Sequence[ResultRecord],
+    recorded: Iterable[str] = (),
+) -> CheckReport:
+    """Check every entry of the expected-values files (or directories of them) against
+    ``records``, and list the run records no entry covers.
+
+    :class:`NothingToCheck` when a file has no entries, or no entry about a dataset of
+    ``records`` or ``recorded`` (datasets with records that ``records`` leaves out, such as
+    records of other data): such a file would pass while checking nothing."""
+    paths = expected_files([expected] if isinstance(expected, Path) else expected)
+    if not paths:
+        raise NothingToCheck("no expected-value files given: nothing to check")
+    datasets = {r.dataset for r in records} | set(recorded)
+    report = CheckReport([])
+    entries: list[Expectation] = []
+    for path in paths:
+        found = load_expectations(path)
+        if not found:
+            raise NothingToCheck(f"{path} has no entries: nothing to check")
+        named = sorted({s.dataset for exp in found for s in _selectors(exp)})
+        if not set(named) & datasets:
+            have = ", ".join(sorted(datasets)) or "none"
+            raise NothingToCheck(
+                f"no entry of {path} is about a dataset with records (entries: "
+                f"{', '.join(named)}; records: {have}): nothing to check; run `bench run` first"
+            )
+        entries += found
+    for exp in entries:
+        kind = "ratio" if isinstance(exp, RatioExpectation) else "metric"
+        report.results.append(_KINDS[kind][1](exp, records))
+    selectors = [s for exp in entries for s in _selectors(exp)]
+    report.uncovered = [
+        r for r in records if r.kind == RUN_KIND and not any(_covers(sel, r) for sel in selectors)
+    ]
+    return report
+
+
 def run_checks(
     expected: Iterable[Path] | Path, records: Sequence[ResultRecord]
 ) -> list[CheckResult]:
-    """Check every entry of the expected-values files (or directories of them) against records."""
-    paths = expected_files([expected] if isinstance(expected, Path) else expected)
-    results = []
-    for path in paths:
-        for exp in load_expectations(path):
-            kind = "ratio" if isinstance(exp, RatioExpectation) else "metric"
-            results.append(_KINDS[kind][1](exp, records))
-    return results
+    """The results of :func:`check_report`: every entry checked against ``records``."""
+    return check_report(expected, records).results
 
 
 # -- output --------------------------------------------------------------------------------------

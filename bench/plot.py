@@ -190,25 +190,38 @@ def plot_dataset(
     results_dir: str | Path | None = None,
     benchmark_n: int | None = None,
     use_benchmark: bool = False,
+    data_dir: str | Path | None = None,
+    all_records: bool = False,
 ) -> tuple[Path, list[Point]]:
     """`bench plot`: the records of one dataset split -> PNG. Returns the file and its points.
+
+    The records are those `bench run` would reuse now (:mod:`bench.selection`; every record
+    with ``all_records``); how many were left out is logged.
 
     ``split`` defaults to ``test`` when records span several splits. ``use_benchmark`` takes
     latencies from the newest latency-benchmark record of the split that has ``benchmark_n``
     (default: its largest N).
     Default output: ``results/plots/{dataset}-{split}-{metric}.png``.
     """
-    from bench.results import load_records
+    from bench.selection import load_selected
     from bench.settings import results_root
 
     root = results_root(results_dir)
-    records = load_records(root, dataset=dataset, split=split)
+    selection = load_selected(root, data_dir, dataset=dataset, split=split, all_records=all_records)
+    records = selection.records
+    if selection.summary():
+        log.warning("%s/%s: %s", dataset, split or "*", selection.summary())
     splits = sorted({r.split for r in records})
     if not records:
         raise ValueError(
             f"no result records for {dataset}"
             + (f"/{split}" if split else "")
             + f" under {root / 'runs'}"
+            + (
+                f" of the data and code as they are now ({selection.summary()})"
+                if selection.summary()
+                else ""
+            )
         )
     if len(splits) > 1:
         if "test" not in splits:
