@@ -323,6 +323,8 @@ def fit_or_load(ranker: Ranker, opts: RunOptions, root: Path) -> dict[str, Any]:
     if not ranker.trainable:
         raise RankerError(f"ranker {ranker.name!r} is not trainable; drop --fit")
     ensure_writable(root / "models", "models")
+    # what training runs itself (teachers, the dev baselines) writes under the same root
+    opts = replace(opts, results_dir=root)
     train, dev = _load_splits_for_fit(opts)
     config = ranker.config.to_dict()
     # the training options as asked, before the teacher is resolved to its folder below;
