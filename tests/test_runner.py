@@ -67,7 +67,9 @@ def test_crossjem_trains_its_teacher_then_itself_then_reuses_both(
     assert models == ["crossjem", "monobert"]
     assert not list((results_dir / "models").rglob("checkpoint"))  # resumable state removed
     assert record.data["queries"] == 4 and set(record.metrics) >= {"AP@10", "RR@10"}
-    assert record.label.startswith("crossjem (") and "fine-tuned" in record.label
+    # everything set comes from the settings file: the label names no option (issue 24 item 4)
+    assert record.label == f"crossjem ({Path(record.config['model']).name}, fine-tuned)"
+    assert record.overrides == {}
     assert str(tmp_path) not in record.label  # paths (checkpoint, teacher folder) stay out
 
     again = run(opts)
@@ -104,6 +106,23 @@ def test_trained_checkpoint_skips_training(
     reuse = run(RunOptions(**{**base.__dict__, "options": {"checkpoint": model_dir}}))
     assert reuse.run_config["fit"] is False and reuse.training is None
     assert reuse.metrics == trained.metrics
+
+
+def test_label_names_what_differs_from_the_settings_file_for_the_dataset() -> None:
+    """Issue 24 item 4: a default run's label names no option (the settings file's ``min_steps``
+    and ``patience`` and wikiqa's ``loss: ce`` are its defaults); an option set on top is named,
+    as is one that differs from the file for that dataset."""
+    options = ranker_options("monobert", "wikiqa")
+    default = create_ranker("monobert", options)
+    assert label_for(default, fitted=True, dataset="wikiqa") == "monobert (minilm-l6, fine-tuned)"
+    tuned = create_ranker("monobert", {**options, "patience": 1})
+    assert label_for(tuned, fitted=True, dataset="wikiqa") == (
+        "monobert (minilm-l6, patience=1, fine-tuned)"
+    )
+    # wikiqa's settings on semeval16b differ from semeval16b's (epochs 10, loss bce)
+    assert label_for(default, fitted=True, dataset="semeval16b") == (
+        "monobert (minilm-l6, epochs=3, loss=ce, fine-tuned)"
+    )
 
 
 def test_label_names_what_differs_from_defaults() -> None:
