@@ -553,16 +553,34 @@ def dev_baselines(
     if parts:
         log.warning(
             "%s trained on %s: the kept epoch %d scores dev %s %.4f, %s; those rankers need no "
-            "training here, and more train queries, more steps (--set min_steps=N) or another "
-            "learning rate may help",
+            "training here; %s",
             ranker.name,
             opts.dataset,
             best_epoch,
             SELECTION_MEASURE,
             kept,
             "; ".join(parts),
+            training_advice(summary, getattr(ranker.config, "patience", 0)),
         )
     return verdict
+
+
+def training_advice(summary: Mapping[str, Any], patience: int) -> str:
+    """What may help a trained model that did not beat the rankers needing no training, from
+    how its training ended: when ``patience`` stopped it, more steps (``min_steps``) change
+    nothing, so the advice names patience and the step it stopped at."""
+    from rankers.training import SELECTION_MEASURE
+
+    if summary.get("stopped_early") and patience:
+        epochs = "epoch" if patience == 1 else "epochs"
+        return (
+            f"patience stopped training at step {summary.get('steps')} of "
+            f"{summary.get('steps_planned', '?')} (no better dev {SELECTION_MEASURE} for "
+            f"{patience} {epochs} after epoch {summary.get('best_epoch')}), so more steps "
+            "(min_steps) would change nothing; more train queries, a larger patience (--set "
+            "patience=N) or another learning rate may help"
+        )
+    return "more train queries, more steps (--set min_steps=N) or another learning rate may help"
 
 
 def baseline_verdict(

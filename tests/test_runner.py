@@ -210,6 +210,42 @@ def test_a_student_below_a_baseline_is_told(
     assert any("below oracle (1.0000)" in r.getMessage() for r in caplog.records)
 
 
+def test_advice_names_patience_when_patience_stopped_the_run(
+    configs: Path,
+    tmp_path: Path,
+    results_dir: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 24 item 5: a model below a baseline whose training patience stopped is told so,
+    with the step, and not to raise min_steps (which changes nothing then)."""
+    from bench import runner
+
+    class Perfect:
+        metrics = {"AP@10": 1.0}
+
+        def per_query(self) -> dict[str, dict[str, float]]:
+            return {}
+
+    real_run = runner.run
+    monkeypatch.setattr(runner, "DEV_BASELINES", ("oracle",))
+    monkeypatch.setattr(
+        runner, "run", lambda opts: Perfect() if opts.ranker == "oracle" else real_run(opts)
+    )
+    options = {"lr": 1e-9, "epochs": 4, "patience": 1}
+    record = real_run(_toy_run(tmp_path, "monobert", warmup=0, options=options))
+    training = record.training
+    assert training["stopped_early"] and training["steps"] < training["steps_planned"]
+    (warning,) = [r.getMessage() for r in caplog.records if "below oracle" in r.getMessage()]
+    assert (
+        f"patience stopped training at step {training['steps']} of {training['steps_planned']} "
+        f"(no better dev AP@10 for 1 epoch after epoch {training['best_epoch']}), so more steps "
+        "(min_steps) would change nothing; more train queries, a larger patience (--set "
+        "patience=N) or another learning rate may help"
+    ) in warning
+    assert "--set min_steps" not in warning
+
+
 def test_monobert_distils_from_its_own_kind_and_ensembles_resolve_each_member(
     configs: Path, tmp_path: Path, results_dir: Path, tiny_bert: Path
 ) -> None:
