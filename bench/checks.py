@@ -33,8 +33,11 @@ a ``--subset`` smoke run can neither satisfy nor fail it. Records match by kind
 (:attr:`ResultRecord.kind`): an entry whose ``config`` names ``benchmark: latency`` is about
 `bench latency` rows, every other entry about `bench run` records only, so a newer latency
 record can never stand in for a run. The newest (``created``) of the matches
-is checked, and every result line names the record it used. No match is a failure
-(``MISSING``). A new entry type is a parser and a checker registered in ``_KINDS``.
+is checked (`bench check` passes only current records: :mod:`bench.selection`), and every
+result line names the record it used. No match is a failure (``MISSING``). A file with no
+entries, or none about a dataset with records, is :class:`NothingToCheck`; the report counts the
+run records no entry covers (:class:`CheckReport`). A new entry type is a parser and a checker
+registered in ``_KINDS``.
 """
 
 from __future__ import annotations

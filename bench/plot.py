@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bench.results import ResultRecord
+from bench.selection import newest_per_row
 
 if TYPE_CHECKING:
     from bench.latency import LatencyRecord
@@ -49,15 +50,6 @@ def pareto_front(points: Sequence[Point]) -> list[Point]:
     Identical points do not dominate each other, so both stay on the front."""
     front = [p for p in points if not any(dominates(q, p) for q in points)]
     return sorted(front, key=lambda p: (p.latency_ms, -p.accuracy, p.label))
-
-
-def _newest_per_label(records: Sequence[ResultRecord]) -> list[ResultRecord]:
-    newest: dict[str, ResultRecord] = {}
-    for rec in records:
-        key = rec.label or rec.ranker
-        if key not in newest or rec.created >= newest[key].created:
-            newest[key] = rec
-    return list(newest.values())
 
 
 def _benchmark_column(record: ResultRecord) -> str:
@@ -95,7 +87,7 @@ def accuracy_latency_points(
     if benchmark is not None and n is None:
         n = max(b.n for b in benchmark.blocks)
     points = []
-    for rec in _newest_per_label(records):
+    for rec in newest_per_row(records):
         label = rec.label or rec.ranker
         if metric not in rec.metrics:
             log.info("%s has no %s: not plotted", label, metric)

@@ -166,6 +166,23 @@ def select_records(
     return Selection(kept, left_out)
 
 
+def newest_per_row(records: Sequence[ResultRecord]) -> list[ResultRecord]:
+    """One record per table row (ranker and label): the newest (``created``) of those given.
+    Among current records several can share a row (settings a label does not show, such as the
+    thread count); with ``--all-records`` this is the old newest-wins view."""
+    newest: dict[tuple[str, str], ResultRecord] = {}
+    for rec in records:
+        key = (rec.ranker, rec.label or rec.ranker)
+        old = newest.get(key)
+        if old is None or rec.created >= old.created:
+            if old is not None and old.config_hash != rec.config_hash:
+                log.info(
+                    "%s %r: newer record %s replaces config %s", *key, rec.created, old.config_hash
+                )
+            newest[key] = rec
+    return list(newest.values())
+
+
 def load_selected(
     root: Path,
     data_dir: str | Path | None = None,

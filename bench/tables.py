@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from bench.metrics import DEFAULT_MEASURES
 from bench.reference import PAPER, ReferenceRow, paper_reference
 from bench.results import FAMILIES, ResultRecord, supervision
+from bench.selection import newest_per_row
 from bench.significance import PairedResult, canonical_test, compare
 
 if TYPE_CHECKING:
@@ -175,7 +176,8 @@ def build_comparison(
     ``metrics`` default to every metric the records have, in ``DEFAULT_MEASURES`` order.
     ``baseline`` is a ranker name or row label (default: ``bm25`` when present). ``latency``
     None shows the latency columns when some record has ``latency['p50_ms']``. Records sharing
-    ranker and label: the newest (``created``) wins.
+    ranker and label: the newest (``created``) wins (:func:`bench.selection.newest_per_row`); the
+    readers pass only current records (:func:`bench.selection.select_records`).
     """
     if not records:
         raise ValueError("no result records to tabulate")
@@ -185,7 +187,7 @@ def build_comparison(
         raise ValueError(f"records span several dataset splits ({found}); tabulate one at a time")
     dataset, split = splits[0]
     test = canonical_test(test)
-    records = _newest(records)
+    records = newest_per_row(records)
     columns = _metric_columns(records, metrics)
     if latency is None:
         latency = any("p50_ms" in (r.latency or {}) for r in records)
@@ -209,20 +211,6 @@ def build_comparison(
         if block is not None:
             table.groups.append(block)
     return table
-
-
-def _newest(records: Sequence[ResultRecord]) -> list[ResultRecord]:
-    newest: dict[tuple[str, str], ResultRecord] = {}
-    for rec in records:
-        key = (rec.ranker, rec.label or rec.ranker)
-        old = newest.get(key)
-        if old is None or rec.created >= old.created:
-            if old is not None and old.config_hash != rec.config_hash:
-                log.info(
-                    "%s %r: newer record %s replaces config %s", *key, rec.created, old.config_hash
-                )
-            newest[key] = rec
-    return list(newest.values())
 
 
 def _metric_columns(records: Sequence[ResultRecord], metrics: Sequence[str] | None) -> list[Column]:
