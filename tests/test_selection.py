@@ -49,3 +49,29 @@ def test_runs_of_any_options_are_current_and_others_are_counted(
     )
     every = select_records([full, old_code], all_records=True)
     assert every.records == [full, old_code] and every.summary() is None
+
+
+def test_a_card_changed_and_changed_back_selects_the_first_record(
+    shared_data: Path, tmp_path: Path, results_dir: Path
+) -> None:
+    """Issue 24 item 1, second case: the record made under a card since changed back is left out,
+    though it is the newest."""
+    import shutil
+    import time
+
+    data = tmp_path / "data"
+    shutil.copytree(shared_data / "semeval16b", data / "semeval16b")
+    card = data / "semeval16b" / "card.yaml"
+    card.write_text("layout: mteb\n")
+    opts = RunOptions("bm25", "semeval16b", data_dir=data, progress=False)
+    first = run(opts)
+    card.write_text("layout: mteb\nhf_revision: another\n")
+    time.sleep(1.1)  # a later `created`
+    other = run(opts)
+    card.write_text("layout: mteb\n")
+    assert run(opts).path == first.path  # reused
+    assert other.path != first.path and other.created > first.created
+    selection = load_selected(results_dir, data)
+    assert [r.path for r in selection.records] == [first.path]
+    assert [r.path for r in selection.left_out[OTHER_DATA]] == [other.path]
+    assert selection.summary() == "1 record of other data left out; --all-records shows them"
