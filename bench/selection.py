@@ -59,10 +59,14 @@ class CurrentInputs:
         return component_hash("code", provenance.code_fingerprint())
 
     def fingerprint(self, dataset: str, split: str) -> dict[str, Any] | None:
-        """The split's fingerprint now; None (logged) when it cannot be read."""
+        """The split's fingerprint now; None (logged) when it cannot be read or is not on disk
+        (a reader never downloads or builds a split, as loading a card's missing split would)."""
         from bench.data import DatasetError
 
         try:
+            if split not in dataset_splits(dataset, self.data_dir, local_only=True):
+                log.info("%s/%s is not under the data root now", dataset, split)
+                return None
             return load_split(dataset, split, self.data_dir).fingerprint()
         except (DatasetError, OSError, ValueError) as exc:
             log.info("%s/%s cannot be read now (%s)", dataset, split, exc)
