@@ -74,6 +74,10 @@ def test_crossjem_trains_its_teacher_then_itself_then_reuses_both(
 
     again = run(opts)
     assert again.path == record.path and again.created == record.created
+    # a trained record is current: its model's train and dev data are the data now
+    from bench.selection import select_records
+
+    assert select_records([record], opts.data_dir).records == [record]
 
     # a changed teacher setting makes a new teacher and a new student
     (configs / "monobert.yaml").write_text(
