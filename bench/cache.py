@@ -55,6 +55,12 @@ PART_NAMES = {
 }
 
 
+def component_hash(name: str, value: Any) -> str:
+    """The hash of one key component, as :meth:`CacheKey.of` stores it; readers that ask
+    whether a record is current (:mod:`bench.selection`) recompute components with it."""
+    return config_hash({name: value})
+
+
 @dataclasses.dataclass(frozen=True)
 class CacheKey:
     """Named components (each a 12-hex hash) and the key they make together."""
@@ -66,7 +72,7 @@ class CacheKey:
         """Hash each component's canonical JSON; ``config`` must be one of them."""
         if "config" not in components:
             raise ValueError("a cache key needs a 'config' component")
-        return cls({name: config_hash({name: value}) for name, value in components.items()})
+        return cls({name: component_hash(name, value) for name, value in components.items()})
 
     @property
     def digest(self) -> str:

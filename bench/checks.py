@@ -29,9 +29,15 @@ nested values, e.g. ``model.name``) has an equal value in ``record.config`` or
 ``config`` names everything the record overrides (``record.overrides``: ranker options that
 differ from the config file's settings, ``subset``, ``train_subset``, an explicit ``fit``,
 ``seed``). So an entry without ``config`` is about full runs of the ranker's default settings:
-a ``--subset`` smoke run can neither satisfy nor fail it. The newest (``created``) of the matches
-is checked, and every result line names the record it used. No match is a failure
-(``MISSING``). A new entry type is a parser and a checker registered in ``_KINDS``.
+a ``--subset`` smoke run can neither satisfy nor fail it. Records match by kind
+(:attr:`ResultRecord.kind`): an entry whose ``config`` names ``benchmark: latency`` is about
+`bench latency` rows, every other entry about `bench run` records only, so a newer latency
+record can never stand in for a run. The newest (``created``) of the matches
+is checked (`bench check` passes only current records: :mod:`bench.selection`), and every
+result line names the record it used. No match is a failure (``MISSING``). A file with no
+entries, or none about a dataset with records, is :class:`NothingToCheck`; the report counts the
+run records no entry covers (:class:`CheckReport`). A new entry type is a parser and a checker
+registered in ``_KINDS``.
 """
 
 from __future__ import annotations
@@ -47,7 +53,7 @@ from typing import Any, Literal, overload
 import yaml
 
 from bench.data.files import read_text
-from bench.results import ResultRecord
+from bench.results import LATENCY_KIND, RUN_KIND, ResultRecord
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +73,14 @@ class Selector:
     split: str | None
     ranker: str
     config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        """The kind of record this selects: `bench latency` rows when ``config`` names
+        ``benchmark: latency`` (their ``run_config`` holds it), else `bench run` records."""
+        benchmark = self.config.get("benchmark")
+        latency = benchmark is not None and _same(benchmark, LATENCY_KIND)
+        return LATENCY_KIND if latency else RUN_KIND
 
     def describe(self) -> str:
         where = f"{self.dataset}/{self.split}" if self.split else self.dataset
@@ -293,7 +307,8 @@ def _candidates(records: Sequence[ResultRecord], selector: Selector) -> list[Res
     return [
         r
         for r in records
-        if r.dataset == selector.dataset
+        if r.kind == selector.kind
+        and r.dataset == selector.dataset
         and (selector.split is None or r.split == selector.split)
         and r.ranker == selector.ranker
         and _config_matches(r, selector.config)
@@ -406,17 +421,90 @@ _KINDS: dict[str, tuple[_Parser, _Checker]] = {
 }
 
 
+class NothingToCheck(ExpectationError):
+    """An expected-values file that would check nothing: it has no entries, or none about a
+    dataset with records. A check that passes while checking nothing must not pass."""
+
+
+@dataclass
+class CheckReport:
+    """The results of every entry, and the `bench run` records no entry is about."""
+
+    results: list[CheckResult]
+    #: run records that no entry selects (whose figures the check therefore never reads)
+    uncovered: list[ResultRecord] = field(default_factory=list)
+
+    def summary(self) -> str:
+        """``checks: 2 OK, 0 FAIL, 0 MISSING; 3 records no expectation covers (wikiqa/test:
+        dpr, monobert; semeval16b/test: bm25)``."""
+        counts = {s: sum(r.status == s for r in self.results) for s in (OK, FAIL, MISSING)}
+        text = "checks: " + ", ".join(f"{n} {s}" for s, n in counts.items())
+        if self.uncovered:
+            by_split: dict[str, list[str]] = {}
+            for rec in self.uncovered:
+                labels = by_split.setdefault(f"{rec.dataset}/{rec.split}", [])
+                if (rec.label or rec.ranker) not in labels:
+                    labels.append(rec.label or rec.ranker)
+            n = len(self.uncovered)
+            where = "; ".join(f"{k}: {', '.join(v)}" for k, v in sorted(by_split.items()))
+            text += f"; {n} record{'' if n == 1 else 's'} no expectation covers ({where})"
+        return text
+
+
+def _selectors(exp: Expectation) -> list[Selector]:
+    if isinstance(exp, RatioExpectation):
+        return [exp.numerator.selector, exp.denominator.selector]
+    return [exp.selector]
+
+
+def _covers(selector: Selector, record: ResultRecord) -> bool:
+    return bool(_candidates([record], selector)) and not _unnamed_overrides(record, selector.config)
+
+
+def check_report(
+    expected: Iterable[Path] | Path,
+    records: Sequence[ResultRecord],
+    recorded: Iterable[str] = (),
+) -> CheckReport:
+    """Check every entry of the expected-values files (or directories of them) against
+    ``records``, and list the run records no entry covers.
+
+    :class:`NothingToCheck` when a file has no entries, or no entry about a dataset of
+    ``records`` or ``recorded`` (datasets with records that ``records`` leaves out, such as
+    records of other data): such a file would pass while checking nothing."""
+    paths = expected_files([expected] if isinstance(expected, Path) else expected)
+    if not paths:
+        raise NothingToCheck("no expected-value files given: nothing to check")
+    datasets = {r.dataset for r in records} | set(recorded)
+    report = CheckReport([])
+    entries: list[Expectation] = []
+    for path in paths:
+        found = load_expectations(path)
+        if not found:
+            raise NothingToCheck(f"{path} has no entries: nothing to check")
+        named = sorted({s.dataset for exp in found for s in _selectors(exp)})
+        if not set(named) & datasets:
+            have = ", ".join(sorted(datasets)) or "none"
+            raise NothingToCheck(
+                f"no entry of {path} is about a dataset with records (entries: "
+                f"{', '.join(named)}; records: {have}): nothing to check; run `bench run` first"
+            )
+        entries += found
+    for exp in entries:
+        kind = "ratio" if isinstance(exp, RatioExpectation) else "metric"
+        report.results.append(_KINDS[kind][1](exp, records))
+    selectors = [s for exp in entries for s in _selectors(exp)]
+    report.uncovered = [
+        r for r in records if r.kind == RUN_KIND and not any(_covers(sel, r) for sel in selectors)
+    ]
+    return report
+
+
 def run_checks(
     expected: Iterable[Path] | Path, records: Sequence[ResultRecord]
 ) -> list[CheckResult]:
-    """Check every entry of the expected-values files (or directories of them) against records."""
-    paths = expected_files([expected] if isinstance(expected, Path) else expected)
-    results = []
-    for path in paths:
-        for exp in load_expectations(path):
-            kind = "ratio" if isinstance(exp, RatioExpectation) else "metric"
-            results.append(_KINDS[kind][1](exp, records))
-    return results
+    """The results of :func:`check_report`: every entry checked against ``records``."""
+    return check_report(expected, records).results
 
 
 # -- output --------------------------------------------------------------------------------------

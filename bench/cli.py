@@ -47,6 +47,14 @@ ResultsDir = Annotated[
     ),
 ]
 Device = Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")]
+AllRecords = Annotated[
+    bool,
+    typer.Option(
+        "--all-records",
+        help="Every record, also those of other data, card or code than now (default: only the "
+        "records `bench run` would reuse now).",
+    ),
+]
 RankerSets = Annotated[
     list[str] | None, typer.Option("--set", help="Ranker option key=value (repeatable).")
 ]
@@ -338,20 +346,27 @@ def compare(
         bool, typer.Option(help="Show the paper's numbers for sodq / msmarco-titles.")
     ] = True,
     fmt: Annotated[str, _format_option("table, markdown, csv, latex or json.")] = "table",
+    all_records: AllRecords = False,
+    data_dir: DataDir = None,
     results_dir: ResultsDir = None,
 ) -> None:
-    """Compare every recorded ranker per dataset split, laid out like the paper's main table."""
+    """Compare every recorded ranker per dataset split, laid out like the paper's main table.
+    Rows are the records `bench run` would reuse now (same data, card and code)."""
     import json
 
-    from bench.results import load_records
+    from bench.selection import load_selected
     from bench.settings import results_root
     from bench.tables import build_comparison, render, render_json
 
-    records = load_records(results_root(results_dir), dataset=dataset, split=split)
+    selection = load_selected(
+        results_root(results_dir), data_dir, dataset=dataset, split=split, all_records=all_records
+    )
+    records, left_out = selection.records, selection.summary()
     if not records:
         raise ValueError(
             f"no results under {results_root(results_dir)}"
             + (f" for dataset {dataset!r}" if dataset else "")
+            + (f" of the data and code as they are now ({left_out})" if left_out else "")
             + "; run `bench run` first"
         )
     groups: dict[tuple[str, str], list[Any]] = {}
@@ -369,6 +384,8 @@ def compare(
             _emit(render(table, fmt))
     if fmt == "json":
         typer.echo(json.dumps(json_out, indent=2))
+    if left_out:
+        err_console.print(escape(left_out), highlight=False)
 
 
 @app.command()
@@ -380,28 +397,40 @@ def check(
             "--expected", "-e", help="Expected-value YAML files (default results/expected/*.yaml)."
         ),
     ] = None,
+    all_records: AllRecords = False,
+    data_dir: DataDir = None,
     results_dir: ResultsDir = None,
 ) -> None:
-    """Compare recorded results with expected values; exit 1 on any FAIL or missing result."""
-    from bench.checks import format_check_line, run_checks
-    from bench.results import load_records
+    """Compare recorded results with expected values; exit 1 on any FAIL or missing result, and
+    when the files would check nothing (no entries, or none about a dataset with records).
+    Each entry reads the records `bench run` would reuse now (same data, card and code)."""
+    from bench.checks import NothingToCheck, check_report, format_check_line
+    from bench.latency import check_records, load_latency_records
+    from bench.selection import load_selected
     from bench.settings import expected_dir, results_root
 
     files = expected or sorted(expected_dir().glob("*.yaml"))
     if not files:
         raise FileNotFoundError(f"no expected-value files in {expected_dir()}")
-    from bench.latency import check_records, load_latency_records
-
     root = results_root(results_dir)
-    results = run_checks(files, load_records(root) + check_records(load_latency_records(root)))
-    for res in results:
+    selection = load_selected(root, data_dir, all_records=all_records)
+    latency = check_records(load_latency_records(root))
+    left_out = [r for recs in selection.left_out.values() for r in recs]
+    try:
+        report = check_report(
+            files, selection.records + latency, recorded={r.dataset for r in left_out}
+        )
+    except NothingToCheck as exc:
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(1) from None
+    for res in report.results:
         line = format_check_line(res)
         style = "green" if res.status == "OK" else "bold red"
         console.print(f"[{style}]{escape(line)}[/]", highlight=False)
-    failed = [r for r in results if r.status != "OK"]
-    counts = {s: sum(r.status == s for r in results) for s in ("OK", "FAIL", "MISSING")}
-    console.print("checks: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
-    if failed:
+    console.print(escape(report.summary()), highlight=False)
+    if selection.summary():
+        console.print(escape(str(selection.summary())), highlight=False)
+    if any(r.status != "OK" for r in report.results):
         raise typer.Exit(1)
 
 
@@ -581,6 +610,8 @@ def plot(
     n: Annotated[
         int | None, typer.Option(min=1, help="With --use-benchmark: the N to take.")
     ] = None,
+    all_records: AllRecords = False,
+    data_dir: DataDir = None,
     results_dir: ResultsDir = None,
 ) -> None:
     """Accuracy against p50 latency for every ranker with results; Pareto front marked."""
@@ -594,6 +625,8 @@ def plot(
         results_dir=results_dir,
         benchmark_n=n,
         use_benchmark=use_benchmark,
+        data_dir=data_dir,
+        all_records=all_records,
     )
     console.print(f"wrote {path} ({len(points)} rankers)")
     console.print("Pareto front: " + ", ".join(p.label for p in pareto_front(points)))

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bench.results import ResultRecord
+from bench.selection import newest_per_row
 
 if TYPE_CHECKING:
     from bench.latency import LatencyRecord
@@ -49,15 +50,6 @@ def pareto_front(points: Sequence[Point]) -> list[Point]:
     Identical points do not dominate each other, so both stay on the front."""
     front = [p for p in points if not any(dominates(q, p) for q in points)]
     return sorted(front, key=lambda p: (p.latency_ms, -p.accuracy, p.label))
-
-
-def _newest_per_label(records: Sequence[ResultRecord]) -> list[ResultRecord]:
-    newest: dict[str, ResultRecord] = {}
-    for rec in records:
-        key = rec.label or rec.ranker
-        if key not in newest or rec.created >= newest[key].created:
-            newest[key] = rec
-    return list(newest.values())
 
 
 def _benchmark_column(record: ResultRecord) -> str:
@@ -101,7 +93,7 @@ def accuracy_latency_points(
     if benchmarks and n is None:
         n = max(b.n for b in benchmarks[0].blocks)
     points = []
-    for rec in _newest_per_label(records):
+    for rec in newest_per_row(records):
         label = rec.label or rec.ranker
         if metric not in rec.metrics:
             log.info("%s has no %s: not plotted", label, metric)
@@ -197,8 +189,13 @@ def plot_dataset(
     results_dir: str | Path | None = None,
     benchmark_n: int | None = None,
     use_benchmark: bool = False,
+    data_dir: str | Path | None = None,
+    all_records: bool = False,
 ) -> tuple[Path, list[Point]]:
     """`bench plot`: the records of one dataset split -> PNG. Returns the file and its points.
+
+    The records are those `bench run` would reuse now (:mod:`bench.selection`; every record
+    with ``all_records``); how many were left out is logged.
 
     ``split`` defaults to ``test`` when records span several splits. ``use_benchmark`` takes
     latencies from the latency-benchmark records of the split that have ``benchmark_n`` (default:
@@ -206,17 +203,25 @@ def plot_dataset(
     `bench latency --set order=...` run per CROSS-JEM layout puts every variant on the plot).
     Default output: ``results/plots/{dataset}-{split}-{metric}.png``.
     """
-    from bench.results import load_records
+    from bench.selection import load_selected
     from bench.settings import results_root
 
     root = results_root(results_dir)
-    records = load_records(root, dataset=dataset, split=split)
+    selection = load_selected(root, data_dir, dataset=dataset, split=split, all_records=all_records)
+    records = selection.records
+    if selection.summary():
+        log.warning("%s/%s: %s", dataset, split or "*", selection.summary())
     splits = sorted({r.split for r in records})
     if not records:
         raise ValueError(
             f"no result records for {dataset}"
             + (f"/{split}" if split else "")
             + f" under {root / 'runs'}"
+            + (
+                f" of the data and code as they are now ({selection.summary()})"
+                if selection.summary()
+                else ""
+            )
         )
     if len(splits) > 1:
         if "test" not in splits:

@@ -53,6 +53,12 @@ FAMILIES: dict[str, str] = {
     "joint": "Joint ranking",
 }
 
+#: :attr:`ResultRecord.kind` of a `bench run` result (every record under ``results/runs``)
+RUN_KIND = "run"
+#: :attr:`ResultRecord.kind` of a `bench latency` row seen as a record (for ``bench check``
+#: ratio entries): it has latency figures but no metrics, and is no run of the ranker
+LATENCY_KIND = "latency"
+
 
 @dataclasses.dataclass
 class ResultRecord:
@@ -80,6 +86,9 @@ class ResultRecord:
     #: config file's settings for the dataset, subset, train_subset, an explicit --fit, the
     #: seed); None for records written before it was recorded
     overrides: dict[str, Any] | None = None
+    #: what made the record: :data:`RUN_KIND` (`bench run`) or :data:`LATENCY_KIND` (a row of a
+    #: `bench latency` record); readers match by it, so a latency row never stands for a run
+    kind: str = RUN_KIND
     path: Path | None = dataclasses.field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:

@@ -158,17 +158,31 @@ def score_split(
 
 
 def label_for(
-    ranker: Ranker, fitted: bool, subset: int | None = None, train_subset: int | None = None
+    ranker: Ranker,
+    fitted: bool,
+    subset: int | None = None,
+    train_subset: int | None = None,
+    *,
+    dataset: str | None = None,
 ) -> str:
-    """Row label: name, model alias, options that differ from the defaults, fine-tuning, subsets.
+    """Row label: name, model alias, options that differ from the ranker's settings for
+    ``dataset`` (:func:`settings_config`; the class defaults without a dataset), fine-tuning,
+    subsets.
 
-    Two results share a label only when they share everything a reader would need to tell
-    them apart, so tables can show one row per label. A folder given as an option (a teacher or
-    checkpoint) is shown by its last path component, so labels carry no machine's paths.
+    A default `bench run -r RANKER -d DATASET` therefore names no option, however many its
+    settings file sets, and a tuned variant names exactly what was changed (what the record's
+    ``overrides`` hold). Two results share a label only when they share everything a reader
+    would need to tell them apart, so tables can show one row per label. A folder given as an
+    option (a teacher or checkpoint) is shown by its last path component, so labels carry no
+    machine's paths.
     """
     config = ranker.config.to_dict()
-    defaults = type(ranker.config)().to_dict()
-    parts = [str(config["model"])] if config.get("model") else []
+    defaults = (
+        settings_config(ranker.name, dataset)
+        if dataset is not None
+        else type(ranker.config)().to_dict()
+    )
+    parts = [str(_label_value(config["model"]))] if config.get("model") else []
     parts += [
         f"{k}={_label_value(v)}" for k, v in config.items() if k != "model" and v != defaults.get(k)
     ]
@@ -211,6 +225,13 @@ def ranker_options(
         options.update((data.get("datasets") or {}).get(dataset) or {})
     options.update(overrides or {})
     return options
+
+
+def settings_config(name: str, dataset: str) -> dict[str, Any]:
+    """The full config a plain ``bench run -r NAME -d DATASET`` uses: the settings file's
+    ``default`` and ``datasets.DATASET`` sections over the class defaults. Labels and
+    ``overrides`` name what a run changes from it."""
+    return get_ranker_class(name).Config.from_options(ranker_options(name, dataset)).to_dict()
 
 
 def _load_splits_for_fit(opts: RunOptions) -> tuple[RankingSplit, RankingSplit | None]:
@@ -342,6 +363,8 @@ def fit_or_load(ranker: Ranker, opts: RunOptions, root: Path) -> dict[str, Any]:
     if not ranker.trainable:
         raise RankerError(f"ranker {ranker.name!r} is not trainable; drop --fit")
     ensure_writable(root / "models", "models")
+    # what training runs itself (teachers, the dev baselines) writes under the same root
+    opts = replace(opts, results_dir=root)
     train, dev = _load_splits_for_fit(opts)
     config = ranker.config.to_dict()
     # the training options as asked, before the teacher is resolved to its folder below;
@@ -549,16 +572,34 @@ def dev_baselines(
     if parts:
         log.warning(
             "%s trained on %s: the kept epoch %d scores dev %s %.4f, %s; those rankers need no "
-            "training here, and more train queries, more steps (--set min_steps=N) or another "
-            "learning rate may help",
+            "training here; %s",
             ranker.name,
             opts.dataset,
             best_epoch,
             SELECTION_MEASURE,
             kept,
             "; ".join(parts),
+            training_advice(summary, getattr(ranker.config, "patience", 0)),
         )
     return verdict
+
+
+def training_advice(summary: Mapping[str, Any], patience: int) -> str:
+    """What may help a trained model that did not beat the rankers needing no training, from
+    how its training ended: when ``patience`` stopped it, more steps (``min_steps``) change
+    nothing, so the advice names patience and the step it stopped at."""
+    from rankers.training import SELECTION_MEASURE
+
+    if summary.get("stopped_early") and patience:
+        epochs = "epoch" if patience == 1 else "epochs"
+        return (
+            f"patience stopped training at step {summary.get('steps')} of "
+            f"{summary.get('steps_planned', '?')} (no better dev {SELECTION_MEASURE} for "
+            f"{patience} {epochs} after epoch {summary.get('best_epoch')}), so more steps "
+            "(min_steps) would change nothing; more train queries, a larger patience (--set "
+            "patience=N) or another learning rate may help"
+        )
+    return "more train queries, more steps (--set min_steps=N) or another learning rate may help"
 
 
 def baseline_verdict(
@@ -631,8 +672,7 @@ def _overrides(
     differ from the config file's settings for the dataset, a subset, a train subset, an
     explicit ``--fit`` and a non-default seed. ``bench check`` matches an expectation only to
     records whose overrides it names, so smoke runs never stand in for full runs."""
-    defaults = get_ranker_class(name).Config.from_options(ranker_options(name, opts.dataset))
-    default_config = defaults.to_dict()
+    default_config = settings_config(name, opts.dataset)
     out = {k: v for k, v in config.items() if default_config.get(k) != v}
     run_level = {
         "subset": opts.subset,
@@ -691,7 +731,7 @@ def run(opts: RunOptions, ctx: RunContext | None = None) -> ResultRecord:
             name,
             untrained,
         )
-    label = label_for(ranker, fit, opts.subset, opts.train_subset)
+    label = label_for(ranker, fit, opts.subset, opts.train_subset, dataset=opts.dataset)
     config = ranker.config.to_dict()
     overrides = _overrides(name, config, opts, fit, untrained is not None)
     training = fit_or_load(ranker, replace(opts, fit=True), root) if fit else None

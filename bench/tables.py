@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from bench.metrics import DEFAULT_MEASURES
 from bench.reference import PAPER, ReferenceRow, paper_reference
 from bench.results import FAMILIES, ResultRecord, supervision
+from bench.selection import newest_per_row
 from bench.significance import PairedResult, canonical_test, compare
 
 if TYPE_CHECKING:
@@ -32,6 +33,8 @@ FORMATS: tuple[str, ...] = ("table", "markdown", "csv", "latex", "json")
 HARNESS = "harness"
 PAPER_SOURCE = "paper"
 DEFAULT_BASELINE = "bm25"
+#: marks a row whose trained model scored below a no-training baseline on dev
+FLAG = "‡"
 _EPS = 1e-12
 
 
@@ -69,6 +72,9 @@ class Row:
     reference: ReferenceRow | None = None
     #: what the ranker was trained on (:func:`bench.results.supervision`), "" for paper rows
     supervision: str = ""
+    #: rankers needing no training that the row's trained model scored below on dev, as its
+    #: training found (``training.dev_baselines.below``): training did not help there
+    below_baselines: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -103,8 +109,9 @@ class ComparisonTable:
     def title(self) -> str:
         return f"{self.dataset} / {self.split}"
 
-    def notes(self, mark: str = "†") -> list[str]:
-        """Footnotes: what bold and ``mark`` mean, the baseline, test, alpha, and the paper rows."""
+    def notes(self, mark: str = "†", flag: str = FLAG) -> list[str]:
+        """Footnotes: what bold, ``mark`` and ``flag`` mean, the baseline, test, alpha, and the
+        paper rows."""
         rule = (
             "metrics and cand/s: higher is better; p50 ms: lower is better"
             if any(col.kind == "latency" for col in self.columns)
@@ -133,6 +140,15 @@ class ComparisonTable:
                 f"baseline): {', '.join(self.untested)}."
             )
         notes.extend(self.remarks)
+        flagged = [row for row in self.rows if row.below_baselines]
+        if flagged:
+            which = "; ".join(
+                f"{row.label} below {', '.join(row.below_baselines)}" for row in flagged
+            )
+            notes.append(
+                f"{flag}: its model, trained here, scored below a ranker that needs no training on "
+                f"the dev split (training.dev_baselines in the record): {which}."
+            )
         if any(row.source == PAPER_SOURCE for row in self.rows):
             notes.append(
                 f"(paper) rows: published numbers from {PAPER}, Table table_acad_main, as "
@@ -160,7 +176,8 @@ def build_comparison(
     ``metrics`` default to every metric the records have, in ``DEFAULT_MEASURES`` order.
     ``baseline`` is a ranker name or row label (default: ``bm25`` when present). ``latency``
     None shows the latency columns when some record has ``latency['p50_ms']``. Records sharing
-    ranker and label: the newest (``created``) wins.
+    ranker and label: the newest (``created``) wins (:func:`bench.selection.newest_per_row`); the
+    readers pass only current records (:func:`bench.selection.select_records`).
     """
     if not records:
         raise ValueError("no result records to tabulate")
@@ -170,7 +187,7 @@ def build_comparison(
         raise ValueError(f"records span several dataset splits ({found}); tabulate one at a time")
     dataset, split = splits[0]
     test = canonical_test(test)
-    records = _newest(records)
+    records = newest_per_row(records)
     columns = _metric_columns(records, metrics)
     if latency is None:
         latency = any("p50_ms" in (r.latency or {}) for r in records)
@@ -196,20 +213,6 @@ def build_comparison(
     return table
 
 
-def _newest(records: Sequence[ResultRecord]) -> list[ResultRecord]:
-    newest: dict[tuple[str, str], ResultRecord] = {}
-    for rec in records:
-        key = (rec.ranker, rec.label or rec.ranker)
-        old = newest.get(key)
-        if old is None or rec.created >= old.created:
-            if old is not None and old.config_hash != rec.config_hash:
-                log.info(
-                    "%s %r: newer record %s replaces config %s", *key, rec.created, old.config_hash
-                )
-            newest[key] = rec
-    return list(newest.values())
-
-
 def _metric_columns(records: Sequence[ResultRecord], metrics: Sequence[str] | None) -> list[Column]:
     have: dict[str, None] = {}
     for rec in records:
@@ -233,6 +236,7 @@ def _record_row(rec: ResultRecord, columns: Sequence[Column]) -> Row:
         return None if v is None else float(v)
 
     cells = {col.key: Cell(value(col)) for col in columns}
+    verdict = (rec.training or {}).get("dev_baselines") or {}
     return Row(
         rec.label or rec.ranker,
         rec.ranker,
@@ -241,6 +245,7 @@ def _record_row(rec: ResultRecord, columns: Sequence[Column]) -> Row:
         cells,
         record=rec,
         supervision=supervision(rec.training),
+        below_baselines=[str(b) for b in verdict.get("below") or []],
     )
 
 
@@ -370,6 +375,7 @@ class _Markup:
     mark: str
     escape: Callable[[str], str] = str
     missing: str = "–"
+    flag: str = FLAG
 
 
 def _number(value: float, col: Column) -> str:
@@ -388,7 +394,7 @@ def _text_rows(table: ComparisonTable, m: _Markup) -> list[list[list[str]]]:
         for i, row in enumerate(group.rows):
             texts = [
                 m.escape(group.title) if i == 0 else "",
-                m.escape(_label(row)),
+                m.escape(_label(row)) + (f" {m.flag}" if row.below_baselines else ""),
                 m.escape(row.supervision),
             ]
             for col in table.columns:
@@ -467,10 +473,17 @@ def latex_escape(text: str) -> str:
 
 def render_latex(table: ComparisonTable) -> str:
     m = _Markup(
-        bold=lambda s: rf"\textbf{{{s}}}", mark=r"$^{\dagger}$", escape=latex_escape, missing="--"
+        bold=lambda s: rf"\textbf{{{s}}}",
+        mark=r"$^{\dagger}$",
+        escape=latex_escape,
+        missing="--",
+        flag=r"$^{\ddagger}$",
     )
     header = _header(table)
-    caption = " ".join(latex_escape(note).replace("†", m.mark) for note in table.notes("†"))
+    caption = " ".join(
+        latex_escape(note).replace("†", m.mark).replace(FLAG, m.flag)
+        for note in table.notes("†", FLAG)
+    )
     lines = [
         r"\begin{table}[t]",
         r"\centering",
@@ -488,7 +501,8 @@ def render_latex(table: ComparisonTable) -> str:
 
 
 def render_csv(table: ComparisonTable) -> str:
-    """Plain values at full precision; ``significant`` lists the metrics marked with a dagger."""
+    """Plain values at full precision; ``significant`` lists the metrics marked with a dagger,
+    ``below_dev_baselines`` the no-training rankers the row's model scored below on dev."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(
@@ -502,6 +516,7 @@ def render_csv(table: ComparisonTable) -> str:
             "supervision",
             *(col.key for col in table.columns),
             "significant",
+            "below_dev_baselines",
         ]
     )
     for row in table.rows:
@@ -519,6 +534,7 @@ def render_csv(table: ComparisonTable) -> str:
                 ";".join(
                     col.key for col, c in zip(table.columns, cells, strict=True) if c.significant
                 ),
+                ";".join(row.below_baselines),
             ]
         )
     return buf.getvalue()
@@ -530,7 +546,8 @@ def json_safe(value: object) -> object:
 
 
 def render_json(table: ComparisonTable) -> str:
-    """The harness rows only: ranker, dataset, split, label, metrics (the table's), latency."""
+    """The harness rows only: ranker, dataset, split, label, metrics (the table's), latency, and
+    the no-training rankers its trained model scored below on dev (``below_dev_baselines``)."""
     out = [
         {
             "ranker": row.record.ranker,
@@ -544,6 +561,7 @@ def render_json(table: ComparisonTable) -> str:
                 if c.kind == "metric" and row.cells[c.key].value is not None
             },
             "latency": {k: json_safe(v) for k, v in (row.record.latency or {}).items()},
+            "below_dev_baselines": list(row.below_baselines),
         }
         for row in table.rows
         if row.record is not None

@@ -962,6 +962,7 @@ def train_loop(
         "epochs_planned": epochs,
         "stopped_early": len(history) < epochs and progress.step < total,
         "steps": progress.step,
+        "steps_planned": total,
         **run.summary(),
         "optimizer": {
             "name": "AdamW",

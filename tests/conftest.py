@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,33 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 def _shared_data() -> Path:
     env = os.environ.get("BENCH_DATA_DIR")
     return Path(env).resolve() if env else (PROJECT_ROOT.parent / "shared" / "data").resolve()
+
+
+def _listing(folder: Path) -> dict[str, tuple[int, int]]:
+    """Every file under ``folder``: relative path -> (size, modification time in ns)."""
+    if not folder.is_dir():
+        return {}
+    return {
+        p.relative_to(folder).as_posix(): (p.stat().st_size, p.stat().st_mtime_ns)
+        for p in folder.rglob("*")
+        if p.is_file() or p.is_symlink()
+    }
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _checkout_results_untouched() -> Iterator[None]:
+    """The suite writes nothing into the checkout: results follow the root a test gives (its
+    ``results_dir``), never the checkout's ``results/`` (whose tracked files are
+    ``results/expected`` and ``results/reference``). Any file added, changed or removed there
+    during the session fails it, naming the files."""
+    folder = PROJECT_ROOT / "results"
+    before = _listing(folder)
+    yield
+    after = _listing(folder)
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    if changed:
+        shown = ", ".join(changed[:10]) + (f" and {len(changed) - 10} more" if changed[10:] else "")
+        pytest.fail(f"the tests changed {len(changed)} file(s) under {folder}: {shown}")
 
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -11,11 +13,20 @@ from bench.checks import (
     MISSING,
     OK,
     ExpectationError,
+    NothingToCheck,
+    check_report,
     format_check_line,
     load_expectations,
     run_checks,
 )
-from bench.results import ResultRecord, config_hash, load_records, run_dir, write_result
+from bench.results import (
+    LATENCY_KIND,
+    ResultRecord,
+    config_hash,
+    load_records,
+    run_dir,
+    write_result,
+)
 
 
 def make_record(
@@ -261,9 +272,51 @@ def test_ratio_of_latency_fields(tmp_path: Path, records: list[ResultRecord]) ->
 def test_directory_of_files(tmp_path: Path, records: list[ResultRecord]) -> None:
     write_yaml(tmp_path, BM25 % (0.6123, 0.005), "a.yaml")
     write_yaml(tmp_path, BM25 % (0.1, 0.005), "b.yml")
-    write_yaml(tmp_path, "", "empty.yaml")
     results = run_checks(tmp_path / "expected", records)
     assert [(r.source, r.status) for r in results] == [("a.yaml#0", OK), ("b.yml#0", FAIL)]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "has no entries: nothing to check"),
+        ("[]\n", "has no entries: nothing to check"),
+        (
+            "- {dataset: sodq, split: test, ranker: bm25, metric: AP@10, expected: 0.5, "
+            "tolerance: 0.01}\n",
+            "is about a dataset with records (entries: sodq; records: wikiqa): nothing to check",
+        ),
+    ],
+)
+def test_a_file_that_checks_nothing_is_an_error(
+    tmp_path: Path, records: list[ResultRecord], text: str, message: str
+) -> None:
+    """Issue 24 item 2: no entries, or none about a recorded dataset, cannot pass vacuously."""
+    write_yaml(tmp_path, BM25 % (0.6123, 0.005), "a.yaml")
+    path = write_yaml(tmp_path, text, "b.yaml")
+    with pytest.raises(NothingToCheck, match=re.escape(message)) as err:
+        run_checks(tmp_path / "expected", records)
+    assert str(path) in str(err.value)
+    with pytest.raises(NothingToCheck, match=re.escape(message)):
+        run_checks(path, records)
+    # a dataset with records only among those left out (other data) still counts as recorded
+    if "sodq" in text:
+        assert check_report(path, records, recorded={"sodq"}).results[0].status == MISSING
+
+
+def test_report_counts_records_no_expectation_covers(
+    tmp_path: Path, records: list[ResultRecord]
+) -> None:
+    """Issue 24 item 2: the summary names the run records no entry reads (a latency row is not
+    counted; a record with settings the entry does not name is not covered by it)."""
+    path = write_yaml(tmp_path, BM25 % (0.6123, 0.005))
+    latency_row = dataclasses.replace(records[0], kind=LATENCY_KIND)
+    report = check_report(path, [*records, latency_row])
+    assert [r.ranker for r in report.uncovered] == ["crossjem", "monobert", "monobert", "monobert"]
+    assert report.summary() == (
+        "checks: 1 OK, 0 FAIL, 0 MISSING; 4 records no expectation covers "
+        "(wikiqa/test: crossjem, monobert)"
+    )
 
 
 @pytest.mark.parametrize(
@@ -311,3 +364,32 @@ def test_malformed_yaml_names_file_entry_and_key(tmp_path: Path, text: str, mess
         load_expectations(path)
     assert str(info.value).startswith(f"{path}: ")
     assert message in str(info.value)
+
+
+def test_records_match_by_kind(tmp_path: Path, records: list[ResultRecord]) -> None:
+    """A `bench latency` row (kind latency, no metrics, newer) never stands for a run: metric
+    entries and plain ratio sides use run records; ``benchmark: latency`` selects latency rows."""
+    latency_row = dataclasses.replace(
+        records[0],
+        metrics={},
+        latency={"p50_ms": 9.0},
+        run_config={"benchmark": "latency", "n": 100},
+        overrides=None,
+        created="2030-01-01T00:00:00",
+        kind=LATENCY_KIND,
+    )
+    path = write_yaml(
+        tmp_path,
+        BM25 % (0.6123, 0.005)
+        + """
+- kind: ratio
+  dataset: wikiqa
+  numerator: {ranker: bm25, field: p50_ms, config: {benchmark: latency, n: 100}}
+  denominator: {ranker: bm25, field: p50_ms}
+  min: 1.0
+""",
+    )
+    results = run_checks([path], [*records, latency_row])
+    assert [r.status for r in results] == [OK, OK]
+    assert results[0].record is records[0] and results[0].actual == 0.6125
+    assert results[1].records == (latency_row, records[0]) and results[1].actual == 18.0

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -160,3 +162,105 @@ def test_latency_and_plot_commands(env: Path) -> None:
     out = bench("plot", "-d", "semeval16b", "--out", str(env / "p.png"))
     assert (env / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "Pareto front: bm25" in out
+
+
+def test_check_ignores_latency_records_for_run_expectations(env: Path, tmp_path: Path) -> None:
+    """Issue 17: a `bench latency` record is no run; after one, a passing expectation still
+    passes and a failing one still fails (it used to read MISSING, from the latency record)."""
+    bench("run", "-r", "bm25", "-d", "wikiqa")
+    expected = tmp_path / "exp.yaml"
+    entry = {
+        "dataset": "wikiqa",
+        "split": "test",
+        "ranker": "bm25",
+        "metric": "AP@10",
+        "expected": 0.6175,
+        "tolerance": 0.0005,
+    }
+    expected.write_text(yaml.safe_dump([entry]))
+    assert "OK   wikiqa/test bm25 AP@10" in bench("check", "-e", str(expected))
+    bench("latency", "-d", "wikiqa", "--rankers", "bm25", "--queries", "2", "--n-items", "10")
+    assert list(env.glob("latency/wikiqa/*.json"))
+    out = bench("check", "-e", str(expected))
+    assert "OK   wikiqa/test bm25 AP@10" in out and "checks: 1 OK, 0 FAIL, 0 MISSING" in out
+    assert "runs/wikiqa/bm25/test-" in out
+    entry["expected"] = 0.7
+    expected.write_text(yaml.safe_dump([entry]))
+    result = runner.invoke(app, ["check", "-e", str(expected)])
+    assert result.exit_code == 1
+    assert "FAIL wikiqa/test bm25 AP@10" in result.output
+    assert "checks: 0 OK, 1 FAIL, 0 MISSING" in result.output
+
+
+def test_readers_show_the_record_of_the_data_as_it_is_now(
+    env: Path, tmp_path: Path, shared_data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 24 item 1: run, delete lines of the split, run (a new record), restore, run (the
+    first record, reused): compare and check read the first record, not the newest one, and say
+    that one record of other data was left out; --all-records shows it again."""
+    data = tmp_path / "data"
+    shutil.copytree(shared_data / "semeval16b", data / "semeval16b")
+    monkeypatch.setenv("BENCH_DATA_DIR", str(data))
+    test_file = data / "semeval16b" / "test.jsonl"
+    test_file.chmod(0o644)
+    whole = test_file.read_text()
+
+    def ap10() -> dict[str, float]:
+        return {
+            json.loads(p.read_text())["created"]: json.loads(p.read_text())["metrics"]["AP@10"]
+            for p in env.glob("runs/semeval16b/bm25/test-*/record.json")
+        }
+
+    bench("run", "-r", "bm25", "-d", "semeval16b")
+    (now,) = ap10().values()
+    test_file.write_text("".join(whole.splitlines(keepends=True)[40:]))
+    time.sleep(1.1)  # a later `created`
+    bench("run", "-r", "bm25", "-d", "semeval16b")
+    (deleted,) = set(ap10().values()) - {now}
+    test_file.write_text(whole)
+    bench("run", "-r", "bm25", "-d", "semeval16b")
+    assert sorted(ap10().values()) == sorted([now, deleted])  # reused, no third record
+    rows = json.loads(
+        runner.invoke(app, ["-q", "compare", "-d", "semeval16b", "-f", "json"]).stdout
+    )
+    assert [r["metrics"]["AP@10"] for r in rows] == [now]
+    out = bench("compare", "-d", "semeval16b", "-f", "markdown")
+    assert f"{now:.4f}" in out and f"{deleted:.4f}" not in out
+    assert "1 record of other data left out; --all-records shows them" in out
+    every = json.loads(
+        runner.invoke(
+            app, ["-q", "compare", "-d", "semeval16b", "-f", "json", "--all-records"]
+        ).stdout
+    )
+    assert [r["metrics"]["AP@10"] for r in every] == [deleted]  # the newest, as before
+    expected = tmp_path / "exp.yaml"
+    entry = {"dataset": "semeval16b", "split": "test", "ranker": "bm25", "metric": "AP@10"}
+    expected.write_text(yaml.safe_dump([{**entry, "expected": round(now, 4), "tolerance": 1e-4}]))
+    out = bench("check", "-e", str(expected))
+    assert f"OK   semeval16b/test bm25 AP@10 expected {round(now, 4):g}" in out
+    assert "1 record of other data left out; --all-records shows them" in out
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[]\n", "has no entries: nothing to check"),
+        ("", "has no entries: nothing to check"),
+        (
+            "- {dataset: wikiqa, split: test, ranker: bm25, metric: AP@10, expected: 0.6, "
+            "tolerance: 0.1}\n",
+            "is about a dataset with records (entries: wikiqa; records: semeval16b)",
+        ),
+    ],
+)
+def test_check_that_checks_nothing_exits_1(
+    env: Path, tmp_path: Path, text: str, message: str
+) -> None:
+    """Issue 24 item 2: `bench check` cannot pass while checking nothing."""
+    bench("run", "-r", "bm25", "-d", "semeval16b")
+    expected = tmp_path / "e.yaml"
+    expected.write_text(text)
+    result = runner.invoke(app, ["check", "-e", str(expected)])
+    assert result.exit_code == 1, result.output
+    assert "error:" in result.output and message in result.output.replace("\n", "")
+    assert "checks:" not in result.output

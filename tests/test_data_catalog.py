@@ -73,6 +73,36 @@ def test_default_card_for_a_folder_without_card(
         "mine: no dataset card, so binary measures (AP, RR, P) count grade >= 1 as relevant "
         f"(layout mteb, default split test); to change that, write {card_file}"
     )
+    # issue 24 item 5: binary data's positives have grade 1, so the suggestion keeps them
+    assert record.getMessage().endswith(
+        "with e.g. `layout: mteb` and `relevance_level: 1` (the highest level that keeps a "
+        "relevant item for every query: its positives have grade 1)"
+    )
+    assert "relevance_level: 2" not in record.getMessage()
+
+
+@pytest.mark.parametrize(("grades", "level"), [((0, 1, 1), 1), ((0, 1, 3), 1), ((2, 3, 3), 2)])
+def test_no_card_suggestion_keeps_every_querys_positives(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, grades: tuple[int, ...], level: int
+) -> None:
+    """A TREC folder without a card: the suggested level keeps a relevant item for every query
+    with one (the lowest of the queries' best grades), and at most 2 (TREC's usual level)."""
+    folder = tmp_path / "graded"
+    folder.mkdir()
+    (folder / "queries.tsv").write_text("q1\ta\nq2\tb\nq3\tc\n")
+    (folder / "collection.tsv").write_text("d1\tx\nd2\ty\n")
+    (folder / "run.bm25.trec").write_text("q1 Q0 d1 1 1.0 bm25\n")
+    (folder / "qrels.txt").write_text(
+        "".join(f"q{i + 1} 0 d1 {g}\nq{i + 1} 0 d2 0\n" for i, g in enumerate(grades))
+    )
+    with caplog.at_level(logging.WARNING, logger="bench.data.cards"):
+        get_card("graded", tmp_path)
+    (record,) = caplog.records
+    assert (
+        f"`layout: trec` and `relevance_level: {level}` (the highest level that keeps a "
+        f"relevant item for every query: its queries' best grades are "
+        f"{', '.join(str(g) for g in sorted(set(grades)) if g > 0)})"
+    ) in record.getMessage()
 
 
 def test_card_in_the_data_folder_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1152,3 +1152,24 @@ def test_sweep_into_an_unwritable_sweeps_folder_fails_before_any_run(
     out = flat(invoke(*BM25_SWEEP, "--no-write", code=2))
     assert f"error: the results folder {env / 'sweeps'} is not writable" in out
     assert not list(env.glob("runs/*/*/*"))
+
+
+def test_dev_baselines_follow_the_results_root_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 24 item 6: the dev baselines a training scores go under the results root the model
+    is trained under, not under $BENCH_RESULTS_DIR or the checkout's results/."""
+    import bench.settings
+
+    class Scored(FakeTrainable):
+        def fit(self, train: RankingSplit, dev: RankingSplit | None = None) -> dict[str, Any]:
+            return {**super().fit(train, dev), "dev_AP@10": [0.5], "best_epoch": 1}
+
+    project = tmp_path / "checkout"
+    monkeypatch.setattr(bench.settings, "PROJECT_ROOT", project)
+    monkeypatch.delenv("BENCH_RESULTS_DIR", raising=False)
+    root = tmp_path / "given"
+    summary = fit_or_load(Scored(), toy_options(tmp_path, "fake"), root)
+    assert set(summary["dev_baselines"]["scores"]) == {"bm25"}
+    assert len(list(root.glob("runs/toy/bm25/dev-*/record.json"))) == 1
+    assert not project.exists()

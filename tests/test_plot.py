@@ -170,9 +170,12 @@ def test_plot_dataset_from_written_records(results_dir: Path) -> None:
             {"q1": rec.metrics},
             run_dir(results_dir, rec.dataset, rec.ranker, rec.split, rec.config_hash),
         )
-    path, points = plot_dataset("wikiqa", results_dir=results_dir)
+    # records made up here carry no cache key, so none is current: all_records shows them
+    with pytest.raises(ValueError, match="4 records of unrecorded inputs left out"):
+        plot_dataset("wikiqa", results_dir=results_dir)
+    path, points = plot_dataset("wikiqa", results_dir=results_dir, all_records=True)
     assert path == results_dir / "plots" / "wikiqa-test-APat10.png"
     assert path.read_bytes()[:8] == PNG_MAGIC
     assert [p.label for p in points] == ["bm25", "dpr (minilm-l6)"]
     with pytest.raises(ValueError, match="no latency-benchmark record"):
-        plot_dataset("wikiqa", results_dir=results_dir, use_benchmark=True)
+        plot_dataset("wikiqa", results_dir=results_dir, use_benchmark=True, all_records=True)

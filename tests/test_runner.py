@@ -67,11 +67,17 @@ def test_crossjem_trains_its_teacher_then_itself_then_reuses_both(
     assert models == ["crossjem", "monobert"]
     assert not list((results_dir / "models").rglob("checkpoint"))  # resumable state removed
     assert record.data["queries"] == 4 and set(record.metrics) >= {"AP@10", "RR@10"}
-    assert record.label.startswith("crossjem (") and "fine-tuned" in record.label
+    # everything set comes from the settings file: the label names no option (issue 24 item 4)
+    assert record.label == f"crossjem ({Path(record.config['model']).name}, fine-tuned)"
+    assert record.overrides == {}
     assert str(tmp_path) not in record.label  # paths (checkpoint, teacher folder) stay out
 
     again = run(opts)
     assert again.path == record.path and again.created == record.created
+    # a trained record is current: its model's train and dev data are the data now
+    from bench.selection import select_records
+
+    assert select_records([record], opts.data_dir).records == [record]
 
     # a changed teacher setting makes a new teacher and a new student
     (configs / "monobert.yaml").write_text(
@@ -104,6 +110,23 @@ def test_trained_checkpoint_skips_training(
     reuse = run(RunOptions(**{**base.__dict__, "options": {"checkpoint": model_dir}}))
     assert reuse.run_config["fit"] is False and reuse.training is None
     assert reuse.metrics == trained.metrics
+
+
+def test_label_names_what_differs_from_the_settings_file_for_the_dataset() -> None:
+    """Issue 24 item 4: a default run's label names no option (the settings file's ``min_steps``
+    and ``patience`` and wikiqa's ``loss: ce`` are its defaults); an option set on top is named,
+    as is one that differs from the file for that dataset."""
+    options = ranker_options("monobert", "wikiqa")
+    default = create_ranker("monobert", options)
+    assert label_for(default, fitted=True, dataset="wikiqa") == "monobert (minilm-l6, fine-tuned)"
+    tuned = create_ranker("monobert", {**options, "patience": 1})
+    assert label_for(tuned, fitted=True, dataset="wikiqa") == (
+        "monobert (minilm-l6, patience=1, fine-tuned)"
+    )
+    # wikiqa's settings on semeval16b differ from semeval16b's (epochs 10, loss bce)
+    assert label_for(default, fitted=True, dataset="semeval16b") == (
+        "monobert (minilm-l6, epochs=3, loss=ce, fine-tuned)"
+    )
 
 
 def test_label_names_what_differs_from_defaults() -> None:
@@ -189,6 +212,42 @@ def test_a_student_below_a_baseline_is_told(
     baselines = record.training["dev_baselines"]
     assert baselines["below"] == ["oracle"] and baselines["scores"] == {"oracle": 1.0}
     assert any("below oracle (1.0000)" in r.getMessage() for r in caplog.records)
+
+
+def test_advice_names_patience_when_patience_stopped_the_run(
+    configs: Path,
+    tmp_path: Path,
+    results_dir: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 24 item 5: a model below a baseline whose training patience stopped is told so,
+    with the step, and not to raise min_steps (which changes nothing then)."""
+    from bench import runner
+
+    class Perfect:
+        metrics = {"AP@10": 1.0}
+
+        def per_query(self) -> dict[str, dict[str, float]]:
+            return {}
+
+    real_run = runner.run
+    monkeypatch.setattr(runner, "DEV_BASELINES", ("oracle",))
+    monkeypatch.setattr(
+        runner, "run", lambda opts: Perfect() if opts.ranker == "oracle" else real_run(opts)
+    )
+    options = {"lr": 1e-9, "epochs": 4, "patience": 1}
+    record = real_run(_toy_run(tmp_path, "monobert", warmup=0, options=options))
+    training = record.training
+    assert training["stopped_early"] and training["steps"] < training["steps_planned"]
+    (warning,) = [r.getMessage() for r in caplog.records if "below oracle" in r.getMessage()]
+    assert (
+        f"patience stopped training at step {training['steps']} of {training['steps_planned']} "
+        f"(no better dev AP@10 for 1 epoch after epoch {training['best_epoch']}), so more steps "
+        "(min_steps) would change nothing; more train queries, a larger patience (--set "
+        "patience=N) or another learning rate may help"
+    ) in warning
+    assert "--set min_steps" not in warning
 
 
 def test_monobert_distils_from_its_own_kind_and_ensembles_resolve_each_member(

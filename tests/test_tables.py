@@ -3,6 +3,7 @@ significance outcome is known in advance."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -183,6 +184,7 @@ def test_json_shape_exactly(records: list[ResultRecord]) -> None:
             "supervision": "not trained here",
             "metrics": {"AP@10": pytest.approx(sum(BASE) / 8)},
             "latency": {"p50_ms": 0.4, "candidates_per_s": 25000.0},
+            "below_dev_baselines": [],
         },
         {
             "ranker": "dpr",
@@ -192,6 +194,7 @@ def test_json_shape_exactly(records: list[ResultRecord]) -> None:
             "supervision": "not trained here",
             "metrics": {"AP@10": pytest.approx(sum(BASE) / 8 + 0.3)},
             "latency": {"p50_ms": 12.5, "candidates_per_s": 800.0},
+            "below_dev_baselines": [],
         },
         {
             "ranker": "crossjem",
@@ -201,6 +204,7 @@ def test_json_shape_exactly(records: list[ResultRecord]) -> None:
             "supervision": "not trained here",
             "metrics": {"AP@10": pytest.approx(sum(BASE) / 8)},
             "latency": {"p50_ms": 3.2, "candidates_per_s": 3100.0},
+            "below_dev_baselines": [],
         },
     ]
 
@@ -208,11 +212,12 @@ def test_json_shape_exactly(records: list[ResultRecord]) -> None:
 def test_csv_header_and_rows(records: list[ResultRecord]) -> None:
     lines = render(build_comparison(records), "csv").splitlines()
     assert lines[0] == (
-        "dataset,split,family,label,ranker,source,supervision,AP@10,RR@10,p50_ms,candidates_per_s,significant"
+        "dataset,split,family,label,ranker,source,supervision,AP@10,RR@10,p50_ms,candidates_per_s,"
+        "significant,below_dev_baselines"
     )
     assert lines[2].startswith("wikiqa,test,dual,DPR,dpr,harness,not trained here,0.5625")
-    assert lines[2].endswith(",12.5,800.0,AP@10")
-    assert lines[3].endswith(",3.2,3100.0,RR@10")
+    assert lines[2].endswith(",12.5,800.0,AP@10,")
+    assert lines[3].endswith(",3.2,3100.0,RR@10,")
     assert len(lines) == 4
 
 
@@ -375,3 +380,33 @@ def test_supervision_says_what_each_row_was_trained_on() -> None:
     assert supervision(grown) == "teacher monobert (logits), listnet, lists of 30"
     ensemble = {"teacher": {"name": "monobert+colbert", "scores": "sigmoid"}, "loss_name": "pl"}
     assert supervision(ensemble) == "teacher monobert+colbert, pl"
+
+
+def test_a_model_below_a_no_training_baseline_on_dev_is_marked(
+    records: list[ResultRecord],
+) -> None:
+    """Issue 24 item 3: what training found (training.dev_baselines) is in every format."""
+    verdict = {"below": ["bm25", "dpr"], "not_significantly_above": [], "kept": 0.5}
+    (crossjem,) = [r for r in records if r.ranker == "crossjem"]
+    flagged = dataclasses.replace(crossjem, training={"dev_baselines": verdict, "loss_name": "bce"})
+    others = [r for r in records if r is not crossjem]
+    table = build_comparison([*others, flagged], metrics=["AP@10"])
+    legend = (
+        "‡: its model, trained here, scored below a ranker that needs no training on the dev "
+        "split (training.dev_baselines in the record): CROSS-JEM below bm25, dpr."
+    )
+    lines = render(table, "markdown").splitlines()
+    assert "| Joint ranking | CROSS-JEM ‡ | labels, bce | 0.2625 | 3.2 | 3,100 |" in lines
+    assert "| Sparse | bm25 | not trained here | 0.2625 | **0.4** | **25,000** |" in lines
+    assert f"{legend}  " in lines
+    console = Console(width=400, record=True, color_system=None)
+    console.print(render(table, "table"))
+    out = console.export_text()
+    assert "CROSS-JEM ‡" in out and legend in " ".join(out.split())
+    rows = {row["label"]: row for row in json.loads(render(table, "json"))}
+    assert rows["CROSS-JEM"]["below_dev_baselines"] == ["bm25", "dpr"]
+    assert rows["bm25"]["below_dev_baselines"] == []
+    assert render(table, "csv").splitlines()[-1].endswith(",bm25;dpr")
+    assert r"CROSS-JEM $^{\ddagger}$ &" in render(table, "latex")
+    unflagged = build_comparison(records, metrics=["AP@10"])
+    assert not any("‡" in note for note in unflagged.notes())

@@ -181,15 +181,41 @@ def get_card(name: str, data_dir: str | Path | None = None) -> DatasetCard:
     )
     if str(folder) not in _NO_CARD_WARNED:
         _NO_CARD_WARNED.add(str(folder))
+        level, why = _suggested_level(layout, splits.get(default_split))
         log.warning(
             "%s: no dataset card, so binary measures (AP, RR, P) count grade >= %d as relevant "
             "(layout %s, default split %s); to change that, write %s with e.g. "
-            "`layout: %s` and `relevance_level: 2`",
+            "`layout: %s` and `relevance_level: %d` (the highest level that keeps a relevant "
+            "item for every query: %s)",
             name,
             card.relevance_level,
             layout,
             default_split,
             local,
             layout,
+            level,
+            why,
         )
     return card
+
+
+#: the usual relevance level of graded (TREC-style) judgements, the most a suggestion names
+GRADED_LEVEL = 2
+
+
+def _suggested_level(layout: str, split_path: Path | None) -> tuple[int, str]:
+    """The relevance level the no-card warning suggests, and why: one that keeps a relevant
+    item for every query that has one (a level above a query's best grade drops the query), at
+    most :data:`GRADED_LEVEL`. MTEB files are binary (positives are grade 1); TREC qrels are read
+    for each query's best grade."""
+    if layout == mteb.LAYOUT:
+        return 1, "its positives have grade 1"
+    try:
+        qrels_path = (split_path or Path()) / trec.QRELS
+        qrels = trec.read_qrels(qrels_path, qrels_path.read_bytes())
+    except (OSError, DatasetError):
+        return 1, "its qrels could not be read"
+    best = sorted({max(grades.values()) for grades in qrels.values() if grades} - {0})
+    if not best:
+        return 1, "its qrels have no positive grade"
+    return min(best[0], GRADED_LEVEL), f"its queries' best grades are {', '.join(map(str, best))}"

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.results import ResultRecord, atomic_write_json
+from bench.results import LATENCY_KIND, ResultRecord, atomic_write_json
 
 log = logging.getLogger(__name__)
 
@@ -261,6 +261,7 @@ def check_records(records: Sequence[LatencyRecord]) -> list[ResultRecord]:
                     data=rec.data,
                     provenance={},
                     created=rec.created,
+                    kind=LATENCY_KIND,
                     path=rec.path,
                 )
             )

@@ -1,0 +1,200 @@
+"""Which result records the readers show: those of the computation `bench run` would reuse now.
+
+A results folder keeps every record ever written: one per cache key, so a record of data that
+was edited and restored, of a dataset card changed since, or of older code stays on disk. Picking
+rows by the newest ``created`` then shows figures of inputs that no longer exist (delete lines of
+a split, run, restore the file, run again: the second run reuses the first record, which is now
+older than the record of the deleted data). Instead, a record is **current** when the cache-key
+components that do not come from its own options match what they are now
+(:func:`record_problem`):
+
+* ``data``: the split's checksum, relevance level and card facts
+  (:meth:`~bench.data.model.RankingSplit.fingerprint`, the same for every ``--subset``);
+* ``code``: :func:`bench.provenance.code_fingerprint` (the sources, the settings files under
+  ``rankers/configs/`` and the scoring packages' versions);
+* for a trained model, its own ``data`` component (the train and dev splits).
+
+The ``config`` component is the record's own options, and the ``model`` one follows from the
+model's config, data and code, so with these equal `bench run` with the record's options would
+compute the same key and reuse the record. Every reader (`bench compare`, `bench check`, `bench
+plot`) calls :func:`select_records`; what it leaves out is counted and said
+(:meth:`Selection.summary`), and ``--all-records`` shows every record instead. Each split is read
+once per command (:class:`CurrentInputs`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench import provenance
+from bench.cache import component_hash
+from bench.data import dataset_splits, dev_split_name, load_split
+from bench.results import RUN_KIND, ResultRecord, load_records
+
+log = logging.getLogger(__name__)
+
+#: why a record is left out -> the words of the summary ("2 records of other data")
+OTHER_DATA = "other data"
+OTHER_CODE = "other code"
+UNREADABLE_DATA = "data that cannot be read now"
+UNKNOWN_INPUTS = "unrecorded inputs"
+ALL_RECORDS_HINT = "--all-records shows them"
+
+
+class CurrentInputs:
+    """The key components of the inputs as they are now, each computed once: one split's
+    fingerprint per (dataset, split), the code fingerprint once per process."""
+
+    def __init__(self, data_dir: str | Path | None = None) -> None:
+        self.data_dir = data_dir
+        self._data: dict[tuple[str, str], str | None] = {}
+        self._splits: dict[str, list[str]] = {}
+
+    @property
+    def code(self) -> str:
+        return component_hash("code", provenance.code_fingerprint())
+
+    def fingerprint(self, dataset: str, split: str) -> dict[str, Any] | None:
+        """The split's fingerprint now; None (logged) when it cannot be read or is not on disk
+        (a reader never downloads or builds a split, as loading a card's missing split would)."""
+        from bench.data import DatasetError
+
+        try:
+            if split not in dataset_splits(dataset, self.data_dir, local_only=True):
+                log.info("%s/%s is not under the data root now", dataset, split)
+                return None
+            return load_split(dataset, split, self.data_dir).fingerprint()
+        except (DatasetError, OSError, ValueError) as exc:
+            log.info("%s/%s cannot be read now (%s)", dataset, split, exc)
+            return None
+
+    def data(self, dataset: str, split: str) -> str | None:
+        """The ``data`` component a run on ``dataset``/``split`` would have now."""
+        if (dataset, split) not in self._data:
+            fp = self.fingerprint(dataset, split)
+            self._data[dataset, split] = None if fp is None else component_hash("data", fp)
+        return self._data[dataset, split]
+
+    def training_data(self, dataset: str) -> str | None:
+        """The ``data`` component of a model trained on ``dataset`` now (train and dev)."""
+        key = (dataset, "\0training")
+        if key not in self._data:
+            try:
+                dev_name = dev_split_name(dataset_splits(dataset, self.data_dir))
+            except (OSError, ValueError) as exc:
+                log.info("%s cannot be read now (%s)", dataset, exc)
+                dev_name = None
+            train = self.fingerprint(dataset, "train")
+            dev = self.fingerprint(dataset, dev_name) if dev_name else None
+            ok = train is not None and (dev_name is None or dev is not None)
+            value = {"train": train, "dev": dev}
+            self._data[key] = component_hash("data", value) if ok else None
+        return self._data[key]
+
+
+def record_problem(record: ResultRecord, inputs: CurrentInputs) -> str | None:
+    """Why `bench run` with ``record``'s options would not reuse it now (one of
+    :data:`OTHER_DATA`, :data:`OTHER_CODE`, :data:`UNREADABLE_DATA`, :data:`UNKNOWN_INPUTS`),
+    or None when it would."""
+    parts = record.key_parts or {}
+    if not parts.get("data") or not parts.get("code"):
+        return UNKNOWN_INPUTS
+    data = inputs.data(record.dataset, record.split)
+    if data is None:
+        return UNREADABLE_DATA
+    if parts["data"] != data:
+        return OTHER_DATA
+    if parts["code"] != inputs.code:
+        return OTHER_CODE
+    model_parts = (record.training or {}).get("key_parts")
+    if isinstance(model_parts, dict) and model_parts.get("data"):
+        trained_on = inputs.training_data(record.dataset)
+        if trained_on is None:
+            return UNREADABLE_DATA
+        if model_parts["data"] != trained_on:
+            return OTHER_DATA
+    return None
+
+
+@dataclass
+class Selection:
+    """The records a reader shows, and those it left out by reason."""
+
+    records: list[ResultRecord]
+    left_out: dict[str, list[ResultRecord]] = field(default_factory=dict)
+
+    @property
+    def n_left_out(self) -> int:
+        return sum(len(recs) for recs in self.left_out.values())
+
+    def summary(self) -> str | None:
+        """``2 records of other data left out; --all-records shows them`` (None: none left
+        out); several reasons: ``3 records left out (1 of other data, 2 of other code); ...``."""
+        n = self.n_left_out
+        if not n:
+            return None
+        noun = "record" if n == 1 else "records"
+        reasons = [(why, len(recs)) for why, recs in sorted(self.left_out.items()) if recs]
+        if len(reasons) == 1:
+            text = f"{n} {noun} of {reasons[0][0]} left out"
+        else:
+            text = f"{n} {noun} left out (" + ", ".join(f"{k} of {w}" for w, k in reasons) + ")"
+        return f"{text}; {ALL_RECORDS_HINT}"
+
+
+def select_records(
+    records: Sequence[ResultRecord],
+    data_dir: str | Path | None = None,
+    *,
+    all_records: bool = False,
+    inputs: CurrentInputs | None = None,
+) -> Selection:
+    """The current records among ``records`` (`bench run` records; other kinds pass through),
+    in their order; ``all_records`` keeps every one and leaves nothing out."""
+    if all_records:
+        return Selection(list(records))
+    inputs = inputs or CurrentInputs(data_dir)
+    kept: list[ResultRecord] = []
+    left_out: dict[str, list[ResultRecord]] = {}
+    for record in records:
+        problem = None if record.kind != RUN_KIND else record_problem(record, inputs)
+        if problem is None:
+            kept.append(record)
+        else:
+            log.debug("left out %s: %s", record.path, problem)
+            left_out.setdefault(problem, []).append(record)
+    return Selection(kept, left_out)
+
+
+def newest_per_row(records: Sequence[ResultRecord]) -> list[ResultRecord]:
+    """One record per table row (ranker and label): the newest (``created``) of those given.
+    Among current records several can share a row (settings a label does not show, such as the
+    thread count); with ``--all-records`` this is the old newest-wins view."""
+    newest: dict[tuple[str, str], ResultRecord] = {}
+    for rec in records:
+        key = (rec.ranker, rec.label or rec.ranker)
+        old = newest.get(key)
+        if old is None or rec.created >= old.created:
+            if old is not None and old.config_hash != rec.config_hash:
+                log.info(
+                    "%s %r: newer record %s replaces config %s", *key, rec.created, old.config_hash
+                )
+            newest[key] = rec
+    return list(newest.values())
+
+
+def load_selected(
+    root: Path,
+    data_dir: str | Path | None = None,
+    *,
+    dataset: str | None = None,
+    split: str | None = None,
+    all_records: bool = False,
+) -> Selection:
+    """:func:`bench.results.load_records` under ``root``, then :func:`select_records`."""
+    records = load_records(root, dataset=dataset, split=split)
+    return select_records(records, data_dir, all_records=all_records)
