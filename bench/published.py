@@ -44,7 +44,8 @@ _BLOCK = re.compile(
     r"^<!-- /reference -->$",
     re.S | re.M,
 )
-_ANY_MARKER = re.compile(r"<!-- /?reference\b[^>]*-->")
+#: a marker is a line of its own, so the syntax can be quoted in prose (`<!-- reference: ... -->`)
+_ANY_MARKER = re.compile(r"^<!-- /?reference\b.*$", re.M)
 MISSING = "–"
 
 
@@ -106,8 +107,8 @@ def read_comparison(path: Path) -> dict[str, ComparisonRow]:
         if cells[:TEXT_COLUMNS] == ["Family", "System", "Supervision"]:
             header = cells
             continue
-        if header is None or set(cells[0]) <= set(":-"):
-            continue
+        if header is None or all(c and set(c) <= set(":-") for c in cells):
+            continue  # before the table, or its alignment line
         metrics: dict[str, float] = {}
         latency: dict[str, float] = {}
         for title, cell in zip(header[TEXT_COLUMNS:], cells[TEXT_COLUMNS:], strict=True):
@@ -124,6 +125,41 @@ def read_comparison(path: Path) -> dict[str, ComparisonRow]:
 
 def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class SweepRecord:
+    """A ``bench sweep`` table as the sweep wrote it above its dataset in a settings file."""
+
+    command: str
+    header: list[str]
+    rows: list[dict[str, str]]
+    chosen: dict[str, str]
+
+
+def read_sweep(path: Path, dataset: str) -> SweepRecord:
+    """The sweep comment :func:`bench.sweep.write_chosen` left in ``path`` for ``dataset``
+    (the table of :func:`bench.sweep.table_lines`: columns two or more spaces apart)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for i, line in enumerate(lines):
+        found = re.match(r"\s*# sweep \([^)]*\): (?P<command>.*)", line)
+        if not found or f" -d {dataset} " not in found["command"] + " ":
+            continue
+        table: list[list[str]] = []
+        chosen: dict[str, str] = {}
+        for row in lines[i + 1 :]:
+            text = re.sub(r"^\s*#\s{3}", "", row)
+            if text == row:
+                break
+            if text.startswith("chosen on dev: "):
+                chosen = dict(p.split("=", 1) for p in text.removeprefix("chosen on dev: ").split(", "))
+                break
+            table.append(re.split(r"\s{2,}", text.strip()))
+        header, body = table[0], table[1:]
+        return SweepRecord(
+            found["command"], header, [dict(zip(header, r, strict=True)) for r in body], chosen
+        )
+    raise ReferenceError(f"{path}: no sweep comment for {dataset}")
 
 
 @dataclass
@@ -152,6 +188,10 @@ class Records:
         if label not in rows:
             raise ReferenceError(f"table {self.table!r}: no row {label!r} in {name}")
         return rows[label]
+
+    def sweep(self, name: str, dataset: str) -> SweepRecord:
+        """The ``bench sweep`` table a settings file keeps for ``dataset``."""
+        return read_sweep(self._path(name), dataset)
 
     def latency(self, name: str) -> LatencyRecord:
         """A ``bench latency`` record."""

@@ -149,6 +149,24 @@ def loss_ablation_semeval16b(records: Records) -> str:
     return table(["crossjem loss", "supervision", *metrics], rows)
 
 
+@renderer("sweeps-semeval16b")
+def sweeps_semeval16b(records: Records) -> str:
+    """The semeval16b sweeps, as `bench sweep` wrote them into the settings files."""
+    rows = []
+    for ranker in ("monobert", "crossjem"):
+        sweep = records.sweep(f"rankers/configs/{ranker}.yaml", "semeval16b")
+        keys = [k for k in sweep.chosen if len({r[k] for r in sweep.rows}) > 1]
+        for row in sweep.rows:
+            settings = ", ".join(f"{k}={row[k]}" for k in keys)
+            if all(row[k] == v for k, v in sweep.chosen.items()):
+                settings = f"**{settings}** (chosen)"
+            rows.append(
+                [ranker, settings, row["dev AP@10"], row["test AP@10"], row["epoch"], row["train s"]]
+            )
+    header = ["ranker", "settings", "dev AP@10", "test AP@10", "epoch kept", "train s"]
+    return table(header, rows)
+
+
 # -- wikiqa ----------------------------------------------------------------------------------------
 MONOBERT_CE = "monobert (minilm-l6, min_steps=200, patience=3, loss=ce, fine-tuned)"
 MONOBERT_BCE_T = "monobert (minilm-l6, checkpoint=T, min_steps=200, patience=3)"
@@ -233,14 +251,19 @@ def _speedup(record: LatencyRecord, n: int, suffix: str) -> dict[str, float]:
 def _batch_sizes(runs: Sequence[tuple[str, LatencyRecord]]) -> str:
     """Which monoBERT batch size was fastest in each cell, from the records' best rows."""
     parts = []
-    for name, record in runs:
-        cells = [
-            f"{mode} N={b.n}: {best_row(record, b.n, 'monobert' + suffix).options.get('batch_size')}"
-            for b in record.blocks
-            for mode, suffix in _MODES
-        ]
-        parts.append(f"{name}: " + ", ".join(cells))
-    return "monoBERT's fastest batch size per cell (p50), " + "; ".join(parts) + "."
+    sizes = {
+        (name, mode, b.n): best_row(record, b.n, "monobert" + suffix).options.get("batch_size")
+        for name, record in runs
+        for b in record.blocks
+        for mode, suffix in _MODES
+    }
+    values = list(sizes.values())
+    usual = max(values, key=values.count)
+    others = [f"{name} {mode} N={n}: {size}" for (name, mode, n), size in sizes.items()
+              if size != usual]
+    return f"monoBERT is its fastest batch size in each cell (p50): {usual}" + (
+        f", except {'; '.join(others)}." if others else " in every cell."
+    )
 
 
 @renderer("latency-cpu-runs")
@@ -374,3 +397,55 @@ def latency_throughput(records: Records) -> str:
         )
     header = ["N", "queries per call", "monoBERT pairs/s", "CROSS-JEM pairs/s", "speed-up"]
     return table(header, rows)
+
+
+# -- wikiqa single runs ----------------------------------------------------------------------------
+@renderer("monobert-wikiqa")
+def monobert_wikiqa(records: Records) -> str:
+    """monoBERT's wikiqa runs (`bench run -r monobert -d wikiqa --set ...`), test AP@10."""
+    wanted = (
+        ("bce, 3 epochs (the default before)", "labels", MONOBERT_BCE_T),
+        ("bce, `max_item_len=64`", "labels", "monobert (minilm-l6, max_item_len=64, fine-tuned)"),
+        ("**`loss=ce`** (listwise softmax cross-entropy; chosen)", "labels", MONOBERT_CE),
+        (
+            "`--teacher M --loss listnet` (M: the ce monoBERT)",
+            "teacher monobert",
+            "monobert (minilm-l6, min_steps=200, patience=3, loss=listnet, teacher=M, fine-tuned)",
+        ),
+    )
+    rows = [
+        [shown, supervision, fixed(records.row(WIKIQA, label).metrics["AP@10"])]
+        for shown, supervision, label in wanted
+    ]
+    return table(["settings", "supervision", "test AP@10"], rows)
+
+
+@renderer("crossjem-wikiqa")
+def crossjem_wikiqa(records: Records) -> str:
+    """CROSS-JEM's wikiqa runs (`bench run -r crossjem -d wikiqa ...`), test AP@10."""
+    base = "crossjem (minilm-l6, {}union_len=272, {}fine-tuned)"
+    wanted = (
+        ("default of the time (`--teacher T`)", "teacher monobert (bce)",
+         base.format("teacher=monobert, ", "")),
+        (
+            "`--teacher T --set item_positions=true --set epochs=4`",
+            "teacher monobert (bce)",
+            base.format("teacher=T, epochs=4, min_steps=200, patience=3, ", "item_positions=True, "),
+        ),
+        ("`--teacher T+C`", "teacher monobert (bce) + colbert",
+         base.format("min_steps=200, patience=3, teacher=T+C, ", "")),
+        ("`--teacher M` (the ce monoBERT)", "teacher monobert (ce)",
+         base.format("min_steps=200, patience=3, teacher=M, ", "")),
+        (
+            "`--teacher M+C --set epochs=6 --set patience=2` (chosen)",
+            "teacher monobert (ce) + colbert",
+            base.format("epochs=6, min_steps=200, patience=2, teacher=M+C, ", ""),
+        ),
+        ("`--set teacher=none --set loss=ce`", "labels",
+         base.format("min_steps=200, patience=3, loss=ce, ", "")),
+    )
+    rows = [
+        [shown, supervision, fixed(records.row(WIKIQA, label).metrics["AP@10"])]
+        for shown, supervision, label in wanted
+    ]
+    return table(["settings", "supervision", "test AP@10"], rows)
