@@ -449,3 +449,29 @@ def crossjem_wikiqa(records: Records) -> str:
         for shown, supervision, label in wanted
     ]
     return table(["settings", "supervision", "test AP@10"], rows)
+
+
+LATENCY_BEFORE = "latency/test-bq1-20261121T210447-fefade94bdcd.json"
+
+
+@renderer("latency-host-step")
+def latency_host_step(records: Records) -> str:
+    """CROSS-JEM's host step at N=700 before the array-based inputs and in both CPU runs after."""
+    before = records.latency(LATENCY_BEFORE)
+    runs = (("run 1", records.latency(LATENCY_RUN1)), ("run 2", records.latency(LATENCY_RUN2)))
+    n = 700
+    old = best_row(before, n, "crossjem")
+    rows = [
+        [
+            f"before ({before.created[:10]}; Python inputs)",
+            "items tokenised in the call",
+            three_figures((old.tokenisation or {}).get("p50_ms")),
+        ]
+    ]
+    for name, record in runs:
+        for mode, suffix in _MODES:
+            row = best_row(record, n, "crossjem" + suffix)
+            rows.append(
+                [f"now, {name}", row.mode or mode, three_figures((row.tokenisation or {}).get("p50_ms"))]
+            )
+    return table(["CROSS-JEM at N=700", "scoring mode", "host step, p50 ms per query"], rows)
