@@ -757,9 +757,7 @@ reference_app = typer.Typer(
 )
 app.add_typer(reference_app, name="reference")
 
-ReadmePath = Annotated[
-    Path, typer.Option("--readme", help="Markdown file with reference markers.")
-]
+ReadmePath = Annotated[Path, typer.Option("--readme", help="Markdown file with reference markers.")]
 RootPath = Annotated[
     Path | None,
     typer.Option("--root", help="Where record paths start (default: the README's folder)."),
@@ -785,6 +783,9 @@ def reference_check(readme: ReadmePath = Path("README.md"), root: RootPath = Non
     from bench.published import check_document, find_blocks
 
     text = readme.read_text(encoding="utf-8")
+    if not find_blocks(text):
+        err_console.print(f"[bold red]FAIL[/] {escape(str(readme))}: no rendered tables (markers)")
+        raise typer.Exit(1)
     mismatches = check_document(text, root or readme.resolve().parent)
     for mismatch in mismatches:
         err_console.print(f"[bold red]FAIL[/] {escape(mismatch.message())}", highlight=False)

@@ -27,14 +27,20 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import zip_longest
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 from bench.latency.records import LatencyRecord, LatencyRow
 from bench.results import atomic_write_text
 
+if TYPE_CHECKING:
+    from bench.checks import Expectation
+
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 BEGIN = "<!-- reference: {name} from {records} -->"
 END = "<!-- /reference -->"
@@ -90,10 +96,10 @@ def read_comparison(path: Path) -> dict[str, ComparisonRow]:
     rows: dict[str, ComparisonRow] = {}
     if path.suffix == ".json":
         for item in json.loads(text):
-            latency = {
-                k: float(v) for k, v in (item.get("latency") or {}).items() if _is_number(v)
-            }
-            row = ComparisonRow(item["label"], item.get("supervision", ""), item["metrics"], latency)
+            latency = {k: float(v) for k, v in (item.get("latency") or {}).items() if _is_number(v)}
+            row = ComparisonRow(
+                item["label"], item.get("supervision", ""), item["metrics"], latency
+            )
             rows.setdefault(row.label, row)
         return rows
     latency_keys = {col.title: col.key for col in LATENCY_COLUMNS}
@@ -152,7 +158,9 @@ def read_sweep(path: Path, dataset: str) -> SweepRecord:
             if text == row:
                 break
             if text.startswith("chosen on dev: "):
-                chosen = dict(p.split("=", 1) for p in text.removeprefix("chosen on dev: ").split(", "))
+                chosen = dict(
+                    p.split("=", 1) for p in text.removeprefix("chosen on dev: ").split(", ")
+                )
                 break
             table.append(re.split(r"\s{2,}", text.strip()))
         header, body = table[0], table[1:]
@@ -164,23 +172,35 @@ def read_sweep(path: Path, dataset: str) -> SweepRecord:
 
 @dataclass
 class Records:
-    """The record files one marker names, with typed loaders; a loader refuses any other file."""
+    """The record files one marker names, with typed loaders; a loader refuses any other file,
+    so the marker stays a true list of the table's sources. Files are read once per table."""
 
     table: str
     paths: list[Path]
     root: Path
+    _read: dict[tuple[str, str], object] = field(default_factory=dict, repr=False)
 
     def _path(self, name: str) -> Path:
+        """The named record: its path as the marker gives it, or that path's tail (file name,
+        ``latency/NAME.json``)."""
         for path in self.paths:
-            if path.as_posix().endswith(name):
+            posix = path.as_posix()
+            if posix == name or posix.endswith("/" + name):
                 return self.root / path
         named = ", ".join(p.as_posix() for p in self.paths)
-        raise ReferenceError(f"table {self.table!r} reads {name}, which its marker does not name "
-                             f"(it names {named})")
+        raise ReferenceError(
+            f"table {self.table!r} reads {name}, which its marker does not name (it names {named})"
+        )
+
+    def _once(self, kind: str, name: str, read: Callable[[Path], T]) -> T:
+        key = (kind, name)
+        if key not in self._read:
+            self._read[key] = read(self._path(name))
+        return self._read[key]  # type: ignore[return-value]
 
     def comparison(self, name: str) -> dict[str, ComparisonRow]:
         """``bench compare`` rows (json or markdown) by label."""
-        return read_comparison(self._path(name))
+        return self._once("comparison", name, read_comparison)
 
     def row(self, name: str, label: str) -> ComparisonRow:
         """One labelled row of a comparison file; a missing label is an error naming the file."""
@@ -195,14 +215,17 @@ class Records:
 
     def latency(self, name: str) -> LatencyRecord:
         """A ``bench latency`` record."""
-        path = self._path(name)
-        return LatencyRecord.from_json(json.loads(path.read_text(encoding="utf-8")), path)
+        return self._once("latency", name, _read_latency)
 
-    def expected(self, name: str) -> list[object]:
-        """The entries of an expected-value file (:func:`bench.checks.load_expectations`)."""
+    def expected(self, name: str) -> list[Expectation]:
+        """The entries of an expected-value file, as ``bench check`` reads them."""
         from bench.checks import load_expectations
 
-        return list(load_expectations(self._path(name)))
+        return self._once("expected", name, load_expectations)
+
+
+def _read_latency(path: Path) -> LatencyRecord:
+    return LatencyRecord.from_json(json.loads(path.read_text(encoding="utf-8")), path)
 
 
 Renderer = Callable[[Records], str]
@@ -287,8 +310,9 @@ def find_blocks(text: str) -> list[Block]:
         records = [Path(r.strip()) for r in match["records"].split(",") if r.strip()]
         line = text.count("\n", 0, match.start()) + 1
         blocks.append(
-            Block(match["name"], records, match.start("body"), match.end("body"), match["body"],
-                  line)
+            Block(
+                match["name"], records, match.start("body"), match.end("body"), match["body"], line
+            )
         )
     matched = {m.start() for m in _BLOCK.finditer(text)}
     ends = {text.index(END, m.start()) for m in _BLOCK.finditer(text)}
@@ -343,20 +367,22 @@ class Mismatch:
 
 
 def _first_difference(block: Block, rendered: str) -> Mismatch:
+    """Where ``block``'s text first departs from ``rendered``: the cell, with its row label and
+    column title, or the whole line when the table's shape differs."""
     have, want = block.body.splitlines(), rendered.splitlines()
     header: list[str] = []
-    for i, (a, b) in enumerate(zip(have + [""] * len(want), want + [""] * len(have))):
+    for i, (a, b) in enumerate(zip_longest(have, want, fillvalue="")):
         if b.startswith("|") and i + 1 < len(want) and want[i + 1].startswith("|---"):
             header = _split_row(b)
         if a == b:
             continue
         line = block.line + 1 + i
         if a.startswith("|") and b.startswith("|"):
-            cells_a, cells_b = _split_row(a), _split_row(b)
-            for j, (x, y) in enumerate(zip(cells_a, cells_b)):
+            cells = zip_longest(_split_row(a), _split_row(b), fillvalue="")
+            for j, (x, y) in enumerate(cells):
                 if x != y:
                     column = header[j] if j < len(header) else f"cell {j + 1}"
-                    return Mismatch(block.name, line, cells_b[0], column, x, y, block.records)
+                    return Mismatch(block.name, line, _split_row(b)[0], column, x, y, block.records)
         return Mismatch(block.name, line, "(line)", "(whole line)", a, b, block.records)
     raise AssertionError("no difference found")  # only called on differing bodies
 
@@ -375,7 +401,10 @@ def render_file(path: Path, root: Path) -> list[str]:
     """Re-render the marked tables of ``path`` in place (atomically); the names of the tables
     that changed."""
     text = path.read_text(encoding="utf-8")
-    changed = [m.table for m in check_document(text, root)]
+    mismatches = check_document(text, root)
+    for mismatch in mismatches:
+        log.info("re-rendering %s: %s", path, mismatch.message())
+    changed = [m.table for m in mismatches]
     if changed:
         atomic_write_text(path, render_document(text, root))
     return changed

@@ -97,7 +97,12 @@ def main_job(records: Records) -> str:
         row = records.row(MAIN_JOB, label)
         p50 = row.latency.get("p50_ms")
         rows.append(
-            [shown, row.supervision, *_metrics(row, metrics), MISSING if p50 is None else f"{p50:,.1f}"]
+            [
+                shown,
+                row.supervision,
+                *_metrics(row, metrics),
+                MISSING if p50 is None else f"{p50:,.1f}",
+            ]
         )
     return table(["ranker", "supervision", *metrics, "p50 ms/query"], rows)
 
@@ -121,8 +126,9 @@ def same_supervision_semeval16b(records: Records) -> str:
     rows = []
     for shown, mono_label, cj_label in pairs:
         mono, cj = records.row(SEMEVAL, mono_label), records.row(SEMEVAL, cj_label)
-        rows.append([shown, fixed(mono.metrics["AP@10"]), fixed(cj.metrics["AP@10"]),
-                     _difference(cj, mono)])
+        rows.append(
+            [shown, fixed(mono.metrics["AP@10"]), fixed(cj.metrics["AP@10"]), _difference(cj, mono)]
+        )
     return table(["supervision", "monobert", "crossjem (item positions)", "difference"], rows)
 
 
@@ -161,7 +167,14 @@ def sweeps_semeval16b(records: Records) -> str:
             if all(row[k] == v for k, v in sweep.chosen.items()):
                 settings = f"**{settings}** (chosen)"
             rows.append(
-                [ranker, settings, row["dev AP@10"], row["test AP@10"], row["epoch"], row["train s"]]
+                [
+                    ranker,
+                    settings,
+                    row["dev AP@10"],
+                    row["test AP@10"],
+                    row["epoch"],
+                    row["train s"],
+                ]
             )
     header = ["ranker", "settings", "dev AP@10", "test AP@10", "epoch kept", "train s"]
     return table(header, rows)
@@ -180,8 +193,9 @@ def loss_ablation_wikiqa(records: Records) -> str:
     for shown, loss in _LOSSES:
         label = f"crossjem (minilm-l6, min_steps=200, patience=3, {loss}teacher=T+C, "
         row = records.row(WIKIQA, label + "union_len=272, fine-tuned)")
-        rows.append([shown.split(" (")[0] + (" (default)" if not loss else ""),
-                     *_metrics(row, metrics)])
+        rows.append(
+            [shown.split(" (")[0] + (" (default)" if not loss else ""), *_metrics(row, metrics)]
+        )
     return table(["crossjem loss", "test AP@10", "RR@10", "nDCG@10"], rows)
 
 
@@ -210,8 +224,9 @@ def same_supervision_wikiqa(records: Records) -> str:
     rows = []
     for shown, mono_label, cj_label in pairs:
         mono, cj = records.row(WIKIQA, mono_label), records.row(WIKIQA, cj_label)
-        rows.append([shown, fixed(mono.metrics["AP@10"]), fixed(cj.metrics["AP@10"]),
-                     _difference(cj, mono)])
+        rows.append(
+            [shown, fixed(mono.metrics["AP@10"]), fixed(cj.metrics["AP@10"]), _difference(cj, mono)]
+        )
     return table(["supervision", "monobert", "crossjem", "difference"], rows)
 
 
@@ -221,13 +236,21 @@ def colbert_rankt5(records: Records) -> str:
     metrics = ("AP@10", "AP", "RR@10", "nDCG@10")
     wanted = (
         ("wikiqa", "colbert", WIKIQA_PEERS, "colbert (minilm-l6, lr=0.0001, epochs=3, fine-tuned)"),
-        ("wikiqa", "rankt5 (MiniLM-L6 enc-dec)", WIKIQA_PEERS,
-         "rankt5 (minilm-l6-encdec, epochs=3, fine-tuned)"),
+        (
+            "wikiqa",
+            "rankt5 (MiniLM-L6 enc-dec)",
+            WIKIQA_PEERS,
+            "rankt5 (minilm-l6-encdec, epochs=3, fine-tuned)",
+        ),
         ("wikiqa", "monobert bce, 3 epochs (the setting then)", WIKIQA, MONOBERT_BCE_T),
         ("wikiqa", "monobert `loss=ce` (wikiqa's setting now, above)", WIKIQA, MONOBERT_CE),
         ("semeval16b", "colbert", SEMEVAL, "colbert (minilm-l6, lr=0.0001, epochs=3, fine-tuned)"),
-        ("semeval16b", "rankt5 (MiniLM-L6 enc-dec)", SEMEVAL,
-         "rankt5 (minilm-l6-encdec, epochs=3, fine-tuned)"),
+        (
+            "semeval16b",
+            "rankt5 (MiniLM-L6 enc-dec)",
+            SEMEVAL,
+            "rankt5 (minilm-l6-encdec, epochs=3, fine-tuned)",
+        ),
         ("semeval16b", "monobert (10 epochs, the main job's)", SEMEVAL, MONOBERT_10),
     )
     rows = [
@@ -250,7 +273,6 @@ def _speedup(record: LatencyRecord, n: int, suffix: str) -> dict[str, float]:
 
 def _batch_sizes(runs: Sequence[tuple[str, LatencyRecord]]) -> str:
     """Which monoBERT batch size was fastest in each cell, from the records' best rows."""
-    parts = []
     sizes = {
         (name, mode, b.n): best_row(record, b.n, "monobert" + suffix).options.get("batch_size")
         for name, record in runs
@@ -259,8 +281,9 @@ def _batch_sizes(runs: Sequence[tuple[str, LatencyRecord]]) -> str:
     }
     values = list(sizes.values())
     usual = max(values, key=values.count)
-    others = [f"{name} {mode} N={n}: {size}" for (name, mode, n), size in sizes.items()
-              if size != usual]
+    others = [
+        f"{name} {mode} N={n}: {size}" for (name, mode, n), size in sizes.items() if size != usual
+    ]
     return f"monoBERT is its fastest batch size in each cell (p50): {usual}" + (
         f", except {'; '.join(others)}." if others else " in every cell."
     )
@@ -342,8 +365,10 @@ def latency_all_rankers(records: Records) -> str:
     """Every ranker at N=30 and 100, then monoBERT and CROSS-JEM at BERT-base size (p50 ms)."""
     runs = (
         ("all rankers, MiniLM-L6", records.latency(LATENCY_ALL)),
-        ("BERT-base size (12 x 768, random weights, timing only)",
-         records.latency(LATENCY_BERT_BASE)),
+        (
+            "BERT-base size (12 x 768, random weights, timing only)",
+            records.latency(LATENCY_BERT_BASE),
+        ),
     )
     rows = []
     for name, record in runs:
@@ -351,7 +376,9 @@ def latency_all_rankers(records: Records) -> str:
             cells = []
             for col in _ALL_COLUMNS:
                 if col == "dpr":
-                    pair = [_p50(record, block.n, f"dpr ({m})") for m in ("precomputed", "query time")]
+                    pair = [
+                        _p50(record, block.n, f"dpr ({m})") for m in ("precomputed", "query time")
+                    ]
                     cells.append(" / ".join(pair) if all(pair) else "")
                 else:
                     cells.append(_p50(record, block.n, col))
@@ -425,24 +452,38 @@ def crossjem_wikiqa(records: Records) -> str:
     """CROSS-JEM's wikiqa runs (`bench run -r crossjem -d wikiqa ...`), test AP@10."""
     base = "crossjem (minilm-l6, {}union_len=272, {}fine-tuned)"
     wanted = (
-        ("default of the time (`--teacher T`)", "teacher monobert (bce)",
-         base.format("teacher=monobert, ", "")),
+        (
+            "default of the time (`--teacher T`)",
+            "teacher monobert (bce)",
+            base.format("teacher=monobert, ", ""),
+        ),
         (
             "`--teacher T --set item_positions=true --set epochs=4`",
             "teacher monobert (bce)",
-            base.format("teacher=T, epochs=4, min_steps=200, patience=3, ", "item_positions=True, "),
+            base.format(
+                "teacher=T, epochs=4, min_steps=200, patience=3, ", "item_positions=True, "
+            ),
         ),
-        ("`--teacher T+C`", "teacher monobert (bce) + colbert",
-         base.format("min_steps=200, patience=3, teacher=T+C, ", "")),
-        ("`--teacher M` (the ce monoBERT)", "teacher monobert (ce)",
-         base.format("min_steps=200, patience=3, teacher=M, ", "")),
+        (
+            "`--teacher T+C`",
+            "teacher monobert (bce) + colbert",
+            base.format("min_steps=200, patience=3, teacher=T+C, ", ""),
+        ),
+        (
+            "`--teacher M` (the ce monoBERT)",
+            "teacher monobert (ce)",
+            base.format("min_steps=200, patience=3, teacher=M, ", ""),
+        ),
         (
             "`--teacher M+C --set epochs=6 --set patience=2` (chosen)",
             "teacher monobert (ce) + colbert",
             base.format("epochs=6, min_steps=200, patience=2, teacher=M+C, ", ""),
         ),
-        ("`--set teacher=none --set loss=ce`", "labels",
-         base.format("min_steps=200, patience=3, loss=ce, ", "")),
+        (
+            "`--set teacher=none --set loss=ce`",
+            "labels",
+            base.format("min_steps=200, patience=3, loss=ce, ", ""),
+        ),
     )
     rows = [
         [shown, supervision, fixed(records.row(WIKIQA, label).metrics["AP@10"])]
@@ -472,6 +513,10 @@ def latency_host_step(records: Records) -> str:
         for mode, suffix in _MODES:
             row = best_row(record, n, "crossjem" + suffix)
             rows.append(
-                [f"now, {name}", row.mode or mode, three_figures((row.tokenisation or {}).get("p50_ms"))]
+                [
+                    f"now, {name}",
+                    row.mode or mode,
+                    three_figures((row.tokenisation or {}).get("p50_ms")),
+                ]
             )
     return table(["CROSS-JEM at N=700", "scoring mode", "host step, p50 ms per query"], rows)
