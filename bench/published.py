@@ -90,19 +90,27 @@ def read_comparison(path: Path) -> dict[str, ComparisonRow]:
     several tables (one per baseline) gives the rows of the first, since they differ only in
     their significance marks.
     """
+    text = path.read_text(encoding="utf-8")
+    rows = _comparison_json(text) if path.suffix == ".json" else _comparison_markdown(text)
+    if not rows:
+        raise ReferenceError(f"{path}: no bench compare rows")
+    return rows
+
+
+def _comparison_json(text: str) -> dict[str, ComparisonRow]:
+    rows: dict[str, ComparisonRow] = {}
+    for item in json.loads(text):
+        latency = {k: float(v) for k, v in (item.get("latency") or {}).items() if _is_number(v)}
+        row = ComparisonRow(item["label"], item.get("supervision", ""), item["metrics"], latency)
+        rows.setdefault(row.label, row)
+    return rows
+
+
+def _comparison_markdown(text: str) -> dict[str, ComparisonRow]:
     from bench.tables import LATENCY_COLUMNS, TEXT_COLUMNS
 
-    text = path.read_text(encoding="utf-8")
-    rows: dict[str, ComparisonRow] = {}
-    if path.suffix == ".json":
-        for item in json.loads(text):
-            latency = {k: float(v) for k, v in (item.get("latency") or {}).items() if _is_number(v)}
-            row = ComparisonRow(
-                item["label"], item.get("supervision", ""), item["metrics"], latency
-            )
-            rows.setdefault(row.label, row)
-        return rows
     latency_keys = {col.title: col.key for col in LATENCY_COLUMNS}
+    rows: dict[str, ComparisonRow] = {}
     header: list[str] | None = None
     for line in text.splitlines():
         if not line.startswith("|"):
@@ -119,13 +127,13 @@ def read_comparison(path: Path) -> dict[str, ComparisonRow]:
         latency: dict[str, float] = {}
         for title, cell in zip(header[TEXT_COLUMNS:], cells[TEXT_COLUMNS:], strict=True):
             value = _cell_value(cell)
-            if value is not None:
-                (latency if title in latency_keys else metrics)[latency_keys.get(title, title)] = (
-                    value
-                )
+            if value is None:
+                continue
+            if title in latency_keys:
+                latency[latency_keys[title]] = value
+            else:
+                metrics[title] = value
         rows.setdefault(cells[1], ComparisonRow(cells[1], cells[2], metrics, latency))
-    if not rows:
-        raise ReferenceError(f"{path}: no bench compare table (Family | System | Supervision)")
     return rows
 
 

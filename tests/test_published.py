@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from bench.cli import app
 from bench.published import (
     Block,
+    Records,
     ReferenceError,
     check_document,
     find_blocks,
@@ -146,7 +147,7 @@ def test_a_renderer_reads_only_the_records_its_marker_names() -> None:
 
 def test_a_new_table_is_one_function_and_one_marker(tmp_path: Path) -> None:
     @renderer("test-bm25-wikiqa")
-    def bm25_row(records):  # type: ignore[no-untyped-def]
+    def bm25_row(records: Records) -> str:
         row = records.row("accuracy-wikiqa.json", "bm25")
         return f"bm25 AP@10 {row.metrics['AP@10']:.4f}\n"
 
