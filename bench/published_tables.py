@@ -8,7 +8,7 @@ comes from the record. To add a table: write a function here decorated with
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from bench.checks import MetricExpectation
 from bench.latency.records import LatencyRecord
@@ -295,6 +295,12 @@ def _batch_sizes(runs: Sequence[tuple[str, LatencyRecord]]) -> str:
     )
 
 
+def _same_or_both(texts: Iterable[str]) -> str:
+    """One text when the runs agree (the same lists give the same prediction), else each run's."""
+    found = list(dict.fromkeys(texts))
+    return " / ".join(found)
+
+
 @renderer("latency-cpu-runs")
 def latency_cpu_runs(records: Records) -> str:
     """Run 1 and run 2 of the CPU latency benchmark side by side (p50 ms, speed-ups)."""
@@ -317,9 +323,11 @@ def latency_cpu_runs(records: Records) -> str:
                     p50["monobert"],
                     p50["crossjem"],
                     *(times(s.get("measured_mean")) for s in sp),
-                    times(sp[0].get("predicted_flops")),
+                    _same_or_both(times(s.get("predicted_flops")) for s in sp),
                     " / ".join(percent(s.get("fraction_of_prediction")) for s in sp),
-                    f"{block.tokens['compression_mean']:.1f}",
+                    _same_or_both(
+                        f"{rec.block(block.n).tokens['compression_mean']:.1f}" for _, rec in runs
+                    ),
                 ]
             )
     header = [
