@@ -11,7 +11,7 @@ TORCH_SPEC ?= torch==2.13.0
 TEST_DATA ?= $(if $(BENCH_DATA_DIR),$(BENCH_DATA_DIR),$(abspath ../shared/data))
 TEST_RESULTS ?= $(abspath .ci-results)
 
-.PHONY: install demo test lint layers typecheck pytest regression clean
+.PHONY: install demo test lint layers typecheck reference pytest regression clean
 
 install: $(VENV)/.installed
 
@@ -25,7 +25,7 @@ $(VENV)/.installed: pyproject.toml
 demo: install
 	$(BIN)/bench demo
 
-lint: install layers typecheck
+lint: install layers typecheck reference
 	$(BIN)/ruff check bench rankers tests
 	$(BIN)/ruff format --check bench rankers tests
 
@@ -37,6 +37,11 @@ typecheck: install
 # neither rankers nor the application; no import cycles among rankers modules), read from source.
 layers: install
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_layers.py
+
+# The README's result tables against the records they are rendered from (no model is loaded);
+# `bench reference render` rewrites them after a record changes.
+reference: install
+	$(BIN)/bench reference check
 
 # A small real regression: rankers on the shared sets, checked against results/expected/ci.yaml.
 regression: install

@@ -1,0 +1,177 @@
+"""README figures rendered from records: `bench reference render|check` (bench.published).
+
+The checkout's README must match its records, rendering must be idempotent and touch nothing
+outside the markers, and a one-digit change to any rendered figure must fail the check with a
+message naming the table, both values and the record. No model is loaded.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from bench.cli import app
+from bench.published import (
+    Block,
+    Records,
+    ReferenceError,
+    check_document,
+    find_blocks,
+    read_comparison,
+    render_document,
+    renderer,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def readme() -> str:
+    return README.read_text(encoding="utf-8")
+
+
+def _marked(block: Block, body: str) -> str:
+    records = ", ".join(p.as_posix() for p in block.records)
+    return f"<!-- reference: {block.name} from {records} -->\n{body}<!-- /reference -->\n"
+
+
+def test_checkout_readme_matches_its_records(readme: str) -> None:
+    blocks = find_blocks(readme)
+    assert len(blocks) >= 10  # the README's result tables are marked, not typed
+    assert check_document(readme, REPO) == []
+
+
+def test_render_is_idempotent_and_only_touches_marked_text(readme: str) -> None:
+    assert render_document(readme, REPO) == readme
+    first = find_blocks(readme)[0]
+    stale = readme[: first.start] + "| stale | table |\n" + readme[first.end :]
+    rendered = render_document(stale, REPO)
+    assert rendered == readme
+    assert render_document(rendered, REPO) == rendered
+
+
+def _one_digit_changes(body: str) -> list[tuple[int, str]]:
+    """(line index, changed line) for the last digit of every figure of ``body``: each cell of
+    a table's data lines after the label cell, and each line of text under a table."""
+    lines = body.splitlines(keepends=True)
+    out = []
+    for i, line in enumerate(lines):
+        if i == 0 or line.startswith("|---"):
+            continue  # the header names columns, it holds no figure
+        if line.startswith("|"):
+            spans = [(m.start(1), m.end(1)) for m in re.finditer(r"\|([^|]*)", line)][1:]
+        else:
+            spans = [(0, len(line))]
+        for start, end in spans:
+            digits = [m.start() for m in re.finditer(r"\d", line[start:end])]
+            if digits:
+                at = start + digits[-1]
+                new = "0" if line[at] != "0" else "1"
+                out.append((i, line[:at] + new + line[at + 1 :]))
+    return out
+
+
+def test_every_rendered_figure_changed_by_one_digit_fails_the_check(readme: str) -> None:
+    """Each figure of every table, its last digit changed, is caught and named."""
+    checked = 0
+    for block in find_blocks(readme):
+        lines = block.body.splitlines(keepends=True)
+        for i, changed in _one_digit_changes(block.body):
+            body = "".join(lines[:i] + [changed] + lines[i + 1 :])
+            found = check_document(_marked(block, body), REPO)
+            assert len(found) == 1, (block.name, changed)
+            mismatch = found[0]
+            assert mismatch.table == block.name
+            assert mismatch.document != mismatch.record
+            assert mismatch.document in changed and mismatch.record in lines[i]
+            assert mismatch.records == block.records
+            checked += 1
+    assert checked > 200
+
+
+def test_cli_check_names_table_figure_and_record(tmp_path: Path, readme: str) -> None:
+    block = next(b for b in find_blocks(readme) if b.name == "main-job-semeval16b")
+    assert "| 0.7830 |" in block.body
+    body = block.body.replace("| 0.7830 |", "| 0.7831 |", 1)
+    copy = tmp_path / "README.md"
+    copy.write_text(readme[: block.start] + body + readme[block.end :], encoding="utf-8")
+
+    result = runner.invoke(app, ["reference", "check", "--readme", str(copy), "--root", str(REPO)])
+    assert result.exit_code == 1
+    out = " ".join(result.output.split())
+    assert "'main-job-semeval16b'" in out
+    assert "'0.7831'" in out and "'0.7830'" in out and "'AP@10'" in out
+    assert "results/reference/main-job-semeval16b.md" in out
+
+    result = runner.invoke(app, ["reference", "render", "--readme", str(copy), "--root", str(REPO)])
+    assert result.exit_code == 0, result.output
+    assert copy.read_text(encoding="utf-8") == readme
+
+
+def test_cli_check_passes_on_the_checkout() -> None:
+    args = ["reference", "check", "--readme", str(README), "--root", str(REPO)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+
+
+def test_cli_check_fails_without_markers(tmp_path: Path) -> None:
+    copy = tmp_path / "README.md"
+    copy.write_text("# no tables\n", encoding="utf-8")
+    result = runner.invoke(app, ["reference", "check", "--readme", str(copy)])
+    assert result.exit_code == 1
+
+
+def test_broken_markers_and_unknown_renderers_are_errors() -> None:
+    with pytest.raises(ReferenceError, match="unmatched"):
+        find_blocks("<!-- reference: main-job-semeval16b from x.md -->\n| a |\n")
+    with pytest.raises(ReferenceError, match="unmatched"):
+        find_blocks("text\n<!-- /reference -->\n")
+    # quoted in prose (not a line of its own), the syntax is not a marker
+    assert find_blocks("see `<!-- reference: NAME from RECORD -->` above\n") == []
+    with pytest.raises(ReferenceError, match="no renderer 'nope'"):
+        check_document("<!-- reference: nope from README.md -->\n<!-- /reference -->\n", REPO)
+    with pytest.raises(ReferenceError, match="no record results/reference/missing.json"):
+        render_document(
+            "<!-- reference: main-job-semeval16b from results/reference/missing.json -->\n"
+            "<!-- /reference -->\n",
+            REPO,
+        )
+
+
+def test_a_renderer_reads_only_the_records_its_marker_names() -> None:
+    wrong = (
+        "<!-- reference: main-job-semeval16b from results/reference/accuracy-wikiqa.json -->\n"
+        "<!-- /reference -->\n"
+    )
+    with pytest.raises(ReferenceError, match="does not name"):
+        render_document(wrong, REPO)
+
+
+def test_a_new_table_is_one_function_and_one_marker(tmp_path: Path) -> None:
+    @renderer("test-bm25-wikiqa")
+    def bm25_row(records: Records) -> str:
+        row = records.row("accuracy-wikiqa.json", "bm25")
+        return f"bm25 AP@10 {row.metrics['AP@10']:.4f}\n"
+
+    doc = (
+        "intro\n<!-- reference: test-bm25-wikiqa from results/reference/accuracy-wikiqa.json -->\n"
+        "<!-- /reference -->\noutro\n"
+    )
+    assert render_document(doc, REPO) == doc.replace("-->\n<!--", "-->\nbm25 AP@10 0.6175\n<!--")
+
+
+def test_markdown_and_json_comparisons_agree() -> None:
+    """The markdown reader gives the json's figures to the four decimals it printed."""
+    md = read_comparison(REPO / "results/reference/accuracy-wikiqa.md")
+    js = read_comparison(REPO / "results/reference/accuracy-wikiqa.json")
+    assert md.keys() == js.keys()
+    for label, row in js.items():
+        assert md[label].supervision == row.supervision
+        for metric, value in row.metrics.items():
+            assert md[label].metrics[metric] == pytest.approx(value, abs=5e-5), (label, metric)
+        assert md[label].latency["p50_ms"] == pytest.approx(row.latency["p50_ms"], abs=0.05)
