@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the CLI reads ABLATIONS for its help: importing this module stays light
@@ -25,7 +26,9 @@ log = logging.getLogger(__name__)
 class Ablation:
     """One ablation: the ranker option it varies and the values, in table order (the first is
     the significance baseline); ``ranker``: the ranker used when ``-r`` is not given;
-    ``labels``: a row label per value (default ``option=value``)."""
+    ``labels``: a row label per value (default ``option=value``). A value may be a mapping of
+    several options that make one variant together (``{"order": "concat", "positions":
+    "item"}``); ``option`` then names the one every variant sets."""
 
     option: str
     values: tuple[Any, ...]
@@ -35,20 +38,38 @@ class Ablation:
 
     def describe(self) -> str:
         """``the loss: bce, ce, ...`` for the CLI's help."""
+        if all(isinstance(v, Mapping) for v in self.values):
+            variants = "; ".join(self.label(i) for i in range(len(self.values)))
+            return f"{self.help} ({variants}; -r default {self.ranker})"
         values = ", ".join(str(v).lower() for v in self.values)
         return f"{self.help} ({self.option}={values}; -r default {self.ranker})"
+
+    def options(self, index: int) -> dict[str, Any]:
+        """The option overrides of the ``index``-th variant."""
+        value = self.values[index]
+        return dict(value) if isinstance(value, Mapping) else {self.option: value}
 
     def label(self, index: int) -> str:
         """The row label of the ``index``-th value."""
         if self.labels is not None:
             return self.labels[index]
-        return f"{self.option}={self.values[index]}"
+        return ", ".join(f"{k}={v}" for k, v in self.options(index).items())
 
 
 #: what -> ablation (``bench ablate --what WHAT``)
 ABLATIONS: dict[str, Ablation] = {
     "loss": Ablation("loss", ("bce", "ce", "listnet", "rpl", "rpl-self", "pl"), help="the loss"),
     "positions": Ablation("item_positions", (False, True), help="CROSS-JEM item positions"),
+    "order": Ablation(
+        "order",
+        (
+            {"order": "union"},
+            {"order": "concat", "positions": "row"},
+            {"order": "concat", "positions": "item"},
+            {"order": "hybrid", "positions": "item"},
+        ),
+        help="CROSS-JEM row layout: the paper's sorted union against layouts keeping word order",
+    ),
     "item-order": Ablation(
         "sort_item_tokens",
         (False, True),
@@ -88,9 +109,9 @@ def run_ablation(what: str, base: RunOptions, ctx: RunContext | None = None) -> 
     check_ranker(what, base.ranker)
     ctx = ctx or base.context()
     records = []
-    for index, value in enumerate(spec.values):
-        opts = dataclasses.replace(base, options={**base.options, spec.option: value})
-        log.info("ablation %s: %s=%s", what, spec.option, value)
+    for index in range(len(spec.values)):
+        opts = dataclasses.replace(base, options={**base.options, **spec.options(index)})
+        log.info("ablation %s: %s", what, spec.label(index))
         rec = run(opts, ctx)
         records.append(dataclasses.replace(rec, label=f"{base.ranker} {spec.label(index)}"))
     return records

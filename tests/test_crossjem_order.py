@@ -229,3 +229,35 @@ def test_latency_columns_are_tagged_with_the_layout(tiny_bert: Path) -> None:
     ]
     hybrid = _ranker(tiny_bert, order="hybrid", share_min=3).latency_variants()
     assert hybrid[0].column == "crossjem {hybrid share_min=3}"
+
+
+def test_order_ablation_trains_every_layout_on_the_same_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_bert: Path, results_dir: Path
+) -> None:
+    from toydata import write_toy_mteb
+
+    from bench.ablate import ABLATIONS, run_ablation
+    from bench.runner import RunOptions
+
+    data = tmp_path / "data"
+    write_toy_mteb(data / "toy")
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    (folder / "crossjem.yaml").write_text(
+        f"default:\n  model: {tiny_bert}\n  epochs: 1\n  min_steps: 0\n  teacher: null\n"
+    )
+    monkeypatch.setattr("bench.runner.CONFIG_DIR", folder)
+    base = RunOptions(
+        ranker="crossjem", dataset="toy", data_dir=data, warmup=0, progress=False, device="cpu"
+    )
+    records = run_ablation("order", base)
+    assert [r.label for r in records] == [
+        "crossjem order=union",
+        "crossjem order=concat, positions=row",
+        "crossjem order=concat, positions=item",
+        "crossjem order=hybrid, positions=item",
+    ]
+    layouts = [(r.config["order"], r.config["positions"]) for r in records]
+    assert layouts == [("union", "row"), ("concat", "row"), ("concat", "item"), ("hybrid", "item")]
+    assert len({r.training["model_dir"] for r in records}) == 4  # four models, one each
+    assert len(ABLATIONS["order"].values) == 4
