@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from bench.latency.records import LatencyRecord, LatencyRow
-from bench.results import atomic_write_text
+from bench.results import ResultRecord, atomic_write_text
 
 if TYPE_CHECKING:
     from bench.checks import Expectation
@@ -151,6 +151,10 @@ class SweepRecord:
     chosen: dict[str, str]
 
 
+def _read_run(path: Path) -> ResultRecord:
+    return ResultRecord.from_json(json.loads(path.read_text(encoding="utf-8")), path)
+
+
 def read_sweep(path: Path, dataset: str) -> SweepRecord:
     """The sweep comment :func:`bench.sweep.write_chosen` left in ``path`` for ``dataset``
     (the table of :func:`bench.sweep.table_lines`: columns two or more spaces apart)."""
@@ -220,6 +224,11 @@ class Records:
     def sweep(self, name: str, dataset: str) -> SweepRecord:
         """The ``bench sweep`` table a settings file keeps for ``dataset``."""
         return read_sweep(self._path(name), dataset)
+
+    def run(self, name: str) -> ResultRecord:
+        """A `bench run` record (``record.json`` kept under ``results/reference/``): its metrics,
+        configuration and training summary (dev scores, kept epoch)."""
+        return self._once("run", name, _read_run)
 
     def latency(self, name: str) -> LatencyRecord:
         """A ``bench latency`` record."""

@@ -16,6 +16,7 @@ from bench.published import (
     MISSING,
     ComparisonRow,
     Records,
+    ReferenceError,
     best_row,
     fixed,
     percent,
@@ -24,6 +25,7 @@ from bench.published import (
     three_figures,
     times,
 )
+from bench.results import ResultRecord
 
 SEMEVAL = "accuracy-semeval16b.md"
 MAIN_JOB = "main-job-semeval16b.md"
@@ -534,3 +536,103 @@ def latency_host_step(records: Records) -> str:
                 ]
             )
     return table(["CROSS-JEM at N=700", "scoring mode", "host step, p50 ms per query"], rows)
+
+
+# -- word order ------------------------------------------------------------------------------------
+ITEM_ORDER = "word-order/item-order-{}.json"
+_ITEM_ORDER_ROWS = ("monobert items as written", "monobert item words sorted")
+
+
+@renderer("item-order")
+def item_order(records: Records) -> str:
+    """`bench ablate --what item-order -r monobert -d D` on both datasets, test split: the paper's
+    order ablation (every item's words sorted, trained and scored so)."""
+    rows = []
+    for dataset in ("semeval16b", "wikiqa"):
+        name = ITEM_ORDER.format(dataset)
+        written, ordered = (records.row(name, label) for label in _ITEM_ORDER_ROWS)
+        rows.append(
+            [
+                dataset,
+                fixed(written.metrics["AP@10"]),
+                fixed(ordered.metrics["AP@10"]),
+                _difference(ordered, written),
+            ]
+        )
+    header = ["dataset (test)", "items as written", "item words sorted", "difference (points)"]
+    return table(header, rows)
+
+
+#: CROSS-JEM's row layouts on wikiqa: (shown, run record or None, latency record)
+_LAYOUTS = (
+    ("union (the paper's; default)", None, "latency/word-order-union.json", "crossjem"),
+    (
+        "concat, item positions",
+        "word-order/wikiqa-concat-item.json",
+        "latency/word-order-concat-item.json",
+        "crossjem {concat, item positions}",
+    ),
+    (
+        "hybrid share_min=2, item positions",
+        "word-order/wikiqa-hybrid-item.json",
+        "latency/word-order-hybrid-item.json",
+        "crossjem {hybrid share_min=2, item positions}",
+    ),
+)
+UNION_CHOSEN = (
+    "crossjem (minilm-l6, epochs=6, min_steps=200, patience=2, teacher=M+C, union_len=272, "
+    "fine-tuned)"
+)
+
+
+def _kept_dev(record: ResultRecord) -> str:
+    """Dev AP@10 of the kept epoch and the epoch, from the training summary."""
+    training = record.training or {}
+    dev, best = training.get("dev_AP@10") or [], training.get("best_epoch")
+    return f"{dev[best - 1]:.4f} ({best})" if dev and best else MISSING
+
+
+@renderer("crossjem-order-wikiqa")
+def crossjem_order_wikiqa(records: Records) -> str:
+    """CROSS-JEM's row layouts on wikiqa (same teacher, seed and settings) beside monoBERT: dev
+    and test AP@10, and the speed-up over monoBERT measured in one `bench latency` run per layout
+    with the cost model's prediction."""
+    mono = records.row(WIKIQA, MONOBERT_CE)
+    rows = [["monobert (loss=ce; one sequence per item)", MISSING, fixed(mono.metrics["AP@10"])]]
+    rows[0] += [MISSING] * 5  # the reference the others are measured against
+    for shown, run, latency, column in _LAYOUTS:
+        if run is None:
+            dev, test = MISSING, records.row(WIKIQA, UNION_CHOSEN).metrics["AP@10"]
+        else:
+            record = records.run(run)
+            dev, test = _kept_dev(record), record.metrics["AP@10"]
+        bench = records.latency(latency)
+        speed = []
+        for n in (100, 700):
+            sp = bench.block(n).speedup
+            if sp.get("model") is None or best_row(bench, n, column).label != sp["model"]:
+                raise ReferenceError(f"{bench.path}: N={n} speed-up is not of column {column!r}")
+            speed.append((times(sp["measured_mean"]), times(sp["predicted_flops"])))
+        rows.append(
+            [
+                shown,
+                dev,
+                fixed(test),
+                f"{100 * (test - mono.metrics['AP@10']):+.2f}",
+                speed[0][0],
+                speed[0][1],
+                speed[1][0],
+                speed[1][1],
+            ]
+        )
+    header = [
+        "ranker / row layout",
+        "dev AP@10 (epoch)",
+        "test AP@10",
+        "vs monoBERT (points)",
+        "speed-up N=100",
+        "predicted N=100",
+        "speed-up N=700",
+        "predicted N=700",
+    ]
+    return table(header, rows)
