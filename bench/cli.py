@@ -24,7 +24,7 @@ app = typer.Typer(
         "Results: --results-dir, else $BENCH_RESULTS_DIR, else ./results."
     ),
     no_args_is_help=True,
-    rich_markup_mode="rich",
+    rich_markup_mode="markdown",
     pretty_exceptions_enable=False,
 )
 # Wide enough for the comparison tables when output is piped (rich would default to 80 columns).

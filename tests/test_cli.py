@@ -34,6 +34,29 @@ def test_help_explains_commands() -> None:
     assert "--ranker" in bench("run", "--help")
 
 
+@pytest.mark.parametrize("command", ["latency", "sweep", "train", "run"])
+def test_help_paragraphs_reflow_at_80_columns(
+    command: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A docstring's line breaks are not the terminal's: each paragraph of a command's help is
+    filled to the width, a line ending only where its next word would not fit."""
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("TERMINAL_WIDTH", "80")
+    out = bench(command, "--help")
+    text = out.split("Usage:", 1)[1].split("╭", 1)[0]  # the description, before the options
+    paragraphs: list[list[str]] = [[]]
+    for line in text.splitlines()[1:]:  # after the usage line
+        if line.strip():
+            paragraphs[-1].append(line.strip())
+        elif paragraphs[-1]:
+            paragraphs.append([])
+    assert sum(len(rows) > 1 for rows in paragraphs) >= 1, out  # some paragraph wraps
+    for rows in paragraphs:
+        for row, following in zip(rows, rows[1:], strict=False):
+            # the help is indented by one column and keeps one free at the right
+            assert len(row) + 1 + len(following.split()[0]) > 80 - 2, (row, following)
+
+
 def test_datasets_lists_real_sets_with_sizes(env: Path) -> None:
     out = bench("datasets", "--no-wordpiece")
     for name in ("wikiqa", "semeval16b", "trec-dl19-passage", "sodq", "msmarco-titles"):
