@@ -66,6 +66,7 @@ def datasets_table(
         "query len",
         "cand len",
         "union/list",
+        "all relevant",
         "dropped",
     ):
         table.add_column(col, justify="left" if col in ("dataset", "layout", "split") else "right")
@@ -83,7 +84,7 @@ def datasets_table(
             if not loaded:
                 log.info("%s: not available: no local copy", name)
         if not loaded:
-            table.add_row(name, layout, "-", *["-"] * 7)
+            table.add_row(name, layout, "-", *["-"] * 8)
             continue
         for split in loaded:
             s = split_stats(split, tokenizer=tokenizer)
@@ -99,11 +100,14 @@ def datasets_table(
                 f"{s['query_length'][key]['mean']:.1f}",
                 f"{cand['mean']:.1f} (p95 {cand['p95']:.0f})",
                 f"{s['union_length'][key]['mean']:.0f} (max {s['union_length'][key]['max']:.0f})",
+                f"{s['all_relevant']['queries']} ({s['all_relevant']['treatment']})",
                 ", ".join(f"{k}: {v}" for k, v in split.dropped.items() if v) or "0",
             )
     table.caption = (
         f"lengths: mean {unit}; union/list: distinct tokens of a query's candidates "
-        "(CROSS-JEM's input); unavailable datasets are listed with '-' (the log says why: a "
+        "(CROSS-JEM's input); all relevant: queries whose every candidate is relevant (every "
+        "ranker scores 1.0 on them), kept or dropped as the card's drop_all_relevant says; "
+        "unavailable datasets are listed with '-' (the log says why: a "
         "warning for broken files, a note for no local copy)"
     )
     return table
@@ -170,5 +174,10 @@ def record_report(record: Any) -> list[RenderableType]:
     out: list[RenderableType] = [table]
     if record.data.get("dropped"):
         out.append(f"dropped queries: {record.data['dropped']}")
+    every = record.data.get("all_relevant") or {}
+    if every.get("queries"):
+        out.append(
+            f"queries whose every candidate is relevant: {every['queries']}, {every['convention']}"
+        )
     out.append(f"record: {record.path}")
     return out

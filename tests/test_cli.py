@@ -62,6 +62,16 @@ def test_datasets_lists_real_sets_with_sizes(env: Path) -> None:
     for name in ("wikiqa", "semeval16b", "trec-dl19-passage", "sodq", "msmarco-titles"):
         assert name in out
     assert "243" in out and "873" in out  # wikiqa test and train queries
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in out.splitlines() if "│" in line]
+    wikiqa = {row[2]: row for row in rows if row[0] == "wikiqa"}
+    header = next(line for line in out.splitlines() if "┃" in line)
+    column = [c.strip() for c in header.split("┃")[1:-1]].index("all relevant")
+    # queries whose every candidate is relevant, kept (the card's default)
+    assert {split: row[column] for split, row in wikiqa.items()} == {
+        "train": "16 (kept)",
+        "dev": "4 (kept)",
+        "test": "6 (kept)",
+    }
 
 
 def test_run_writes_record_run_and_per_query_then_reuses(env: Path) -> None:
@@ -69,6 +79,11 @@ def test_run_writes_record_run_and_per_query_then_reuses(env: Path) -> None:
     (rec_file,) = env.glob("runs/wikiqa/bm25/test-*/record.json")
     record = json.loads(rec_file.read_text())
     assert record["data"]["queries"] == 243
+    assert record["data"]["all_relevant"] == {
+        "queries": 6,
+        "treatment": "kept",
+        "convention": "kept and scored (every ranker scores 1.0 on them)",
+    }
     assert set(record["metrics"]) == {"AP@5", "AP@10", "AP", "RR@5", "RR@10", "nDCG@10", "P@1"}
     assert 0.0 < record["metrics"]["AP@10"] < 1.0
     assert record["latency"]["queries"] == 243 and record["latency"]["p50_ms"] > 0
