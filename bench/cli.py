@@ -25,7 +25,7 @@ app = typer.Typer(
         "Results: --results-dir, else $BENCH_RESULTS_DIR, else ./results."
     ),
     no_args_is_help=True,
-    rich_markup_mode="rich",
+    rich_markup_mode="markdown",
     pretty_exceptions_enable=False,
 )
 # Wide enough for the comparison tables when output is piped (rich would default to 80 columns).
@@ -536,8 +536,9 @@ def latency(
     Lists of exactly N items come from BM25 over the split's whole candidate collection. Each
     ranker is timed in the configurations it declares (batch sizes, scoring modes). Warm-up
     calls are not timed; CUDA is synchronised and timed with events; rankers are interleaved
-    call by call so machine load hits them alike. Rankers with a host step are also timed in
-    halves: host step alone (tokenisation...) and model alone. Reports per-query p50/p95/p99,
+    call by call so machine load hits them alike. Each call of a ranker with a host step is
+    split where its host step (tokenisation...) ends and its model step begins, so the two add
+    up to the whole call. Reports per-query p50/p95/p99,
     throughput (pairs/s), the cost model's predicted CROSS-JEM speed-up over monoBERT and the
     measured one. Records go to results/latency/DATASET/.
     """

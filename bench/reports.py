@@ -68,6 +68,7 @@ def datasets_table(
         "tokens/list",
         "union/list",
         "m/N_u",
+        "all relevant",
         "dropped",
     ):
         table.add_column(col, justify="left" if col in ("dataset", "layout", "split") else "right")
@@ -85,7 +86,7 @@ def datasets_table(
             if not loaded:
                 log.info("%s: not available: no local copy", name)
         if not loaded:
-            table.add_row(name, layout, "-", *["-"] * 9)
+            table.add_row(name, layout, "-", *["-"] * 10)
             continue
         for split in loaded:
             s = split_stats(split, tokenizer=tokenizer)
@@ -103,14 +104,16 @@ def datasets_table(
                 f"{s['list_tokens'][key]['mean']:.1f}",
                 f"{s['union_length'][key]['mean']:.1f} (max {s['union_length'][key]['max']:.0f})",
                 f"{s['compression'][key]:.2f}",
+                f"{s['all_relevant']['queries']} ({s['all_relevant']['treatment']})",
                 ", ".join(f"{k}: {v}" for k, v in split.dropped.items() if v) or "0",
             )
     table.caption = (
         f"lengths: mean {unit}; tokens/list: a query's candidates' lengths summed (m); "
         "union/list: their distinct tokens (N_u, CROSS-JEM's input); m/N_u: the paper's "
-        "compression C (motivation table (b)), from the means; unavailable datasets are "
-        "listed with '-' (the log says why: a warning for broken files, a note for no local "
-        "copy)"
+        "compression C (motivation table (b)), from the means; all relevant: queries whose every "
+        "candidate is relevant (every ranker scores 1.0 on them), kept or dropped as the card's "
+        "drop_all_relevant says; unavailable datasets are listed with '-' (the log says why: a "
+        "warning for broken files, a note for no local copy)"
     )
     return table
 
@@ -209,5 +212,10 @@ def record_report(record: Any) -> list[RenderableType]:
     out: list[RenderableType] = [table]
     if record.data.get("dropped"):
         out.append(f"dropped queries: {record.data['dropped']}")
+    every = record.data.get("all_relevant") or {}
+    if every.get("queries"):
+        out.append(
+            f"queries whose every candidate is relevant: {every['queries']}, {every['convention']}"
+        )
     out.append(f"record: {record.path}")
     return out

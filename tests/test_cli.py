@@ -36,11 +36,44 @@ def test_help_explains_commands() -> None:
     assert "--ranker" in bench("run", "--help")
 
 
+@pytest.mark.parametrize("command", ["latency", "sweep", "train", "run"])
+def test_help_paragraphs_reflow_at_80_columns(
+    command: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A docstring's line breaks are not the terminal's: each paragraph of a command's help is
+    filled to the width, a line ending only where its next word would not fit."""
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("TERMINAL_WIDTH", "80")
+    out = bench(command, "--help")
+    text = out.split("Usage:", 1)[1].split("╭", 1)[0]  # the description, before the options
+    paragraphs: list[list[str]] = [[]]
+    for line in text.splitlines()[1:]:  # after the usage line
+        if line.strip():
+            paragraphs[-1].append(line.strip())
+        elif paragraphs[-1]:
+            paragraphs.append([])
+    assert sum(len(rows) > 1 for rows in paragraphs) >= 1, out  # some paragraph wraps
+    for rows in paragraphs:
+        for row, following in zip(rows, rows[1:], strict=False):
+            # the help is indented by one column and keeps one free at the right
+            assert len(row) + 1 + len(following.split()[0]) > 80 - 2, (row, following)
+
+
 def test_datasets_lists_real_sets_with_sizes(env: Path) -> None:
     out = bench("datasets", "--no-wordpiece")
     for name in ("wikiqa", "semeval16b", "trec-dl19-passage", "sodq", "msmarco-titles"):
         assert name in out
     assert "243" in out and "873" in out  # wikiqa test and train queries
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in out.splitlines() if "│" in line]
+    wikiqa = {row[2]: row for row in rows if row[0] == "wikiqa"}
+    header = next(line for line in out.splitlines() if "┃" in line)
+    column = [c.strip() for c in header.split("┃")[1:-1]].index("all relevant")
+    # queries whose every candidate is relevant, kept (the card's default)
+    assert {split: row[column] for split, row in wikiqa.items()} == {
+        "train": "16 (kept)",
+        "dev": "4 (kept)",
+        "test": "6 (kept)",
+    }
 
 
 def test_run_writes_record_run_and_per_query_then_reuses(env: Path) -> None:
@@ -48,6 +81,11 @@ def test_run_writes_record_run_and_per_query_then_reuses(env: Path) -> None:
     (rec_file,) = env.glob("runs/wikiqa/bm25/test-*/record.json")
     record = json.loads(rec_file.read_text())
     assert record["data"]["queries"] == 243
+    assert record["data"]["all_relevant"] == {
+        "queries": 6,
+        "treatment": "kept",
+        "convention": "kept and scored (every ranker scores 1.0 on them)",
+    }
     assert set(record["metrics"]) == {"AP@5", "AP@10", "AP", "RR@5", "RR@10", "nDCG@10", "P@1"}
     assert 0.0 < record["metrics"]["AP@10"] < 1.0
     assert record["latency"]["queries"] == 243 and record["latency"]["p50_ms"] > 0

@@ -321,8 +321,13 @@ def test_options_are_validated(tmp_path: Path) -> None:
 def test_bfloat16_scoring_casts_a_copy_once(tiny_bert: Path) -> None:
     low, ref = _ranker(tiny_bert, dtype="bfloat16"), _ranker(tiny_bert)
     assert (low.compute_dtype(), ref.compute_dtype()) == ("bfloat16 weights", "float32")
-    np.testing.assert_allclose(low.score([HAND])[0], ref.score([HAND])[0], atol=0.1)
-    assert low.scoring_model() is low.scoring_model()
-    assert next(low.colbert.parameters()).dtype == torch.float32  # training weights untouched
+    got, want = low.score([HAND])[0], ref.score([HAND])[0]
+    np.testing.assert_allclose(got, want, atol=0.1)
+    assert not np.array_equal(got, want)  # scored through the cast copy, not in float32
+    cast = low.scoring_model()
+    assert cast is low.scoring_model() and cast is not low.colbert  # one copy, cached
+    assert {p.dtype for p in cast.parameters()} == {torch.bfloat16}
+    assert {p.dtype for p in low.colbert.parameters()} == {torch.float32}  # training weights
+    assert ref.scoring_model() is ref.colbert  # float32: no copy
     with pytest.raises(RankerError, match="dtype='fp8'"):
         ColBERTRankerConfig.from_options({"dtype": "fp8"})

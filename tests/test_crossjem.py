@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from scipy.stats import kendalltau
 from toydata import gold_split
 
 from bench.data.model import Candidate, CandidateList, Query, RankingSplit
@@ -215,7 +216,12 @@ def test_bfloat16_scoring_casts_the_weights_once(tiny_bert: Path) -> None:
     assert cast is ranker.scoring_module()  # cached: not re-cast per call
     assert next(cast.parameters()).dtype == torch.bfloat16
     assert next(ranker.module.parameters()).dtype == torch.float32  # training weights untouched
-    np.testing.assert_allclose(low, ref, atol=0.05)
+    # a random head's scores span about 0.6: an absolute 0.05 would be 8% of it. bfloat16 keeps
+    # 8 bits of mantissa (relative error ~0.4% per rounding), so 2% of each score, and the order
+    assert not np.array_equal(low, ref)  # scored through the cast copy
+    np.testing.assert_allclose(low, ref, rtol=0.02, atol=0)
+    assert np.abs(low - ref).max() <= 0.02 * (ref.max() - ref.min())
+    assert np.argmax(low) == np.argmax(ref) and kendalltau(low, ref).statistic >= 0.95
     with torch.no_grad():  # a weight update invalidates the cast copy
         next(ranker.module.parameters()).add_(1.0)
     assert ranker.scoring_module() is not cast
@@ -368,10 +374,18 @@ def test_rpl_trains_on_a_saved_teacher(
     teacher = MonoBERTRanker(MonoBERTRanker.Config.from_options({"model": str(tiny_bert)}))
     teacher.fit(gold_split("train", 0))
     teacher.save(tmp_path / "teacher")
-    student = _ranker(tiny_bert, loss="rpl", epochs=1, teacher=str(tmp_path / "teacher"))
+    student = _ranker(tiny_bert, loss="rpl", epochs=3, teacher=str(tmp_path / "teacher"))
+    untrained = _ranker(tiny_bert).module.encoder.state_dict()  # the encoder fit starts from
     summary = student.fit(gold_split("train", 0))
     assert summary["targets"] == f"teacher {teacher.describe()['weights_hash']}"
-    assert summary["skipped_queries"] == 0 and np.isfinite(summary["loss"][0])
+    assert summary["skipped_queries"] == 0 and len(summary["loss"]) == 3
+    assert np.isfinite(summary["loss"]).all()
+    # training lowered the loss (by ~5% here; without optimizer steps it moves ~0.1%) ...
+    assert summary["loss"][-1] < 0.99 * summary["loss"][0]
+    trained = student.module.encoder.state_dict()
+    assert trained.keys() == untrained.keys()
+    changed = [k for k in trained if not torch.equal(trained[k], untrained[k])]
+    assert len(changed) > len(trained) // 2  # ... by changing the encoder's weights
 
 
 def test_length_buckets_hand_example() -> None:

@@ -139,6 +139,50 @@ def test_read_card_rejects_bad_cards(tmp_path: Path) -> None:
     path.write_text("name: y\nlayout: trec\n")
     with pytest.raises(DatasetError, match="name 'y' must match the file name 'x'"):
         read_card(path)
+    path.write_text("layout: mteb\ndrop_all_relevant: yes please\n")
+    with pytest.raises(DatasetError, match="drop_all_relevant must be true or false, got 'yes"):
+        read_card(path)
+
+
+def test_card_drops_all_relevant_queries_as_mteb_does(
+    shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """wikiqa test has 6 queries whose every candidate is relevant: every ranker scores 1.0 on
+    them. Kept (the default), they lift AP by (1 - AP) * 6 / 243 over MTEB's figure, which
+    skips them; ``drop_all_relevant: true`` drops and counts them, and the record says so."""
+    from bench.metrics import build_run, evaluate
+    from rankers.bm25 import BM25Index
+
+    kept = load_split("wikiqa", "test", shared_data)
+    assert kept.all_relevant == "kept" and len(kept) == 243 and "all_relevant" not in kept.dropped
+    assert len(kept.all_relevant_qids()) == 6
+    assert kept.info()["all_relevant"]["queries"] == 6
+    cards = tmp_path / "cards"
+    cards.mkdir()
+    card = (PROJECT_ROOT / "datasets" / "cards" / "wikiqa.yaml").read_text()
+    (cards / "wikiqa.yaml").write_text(card + "drop_all_relevant: true\n")
+    monkeypatch.setattr("bench.data.cards.cards_dir", lambda: cards)
+    mteb = load_split("wikiqa", "test", shared_data)
+    assert len(mteb) == 237 and set(mteb.qrels) == {cl.query.qid for cl in mteb.lists}
+    assert not set(mteb.qrels) & set(kept.all_relevant_qids())
+    assert mteb.dropped == {"all_relevant": 6} and mteb.all_relevant_qids() == []
+    assert mteb.info()["all_relevant"] == {
+        "queries": 6,
+        "treatment": "dropped",
+        "convention": "dropped, as sentence-transformers' RerankingEvaluator (MTEB reranking) "
+        "skips them",
+    }
+    assert mteb.card["drop_all_relevant"] is True
+    assert mteb.fingerprint() != kept.fingerprint()  # a cached result is not reused across
+    assert mteb.subset(10).all_relevant == "dropped"
+    # same scores: on the other 237 queries both agree, and the 6 add 1.0 each when kept
+    index = BM25Index(kept.collection())
+    scores = [index.score(cl.query.text, cl.docids) for cl in kept.lists]
+    full = evaluate(kept.qrels, build_run(kept.lists, scores))
+    skipped = evaluate(mteb.qrels, build_run(kept.lists, scores))
+    for m in ("AP", "RR@10", "nDCG@10"):
+        assert full.aggregate[m] * 243 == pytest.approx(skipped.aggregate[m] * 237 + 6, abs=1e-9)
+        assert full.aggregate[m] > skipped.aggregate[m]
 
 
 def test_list_datasets(fixtures_dir: Path, shared_data: Path, tmp_path: Path) -> None:
@@ -233,6 +277,12 @@ def test_split_stats(fixtures_dir: Path) -> None:
     assert stats["candidates_per_query"] == {"min": 1, "mean": pytest.approx(8 / 3), "max": 4}
     assert stats["positives_per_query"] == {"mean": pytest.approx(4 / 3)}  # 2, 1, 1
     assert stats["dropped"] == {"no_positive": 1, "empty": 1}
+    # the one-candidate list's candidate is relevant: kept, and counted
+    assert stats["all_relevant"] == {
+        "queries": 1,
+        "treatment": "kept",
+        "convention": "kept and scored (every ranker scores 1.0 on them)",
+    }
     # queries: 7, 6, 7 words
     query = {"mean": pytest.approx(20 / 3), "p50": 7.0, "p95": 7.0, "max": 7}
     assert stats["query_length"] == {"words": query, "lower": query}

@@ -341,5 +341,9 @@ def test_bfloat16_encoding_casts_a_copy_once() -> None:
     ]
     got, want = low.score(lists)[0], ref.score(lists)[0]
     np.testing.assert_allclose(got, want, atol=0.02)
-    assert low.encoding_model() is low.encoding_model()
-    assert next(low.model.parameters()).dtype == torch.float32
+    assert not np.array_equal(got, want)  # scored through the cast copy, not in float32
+    cast = low.encoding_model()
+    assert cast is low.encoding_model() and cast is not low.model  # one copy, cached
+    assert {p.dtype for p in cast.parameters()} == {torch.bfloat16}
+    assert {p.dtype for p in low.model.parameters()} == {torch.float32}  # training weights
+    assert ref.encoding_model() is ref.model  # float32: no copy

@@ -10,6 +10,7 @@ breaks this test.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -91,9 +92,26 @@ def _ok(args: list[str]) -> str:
     return result.output
 
 
+def _cells(table: str) -> list[list[str]]:
+    """The cells of each row of a rendered table (rich box or markdown), stripped."""
+    return [
+        [cell.strip() for cell in re.split(r"[│┃|]", line)[1:-1]]
+        for line in table.splitlines()
+        if re.search(r"[│┃|]", line)
+    ]
+
+
+def _options_of(listing: str, ranker: str) -> list[str]:
+    """The option names `bench rankers` lists under ``ranker``'s heading (exact names)."""
+    lines = listing.splitlines()
+    [start] = [i for i, line in enumerate(lines) if line.strip().startswith(f"{ranker} (")]
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].lstrip().startswith("└"))
+    return [row[0] for row in _cells("\n".join(lines[start + 1 : end])) if row and row[0]]
+
+
 def test_registered_ranker_works_in_every_command(toy_ranker: Path, results_dir: Path) -> None:
-    assert "overlap" in rankers.available()
-    assert "weight" in _ok(["rankers"]) and "overlap" in _ok(["rankers"])
+    assert "overlap" in rankers.available()  # a list of names: membership, not a substring
+    assert _options_of(_ok(["rankers"]), "overlap") == ["option", "weight"]
 
     _ok(["run", "-r", "overlap", "-d", "toy", "--split", "test", "--device", "cpu"])
     _ok(["run", "-r", "bm25", "-d", "toy", "--split", "test", "--device", "cpu"])
@@ -103,17 +121,19 @@ def test_registered_ranker_works_in_every_command(toy_ranker: Path, results_dir:
     assert record["config"]["weight"] == 3.0  # its own settings file, dataset section
     assert record["metrics"]["P@1"] == 1.0  # the positive shares both query words
 
-    table = _ok(["compare", "-d", "toy", "--no-reference"])
-    assert "overlap" in table and "lexical-toy" in table and "bm25" in table
+    table = _cells(_ok(["compare", "-d", "toy", "--no-reference"]))
+    label = "overlap (weight=3.0)"  # its settings file's value differs from the default
+    assert [row[:2] for row in table[1:]] == [["Sparse", "bm25"], ["lexical-toy", label]]
     rows = json.loads(_ok(["compare", "-d", "toy", "--format", "json"]))
-    assert any("overlap" in json.dumps(row) for row in rows)
+    [row] = [r for r in rows if r["ranker"] == "overlap"]
+    assert row["label"] == label and row["metrics"]["P@1"] == 1.0
 
     quick = ["--queries", "2", "--repeats", "1", "--warmup", "0", "--threads", "1"]
     out = _ok(
         ["latency", "-d", "toy", "--split", "test", "--rankers", "bm25,overlap", "--n-items", "3"]
         + quick
     )
-    assert "overlap" in out
+    assert any("overlap" in row for row in _cells(out)), out
     (latency_file,) = results_dir.glob("latency/toy/*.json")
     timed = {row["ranker"] for row in json.loads(latency_file.read_text())["rows"]}
     assert timed == {"bm25", "overlap"}

@@ -156,10 +156,15 @@ def test_code_fingerprint_changes_when_a_ranker_source_changes(tmp_path: Path) -
     (rankers / "__pycache__" / "bm25.cpython.pyc").write_bytes(b"compiled")
     assert provenance.sources_digest({"rankers": rankers}) == before  # caches do not count
     bm25 = rankers / "bm25.py"
-    bm25.write_text(bm25.read_text().replace("text.lower()", "text"))
-    assert provenance.sources_digest({"rankers": rankers}) != before
+    source = bm25.read_text()
+    assert "text.lower()" in source  # the edit below changes the file
+    bm25.write_text(source.replace("text.lower()", "text"))
+    edited = provenance.sources_digest({"rankers": rankers})
+    assert edited != before
+    # a settings file is part of the code too: editing it changes the digest again
     config = rankers / "configs" / "crossjem.yaml"
     config.write_text(config.read_text() + "# edited\n")
+    assert provenance.sources_digest({"rankers": rankers}) not in (before, edited)
     versions = provenance.code_fingerprint()["versions"]
     assert set(versions) == set(provenance.KEY_PACKAGES) and versions["torch"]
 

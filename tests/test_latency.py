@@ -43,10 +43,15 @@ def test_tracker_records_each_call() -> None:
 
 
 def test_tracker_rejects_empty() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="no tracked calls to summarise"):
         LatencyTracker().summary()
-    with pytest.raises(ValueError), LatencyTracker().track(queries=0):
+    with (
+        pytest.raises(ValueError, match="a tracked call scores at least one query"),
+        LatencyTracker().track(queries=0),
+    ):
         pass
+    with pytest.raises(ValueError, match="a tracked call scores at least one query"):
+        LatencyTracker().record(0.1, queries=0)
 
 
 def _split(n: int) -> RankingSplit:
@@ -72,5 +77,5 @@ def test_batches_keep_lists_whole() -> None:
     ranker = CountingRanker()
     _, tracker = score_split(ranker, split, batch_queries=2, warmup=0, progress=False)
     assert tracker.queries == [2, 2, 1]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="batch size must be >= 1, not 0"):
         list(batches(split.lists, 0))

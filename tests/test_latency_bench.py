@@ -233,13 +233,13 @@ def toys(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_host_step_and_model_only_time_the_two_halves() -> None:
     ranker = ToyRanker()
     host = time_part(ranker, _lists(5), "host", batch_queries=2, repeats=2)
-    assert len(ranker.prepared) == 1 + 2 * 3 and not ranker.consumed  # one untimed call first
+    # one untimed call first, then 2 passes of 3 calls, each prepared once and scored on that
+    assert len(ranker.prepared) == 1 + 2 * 3 and ranker.consumed == ranker.prepared
     assert host.queries == [2, 2, 1] * 2
     ranker = ToyRanker()
     model = time_part(ranker, _lists(5), "model", batch_queries=2, repeats=2)
     assert model.queries == [2, 2, 1] * 2 and len(model.call_s) == 6
-    # every timed call got inputs prepared beforehand, each used exactly once
-    assert ranker.consumed == ranker.prepared
+    assert ranker.consumed == ranker.prepared and len(ranker.prepared) == 7
     # several rankers take turns on the model half too, each on its own prepared inputs
     a, b = ToyRanker(), ToyRanker()
     trackers = time_interleaved([a, b], _lists(3), warmup=1, repeats=2, part="model")
@@ -249,9 +249,24 @@ def test_host_step_and_model_only_time_the_two_halves() -> None:
         time_interleaved([a], _lists(1), part="tokens")
 
 
-def test_parts_of_a_call_are_timed_back_to_back_with_rankers_taking_turns() -> None:
+def test_host_and_model_steps_split_each_timed_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole call, the host step and the model step are one call with a mark between the
+    steps: each step is the time up to or from the mark, and the two add up to the whole."""
+    from bench.latency import tracker
+
+    clock_s = iter([0.0, 0.25, 1.0] * 4)  # start, mark, end of each of the 4 calls
+    monkeypatch.setattr(tracker.time, "perf_counter", lambda: next(clock_s))
+    timed = time_parts([ToyRanker()], _lists(2), [PARTS], warmup=0, repeats=2)[0]
+    monkeypatch.undo()
+    assert timed["host"].call_s == [0.25] * 4
+    assert timed["model"].call_s == [0.75] * 4
+    assert timed["score"].call_s == [1.0] * 4
+
+
+def test_parts_of_a_call_are_timed_in_one_call_with_rankers_taking_turns() -> None:
     """Load from other processes must fall on the whole call, the host step and the model step
-    alike: each ranker times its parts of a call one after the other, rankers rotating."""
+    alike: a ranker with a host step is called in its two steps, once per call, rankers
+    rotating; a ranker timed whole is called through score()."""
     events: list[tuple[str, str]] = []
 
     class Logged(ToyRanker):
@@ -274,10 +289,9 @@ def test_parts_of_a_call_are_timed_back_to_back_with_rankers_taking_turns() -> N
     a, b = Logged("a"), Logged("b")
     timed = time_parts([a, b], _lists(2), [PARTS, ("score",)], warmup=0, repeats=1)
     assert [sorted(t) for t in timed] == [sorted(PARTS), ["score"]]
-    assert [len(t["score"].call_s) for t in timed] == [2, 2]
-    a_call = [("a", "score"), ("a", "prepare"), ("a", "prepare"), ("a", "model")]
-    # call 1: a then b; call 2: b then a (the host part is prepare_scoring, timed; the model
-    # part prepares its input untimed just before)
+    assert [len(t[p].call_s) for t in timed for p in t] == [2, 2, 2, 2]
+    a_call = [("a", "prepare"), ("a", "model")]
+    # call 1: a then b; call 2: b then a
     assert events == a_call + [("b", "score"), ("b", "score")] + a_call
 
 
@@ -554,7 +568,16 @@ def test_records_written_before_the_new_fields_still_load() -> None:
 
 
 def test_reference_records_load_with_their_modes() -> None:
-    for path in sorted((PROJECT / "results" / "reference" / "latency").glob("*.json")):
+    paths = sorted((PROJECT / "results" / "reference" / "latency").glob("*.json"))
+    # run 1, all rankers, BERT-base, run 2 and the throughput (bq8) record, which README cites
+    assert {p.name.split("-")[1] + "-" + p.name.split("-")[2] for p in paths} >= {
+        "bq1-20261123T130903",
+        "bq1-20261123T131514",
+        "bq1-20261123T132220",
+        "bq1-20261123T134959",
+        "bq8-20261123T131851",
+    }, paths
+    for path in paths:
         rec = LatencyRecord.from_json(json.loads(path.read_text()), path)
         assert {r.mode for r in rec.rows} >= {"pre-tokenised", "end-to-end"}
         assert build_latency_table(rec).speedups
@@ -733,3 +756,44 @@ def test_latency_rejects_a_bad_layout_value_before_any_work() -> None:
     )
     with pytest.raises(RankerError, match="order"):
         opts.validate()
+
+
+@pytest.mark.parametrize("batch_queries", [1, 3])
+def test_host_and_model_only_never_exceed_the_whole_call(
+    shared_data: Path, tiny_bert: Path, results_dir: Path, batch_queries: int
+) -> None:
+    """Records whose parts were timed in calls (or passes) of their own had a model-only p50
+    above the whole call's (the reference bq8, BERT-base and run-1 N=700 records): the steps
+    must be parts of the timed call itself. Per row: 0 < host <= whole and model <= whole
+    (p50 and mean), the two steps adding up to the whole; the margin covers float rounding."""
+    model = {"model": str(tiny_bert)}
+    names = ("bm25", "monobert", "crossjem")
+    rec = run_benchmark(
+        BenchOptions(
+            dataset="wikiqa",
+            split="test",
+            n_values=(30,),
+            queries=6,
+            repeats=2,
+            warmup=1,
+            rankers=names,
+            batch_queries=batch_queries,
+            batch_sizes={"monobert": (16,)},
+            threads=1,
+            options={name: model for name in names if name != "bm25"},
+            data_dir=shared_data,
+            results_dir=results_dir,
+        )
+    )
+    assert len(rec.rows) == 5  # bm25, monobert and crossjem in both scoring modes
+    margin = 1 + 1e-9
+    for row in rec.rows:
+        whole, host, model_only = row.latency, row.tokenisation, row.model_only
+        assert host is not None and model_only is not None, row.label
+        assert whole["calls"] == host["calls"] == model_only["calls"] == 2 * (6 // batch_queries)
+        assert whole["queries"] == host["queries"] == model_only["queries"] == 12
+        for stat in ("p50_ms", "p95_ms", "mean_ms"):
+            assert 0 < host[stat] <= whole[stat] * margin, (row.label, stat)
+            assert 0 < model_only[stat] <= whole[stat] * margin, (row.label, stat)
+        assert host["mean_ms"] + model_only["mean_ms"] == pytest.approx(whole["mean_ms"], rel=1e-9)
+        assert host["share_of_mean"] + model_only["share_of_mean"] == pytest.approx(1.0)

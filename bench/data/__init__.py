@@ -128,13 +128,18 @@ def load_split(
             result.notes.append(
                 f"local copy {path.name} not written by the downloader: revision unknown"
             )
-        result.card = card.to_dict()
-        return result
+        return _with_card(result, card)
 
     split_dir = local.get(split, folder if split == card.default_split else folder / split)
     needed = (trec.QUERIES, trec.QRELS, trec.COLLECTION)
     if card.irds_id and not all((split_dir / n).is_file() for n in needed):
         sources.build_irds_titles(split_dir, card, split)
     result = trec.load_trec(split_dir, dataset, split, card.relevance_level, card.run_file)
-    result.card = card.to_dict()
-    return result
+    return _with_card(result, card)
+
+
+def _with_card(split: RankingSplit, card: DatasetCard) -> RankingSplit:
+    """The loaded split with its card recorded and the card's conventions applied (queries
+    whose every candidate is relevant dropped when it says ``drop_all_relevant``)."""
+    split.card = card.to_dict()
+    return split.without_all_relevant() if card.drop_all_relevant else split

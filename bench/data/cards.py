@@ -49,6 +49,10 @@ class DatasetCard:
     run_file: str | None = None
     licence: str = ""
     source: str = ""
+    #: drop queries whose every candidate is relevant (counted as ``all_relevant`` in the
+    #: dropped queries), as sentence-transformers' RerankingEvaluator, and so MTEB's reranking
+    #: tasks, skip them; default False: kept, and every ranker scores 1.0 on them
+    drop_all_relevant: bool = False
     #: True when no card file exists and these are defaults
     default: bool = False
     #: the file the card was read from ("" for a default card)
@@ -63,6 +67,7 @@ _FIELDS = {
     f.name: f for f in dataclasses.fields(DatasetCard) if f.name not in ("default", "card_file")
 }
 _INTS = ("relevance_level",)
+_BOOLS = ("drop_all_relevant",)
 #: folders already warned about having no card (one warning per folder and process)
 _NO_CARD_WARNED: set[str] = set()
 
@@ -92,6 +97,10 @@ def read_card(path: Path, name: str | None = None) -> DatasetCard:
         value = raw.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise DatasetError(f"{path}: {key} must be an integer, got {value!r}")
+    for key in _BOOLS:
+        value = raw.get(key)
+        if value is not None and not isinstance(value, bool):
+            raise DatasetError(f"{path}: {key} must be true or false, got {value!r}")
     if raw.get("relevance_level", 1) < 1:
         raise DatasetError(
             f"{path}: relevance_level must be >= 1 (grade 0 means not relevant), "

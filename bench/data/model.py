@@ -7,6 +7,7 @@ same candidate lists be scored by every ranker.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 from collections.abc import Iterator
@@ -20,6 +21,14 @@ Qrels = dict[str, dict[str, int]]
 
 #: dataset card fields that describe the data without changing any metric (kept out of cache keys)
 CARD_TEXT_FIELDS = frozenset({"description", "licence", "source", "card_file", "default"})
+
+#: how a split treats queries whose every candidate is relevant (:attr:`RankingSplit.all_relevant`)
+KEPT, DROPPED = "kept", "dropped"
+#: what each treatment means, as records state it
+ALL_RELEVANT_CONVENTIONS = {
+    KEPT: "kept and scored (every ranker scores 1.0 on them)",
+    DROPPED: "dropped, as sentence-transformers' RerankingEvaluator (MTEB reranking) skips them",
+}
 
 
 @dataclass(frozen=True)
@@ -78,6 +87,10 @@ class RankingSplit:
     dropped: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     card: dict[str, Any] = field(default_factory=dict)
+    #: queries whose every candidate is relevant: :data:`KEPT` (this harness's default) or
+    #: :data:`DROPPED` (the card's ``drop_all_relevant``: MTEB's convention); every ranker
+    #: scores 1.0 on such a query, so keeping them lifts every AP, RR and nDCG alike
+    all_relevant: str = KEPT
 
     def __len__(self) -> int:
         return len(self.lists)
@@ -97,6 +110,30 @@ class RankingSplit:
                 docs.setdefault(c.docid, c.text)
         return docs
 
+    def all_relevant_qids(self) -> list[str]:
+        """Queries of the split whose every candidate is relevant (no negative to rank below)."""
+        out = []
+        for cl in self.lists:
+            grades = self.qrels.get(cl.query.qid, {})
+            if len(cl) and all(grades.get(d, 0) >= self.relevance_level for d in cl.docids):
+                out.append(cl.query.qid)
+        return out
+
+    def without_all_relevant(self) -> RankingSplit:
+        """This split with its all-relevant queries dropped and counted in :attr:`dropped`
+        (``all_relevant``), as MTEB's reranking evaluation skips them."""
+        gone = set(self.all_relevant_qids())
+        dropped = dict(self.dropped)
+        if gone:
+            dropped["all_relevant"] = dropped.get("all_relevant", 0) + len(gone)
+        return dataclasses.replace(
+            self,
+            lists=[cl for cl in self.lists if cl.query.qid not in gone],
+            qrels={q: r for q, r in self.qrels.items() if q not in gone},
+            dropped=dropped,
+            all_relevant=DROPPED,
+        )
+
     def subset(self, n_queries: int) -> RankingSplit:
         """The first ``n_queries`` lists with their qrels (for smoke runs and CI)."""
         lists = self.lists[:n_queries]
@@ -114,6 +151,7 @@ class RankingSplit:
             dropped=dict(self.dropped),
             notes=[*self.notes, f"subset: first {len(lists)} of {len(self.lists)} queries"],
             card=dict(self.card),
+            all_relevant=self.all_relevant,
         )
 
     def empty_reason(self) -> str:
@@ -155,8 +193,22 @@ class RankingSplit:
             "checksum": self.checksum,
             "revision": self.revision,
             "dropped": dict(self.dropped),
+            "all_relevant": self.all_relevant_summary(),
             "notes": list(self.notes),
             "card": dict(self.card),
+        }
+
+    def all_relevant_summary(self) -> dict[str, Any]:
+        """How many queries have every candidate relevant and what was done with them."""
+        count = (
+            self.dropped.get("all_relevant", 0)
+            if self.all_relevant == DROPPED
+            else len(self.all_relevant_qids())
+        )
+        return {
+            "queries": count,
+            "treatment": self.all_relevant,
+            "convention": ALL_RELEVANT_CONVENTIONS[self.all_relevant],
         }
 
 

@@ -35,7 +35,8 @@ def _summary(values: Sequence[int], keys: Sequence[str] = ("mean", "p50", "p95",
 def split_stats(
     split: RankingSplit, tokenizer: Tokenizer | None = None, unit: str = "wordpiece"
 ) -> dict[str, Any]:
-    """Queries, candidates, candidates and positives per query, and text lengths.
+    """Queries, candidates, candidates and positives per query, text lengths, and the queries
+    whose every candidate is relevant (how many, and whether they were kept or dropped).
 
     ``query_length``, ``candidate_length``, ``list_tokens`` (the sum of a list's item lengths)
     and ``union_length`` (distinct tokens per list) map a unit to mean/p50/p95/max: ``"words"``
@@ -78,4 +79,5 @@ def split_stats(
         "union_length": lengths["union"],
         "compression": compression,
         "dropped": dict(split.dropped),
+        "all_relevant": split.all_relevant_summary(),
     }

@@ -5,7 +5,7 @@
 * :mod:`bench.latency.lists` - the lists every ranker is timed on (BM25 top N over the split's
   collection) and their token statistics for the cost model.
 * :mod:`bench.latency.protocol` - what is timed (each ranker's latency variants) and how
-  (interleaved whole calls, then host step and model alone): :func:`run_benchmark`.
+  (interleaved calls, each split into host step and model step): :func:`run_benchmark`.
 * :mod:`bench.latency.records` - rows, per-N blocks, speed-ups, record files, ``bench check``.
 * :mod:`bench.latency.tables` - the paper's latency table and where the time goes.
 """

@@ -6,9 +6,10 @@ scoring modes); every variant is one :class:`Entry`, created, ``index()``-ed on 
 ``warmup`` untimed calls, then timed over ``repeats`` passes with
 :class:`~bench.latency.tracker.LatencyTracker`, ``batch_queries`` lists per ``score()`` call, the
 rankers taking turns call by call (:func:`time_interleaved`) so that load from other processes is
-shared fairly. The rankers with a host step (:attr:`~rankers.base.Ranker.host_step`) are then
-timed in their two halves, taking turns the same way: ``prepare_scoring`` alone and
-``score_prepared`` on inputs prepared beforehand, so the record shows where the time goes.
+shared fairly. A ranker with a host step (:attr:`~rankers.base.Ranker.host_step`) is called in
+its two steps, ``prepare_scoring`` then ``score_prepared``, under one clock with a mark between
+them, so each timed call gives the whole call, the host step and the model step, and the record
+shows where the time goes (:func:`time_parts`).
 
 Nothing here knows a ranker by name: what differs per ranker comes from its hooks. The one
 exception is the cost model's configuration (CROSS-JEM's L_q, L_k, L_u in
@@ -49,7 +50,7 @@ from bench.latency.records import (
     speedup_summary,
     write_latency_record,
 )
-from bench.latency.tracker import LatencySummary, LatencyTracker
+from bench.latency.tracker import LatencySummary, LatencyTracker, timed_call
 from bench.results import config_hash, ensure_writable
 from rankers.base import Ranker, RankerConfig, RankerError
 
@@ -330,17 +331,9 @@ def _volume(batch: Sequence[CandidateList]) -> dict[str, int]:
     return {"queries": len(batch), "candidates": sum(len(cl) for cl in batch)}
 
 
-#: what :func:`time_interleaved` times: whole ``score()`` calls, the host step
-#: (``prepare_scoring``) alone, or the model (``score_prepared``) alone
+#: the figures a timed call gives: the whole call, its host step (``prepare_scoring``) and its
+#: model step (``score_prepared``)
 PARTS = ("score", "host", "model")
-
-
-def _timed_call(ranker: Ranker, part: str, batch: list[CandidateList], prepared: Any) -> Any:
-    if part == "host":
-        return ranker.prepare_scoring(batch)
-    if part == "model":
-        return ranker.score_prepared(prepared)
-    return ranker.score(batch)
 
 
 def time_parts(
@@ -352,15 +345,22 @@ def time_parts(
     warmup: int = 3,
     repeats: int = 3,
 ) -> list[dict[str, LatencyTracker]]:
-    """Time ``parts[k]`` (:data:`PARTS`) of ranker ``k``: ``warmup`` untimed calls of each part
-    per ranker, then ``repeats`` timed passes over ``lists`` (``batch_queries`` lists per call);
-    one tracker per ranker and part, timed calls only.
+    """Time ``parts[k]`` (:data:`PARTS`) of ranker ``k``: ``warmup`` untimed calls per ranker,
+    then ``repeats`` timed passes over ``lists`` (``batch_queries`` lists per call); one tracker
+    per ranker and part, timed calls only.
 
-    The rankers take turns call by call (the order rotating), and each ranker times all its
-    parts of a call back to back, so a burst of load from other processes on a shared machine
-    falls on every ranker and every part alike rather than on whichever ran then. ``model``
-    times ``score_prepared`` on inputs prepared just before, untimed. The tracker synchronises
-    CUDA around every call, and its events give device time too.
+    A ranker timed with only ``score`` is timed on whole ``score()`` calls. A ranker timed with
+    ``host`` or ``model`` is called as ``score_prepared(prepare_scoring(batch))`` (what its
+    ``score()`` is) under one clock with a mark between the two steps: each call gives the
+    whole call and both steps, so host + model = whole on every call, and neither step's
+    percentiles can exceed the whole call's. (Timing the steps in calls of their own, as
+    records written before this did, gives other samples of a noisy machine: the model step's
+    p50 then came out above the whole call's.)
+
+    The rankers take turns call by call (the order rotating), so a burst of load from other
+    processes on a shared machine falls on every ranker alike rather than on whichever ran
+    then. On CUDA each boundary synchronises (a step's queued copies count in that step), and
+    CUDA events give device time too.
     """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, not {repeats}")
@@ -370,20 +370,35 @@ def time_parts(
             raise ValueError(f"part must be one of {', '.join(PARTS)}, not {unknown[0]!r}")
     calls = _calls(lists, batch_queries)
 
-    def call(ranker: Ranker, part: str, batch: list[CandidateList], tracker: Any) -> None:
-        prepared = ranker.prepare_scoring(batch) if part == "model" else None
-        if tracker is None:
-            _timed_call(ranker, part, batch, prepared)
+    def call(
+        ranker: Ranker,
+        names: Sequence[str],
+        batch: list[CandidateList],
+        trackers: dict[str, LatencyTracker] | None,
+    ) -> None:
+        in_steps = "host" in names or "model" in names
+        with timed_call(ranker.device) as clock:
+            if in_steps:
+                prepared = ranker.prepare_scoring(batch)
+                clock.mark()
+                out = ranker.score_prepared(prepared)
+            else:
+                out = ranker.score(batch)
+        _check_scores(ranker, out, batch)
+        if trackers is None:
             return
-        with tracker.track(**_volume(batch)):
-            out = _timed_call(ranker, part, batch, prepared)
-        if part != "host":
-            _check_scores(ranker, out, batch)
+        wall, device = clock.segments_s, clock.device_segments_s
+        figures = {"score": (clock.total_s, clock.device_total_s)}
+        if in_steps:
+            for i, part in enumerate(("host", "model")):
+                figures[part] = (wall[i], device[i] if device is not None else None)
+        for part in names:
+            seconds, device_seconds = figures[part]
+            trackers[part].record(seconds, device_seconds=device_seconds, **_volume(batch))
 
     for ranker, names in zip(rankers, parts, strict=True):
         for i in range(warmup):
-            for part in names:
-                call(ranker, part, calls[i % len(calls)], None)
+            call(ranker, names, calls[i % len(calls)], None)
     trackers = [
         {part: LatencyTracker(r.device) for part in names}
         for r, names in zip(rankers, parts, strict=True)
@@ -394,8 +409,7 @@ def time_parts(
             order = [(turn + k) % len(rankers) for k in range(len(rankers))]
             turn += 1
             for k in order:
-                for part in parts[k]:
-                    call(rankers[k], part, batch, trackers[k][part])
+                call(rankers[k], parts[k], batch, trackers[k])
     return trackers
 
 
@@ -443,8 +457,8 @@ def time_part(
     repeats: int = 3,
 ) -> LatencyTracker:
     """One :data:`PARTS` entry of ``ranker`` alone on the same calls (one untimed call first):
-    ``host`` times ``prepare_scoring``, ``model`` times ``score_prepared`` on inputs prepared
-    just before."""
+    ``host`` is the ``prepare_scoring`` step and ``model`` the ``score_prepared`` step of calls
+    timed in two steps (:func:`time_parts`)."""
     return time_interleaved(
         [ranker], lists, batch_queries=batch_queries, warmup=1, repeats=repeats, part=part
     )[0]
@@ -460,13 +474,13 @@ def _split_summaries(
         timed["host"].summary(
             **extra,
             interleaved=interleaved,
-            scope="ranker.prepare_scoring per call",
+            scope="ranker.prepare_scoring: the first step of each timed call",
             covers=ranker.host_step,
         ),
         timed["model"].summary(
             **extra,
             interleaved=interleaved,
-            scope="ranker.score_prepared per call (inputs prepared just before, untimed)",
+            scope="ranker.score_prepared: the second step of each timed call",
         ),
     )
 
@@ -485,8 +499,8 @@ def _weights(ranker: Ranker, checkpoint: str | None, arch: str) -> str:
 def time_entries(
     entries: Sequence[Entry], split: RankingSplit, opts: BenchOptions, device: str
 ) -> list[LatencyRow]:
-    """Create and index every entry, time them interleaved on one N's lists, then time the host
-    step and the model alone of each one that has a host step."""
+    """Create and index every entry and time them interleaved on one N's lists; the calls of
+    an entry with a host step are timed in their two steps as well (:func:`time_parts`)."""
     loaded = []
     for entry in entries:
         checkpoint = checkpoint_for(entry.ranker, opts.checkpoints)
@@ -517,9 +531,12 @@ def time_entries(
     for (entry, checkpoint, ranker), tracker, split_timing in zip(
         loaded, trackers, halves, strict=True
     ):
-        latency = tracker.summary(
-            **extra, interleaved=len(loaded), scope="ranker.score per call (tokenisation included)"
-        ).to_dict()
+        scope = (
+            "ranker.score per call (tokenisation included)"
+            if split_timing is None
+            else "ranker.prepare_scoring then ranker.score_prepared (its score()) per call"
+        )
+        latency = tracker.summary(**extra, interleaved=len(loaded), scope=scope).to_dict()
         host, model_only = (
             (None, None)
             if split_timing is None

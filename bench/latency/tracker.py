@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -63,8 +64,80 @@ def higher_is_better(stat: str) -> bool:
     return stat.endswith("_per_s")
 
 
+class CallClock:
+    """The boundaries of one timed call: its start, each :meth:`mark` inside it, and its end.
+
+    A call timed in parts (the host step, then the model) is one call with a mark between the
+    parts, so its parts add up to the whole call exactly and neither can exceed it: parts timed
+    in calls of their own are other samples, and their percentiles can exceed the whole call's.
+    On CUDA every boundary waits for the queued work (so work queued by a part, such as its
+    host-to-device copy, counts in that part) and records an event for device time.
+    """
+
+    def __init__(self, device: str = "cpu") -> None:
+        self.device = device
+        self.cuda = device.startswith("cuda")
+        self._times: list[float] = []
+        self._events: list[Any] = []
+
+    def _event(self) -> None:
+        if self.cuda:
+            import torch
+
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            self._events.append(event)
+
+    def start(self) -> None:
+        synchronize(self.device)
+        self._times.append(time.perf_counter())
+        self._event()
+
+    def mark(self) -> None:
+        """End the current part of the call and start the next."""
+        if not self._times:
+            raise RuntimeError("CallClock.mark() before start()")
+        self._event()
+        synchronize(self.device)
+        self._times.append(time.perf_counter())
+
+    stop = mark
+
+    @property
+    def segments_s(self) -> list[float]:
+        """Wall-clock seconds of each part, in order (one part without marks)."""
+        return [b - a for a, b in pairwise(self._times)]
+
+    @property
+    def total_s(self) -> float:
+        return self._times[-1] - self._times[0]
+
+    @property
+    def device_segments_s(self) -> list[float] | None:
+        """CUDA-event seconds of each part; None off CUDA."""
+        if not self.cuda:
+            return None
+        return [a.elapsed_time(b) / 1000.0 for a, b in pairwise(self._events)]
+
+    @property
+    def device_total_s(self) -> float | None:
+        if not self.cuda:
+            return None
+        return self._events[0].elapsed_time(self._events[-1]) / 1000.0
+
+
+@contextmanager
+def timed_call(device: str = "cpu") -> Iterator[CallClock]:
+    """Time the body as one call; call ``mark()`` on the clock to split it into parts."""
+    clock = CallClock(device)
+    clock.start()
+    yield clock
+    clock.stop()
+
+
 class LatencyTracker:
-    """Times calls with :meth:`track`; :meth:`summary` turns them into a :class:`LatencySummary`."""
+    """Times calls with :meth:`track` (or takes calls timed elsewhere with :meth:`record`);
+    :meth:`summary` turns them into a :class:`LatencySummary`."""
 
     def __init__(self, device: str = "cpu") -> None:
         self.device = device
@@ -77,30 +150,33 @@ class LatencyTracker:
     @contextmanager
     def track(self, queries: int = 1, candidates: int = 0) -> Iterator[None]:
         """Time the body as one call that scores ``queries`` queries and ``candidates`` items."""
-        if queries < 1:
-            raise ValueError("a tracked call scores at least one query")
-        start_event = end_event = None
-        if self.cuda:
-            import torch
+        _check_queries(queries)
+        with timed_call(self.device) as clock:
+            yield
+        self.record(clock.total_s, queries, candidates, clock.device_total_s)
 
-            start_event = torch.cuda.Event(enable_timing=True)
-            end_event = torch.cuda.Event(enable_timing=True)
-        synchronize(self.device)
-        t0 = time.perf_counter()
-        if start_event is not None:
-            start_event.record()
-        yield
-        if end_event is not None:
-            end_event.record()
-        synchronize(self.device)
-        self.call_s.append(time.perf_counter() - t0)
-        if start_event is not None and end_event is not None:
-            self.device_s.append(start_event.elapsed_time(end_event) / 1000.0)
+    def record(
+        self,
+        seconds: float,
+        queries: int = 1,
+        candidates: int = 0,
+        device_seconds: float | None = None,
+    ) -> None:
+        """Add one call (or one part of a call) timed by the caller."""
+        _check_queries(queries)
+        self.call_s.append(seconds)
+        if device_seconds is not None:
+            self.device_s.append(device_seconds)
         self.queries.append(queries)
         self.candidates.append(candidates)
 
     def summary(self, **extra: Any) -> LatencySummary:
         return summarise(self.call_s, self.queries, self.candidates, self.device_s, **extra)
+
+
+def _check_queries(queries: int) -> None:
+    if queries < 1:
+        raise ValueError("a tracked call scores at least one query")
 
 
 def summarise(
