@@ -72,8 +72,11 @@ def datasets_table(
         "dropped",
     ):
         table.add_column(col, justify="left" if col in ("dataset", "layout", "split") else "right")
+    names = list_datasets(data_dir)
+    # names are what a reader looks for: never cut, the figures wrap instead
+    table.columns[0].min_width = max((len(n) for n in names), default=0)
     unit = "WordPiece tokens" if tokenizer else "words"
-    for name in list_datasets(data_dir):
+    for name in names:
         # one broken or unreadable dataset is reported and listed, the others still are
         try:
             layout = get_card(name, data_dir).layout
