@@ -122,7 +122,7 @@ def test_registered_ranker_works_in_every_command(toy_ranker: Path, results_dir:
     assert record["metrics"]["P@1"] == 1.0  # the positive shares both query words
 
     table = _cells(_ok(["compare", "-d", "toy", "--no-reference"]))
-    label = "overlap (weight=3.0)"  # its settings file's value differs from the default
+    label = "overlap"  # weight=3.0 is its settings file's value, not an override: not named
     assert [row[:2] for row in table[1:]] == [["Sparse", "bm25"], ["lexical-toy", label]]
     rows = json.loads(_ok(["compare", "-d", "toy", "--format", "json"]))
     [row] = [r for r in rows if r["ranker"] == "overlap"]

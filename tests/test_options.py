@@ -84,8 +84,18 @@ EXPECTED: dict[str, dict[Role, set[str]]] = {
         Role.RUNTIME: {"checkpoint", "dtype", "pretokenise", "checkpoint_steps", "batch_size"},
     },
     "crossjem": {
-        Role.TRAINING: ENCODER_TRAINING | {"union_len", "item_positions"},
-        Role.SCORE: {"model", "max_query_len", "max_item_len", "union_len", "item_positions"},
+        Role.TRAINING: ENCODER_TRAINING
+        | {"union_len", "item_positions", "order", "share_min", "positions"},
+        Role.SCORE: {
+            "model",
+            "max_query_len",
+            "max_item_len",
+            "union_len",
+            "item_positions",
+            "order",
+            "share_min",
+            "positions",
+        },
         Role.RUNTIME: {
             "checkpoint",
             "dtype",
@@ -256,7 +266,7 @@ def test_describe_options_gives_type_default_role_help_and_range() -> None:
         Role.TRAINING | Role.SCORE,
         ">= 1",
     )
-    assert union.help.startswith("L_u: most union tokens per encoder row")
+    assert union.help.startswith("L_u: most item tokens per encoder row")
     assert rows["pad_tolerance"].range == ">= 0 or none"
     assert rows["dtype"].role.label() == "training, runtime"
 
@@ -265,7 +275,7 @@ def test_bench_rankers_shows_role_range_and_help() -> None:
     result = CliRunner().invoke(app, ["rankers"])
     assert result.exit_code == 0, result.output
     (row,) = [line for line in result.output.splitlines() if "│ union_len " in line]
-    for part in ("242", "training, score", ">= 1", "L_u: most union tokens"):
+    for part in ("242", "training, score", ">= 1", "L_u: most item tokens"):
         assert part in row
     assert "crossjem (Joint ranking, trainable)" in result.output
     assert "firststage (First stage): no options" in result.output
