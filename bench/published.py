@@ -155,19 +155,24 @@ def _read_run(path: Path) -> ResultRecord:
     return ResultRecord.from_json(json.loads(path.read_text(encoding="utf-8")), path)
 
 
-def read_sweep(path: Path, dataset: str) -> SweepRecord:
-    """The sweep comment :func:`bench.sweep.write_chosen` left in ``path`` for ``dataset``
-    (the table of :func:`bench.sweep.table_lines`: columns two or more spaces apart)."""
+def read_sweep(path: Path, dataset: str, varies: str = "") -> SweepRecord:
+    """The first sweep comment :func:`bench.sweep.write_chosen` left in ``path`` for ``dataset``
+    (whose command has ``--set VARIES=`` when given; the table of
+    :func:`bench.sweep.table_lines`: columns two or more spaces apart)."""
     lines = path.read_text(encoding="utf-8").splitlines()
     for i, line in enumerate(lines):
         found = re.match(r"\s*# sweep \([^)]*\): (?P<command>.*)", line)
         if not found or f" -d {dataset} " not in found["command"] + " ":
+            continue
+        if varies and f"--set {varies}=" not in found["command"]:
             continue
         table: list[list[str]] = []
         chosen: dict[str, str] = {}
         for row in lines[i + 1 :]:
             text = re.sub(r"^\s*#\s{3}", "", row)
             if text == row:
+                break
+            if text.startswith("not written: "):
                 break
             if text.startswith("chosen on dev: "):
                 chosen = dict(
@@ -221,9 +226,10 @@ class Records:
             raise ReferenceError(f"table {self.table!r}: no row {label!r} in {name}")
         return rows[label]
 
-    def sweep(self, name: str, dataset: str) -> SweepRecord:
-        """The ``bench sweep`` table a settings file keeps for ``dataset``."""
-        return read_sweep(self._path(name), dataset)
+    def sweep(self, name: str, dataset: str, varies: str = "") -> SweepRecord:
+        """The ``bench sweep`` table a settings file keeps for ``dataset`` (the first one that
+        varies option ``varies``, when given)."""
+        return read_sweep(self._path(name), dataset, varies)
 
     def run(self, name: str) -> ResultRecord:
         """A `bench run` record (``record.json`` kept under ``results/reference/``): its metrics,

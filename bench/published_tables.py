@@ -540,7 +540,18 @@ def latency_host_step(records: Records) -> str:
 
 # -- word order ------------------------------------------------------------------------------------
 ITEM_ORDER = "word-order/item-order-{}.json"
-_ITEM_ORDER_ROWS = ("monobert items as written", "monobert item words sorted")
+#: (shown, row label) of each dataset's two runs; wikiqa's items-as-written model is the teacher
+#: monoBERT of the layout runs, scored from its folder
+_ITEM_ORDER_ROWS = {
+    "semeval16b": (
+        "monobert (minilm-l6, fine-tuned)",
+        "monobert (minilm-l6, sort_item_tokens=True, fine-tuned)",
+    ),
+    "wikiqa": (
+        "monobert (minilm-l6, checkpoint=db6e05ead8af)",
+        "monobert (minilm-l6, sort_item_tokens=True, fine-tuned)",
+    ),
+}
 
 
 @renderer("item-order")
@@ -550,7 +561,7 @@ def item_order(records: Records) -> str:
     rows = []
     for dataset in ("semeval16b", "wikiqa"):
         name = ITEM_ORDER.format(dataset)
-        written, ordered = (records.row(name, label) for label in _ITEM_ORDER_ROWS)
+        written, ordered = (records.row(name, label) for label in _ITEM_ORDER_ROWS[dataset])
         rows.append(
             [
                 dataset,
@@ -565,7 +576,7 @@ def item_order(records: Records) -> str:
 
 #: CROSS-JEM's row layouts on wikiqa: (shown, run record or None, latency record)
 _LAYOUTS = (
-    ("union (the paper's; default)", None, "latency/word-order-union.json", "crossjem"),
+    ("union (the paper's layout)", None, "latency/word-order-union.json", "crossjem"),
     (
         "concat, item positions",
         "word-order/wikiqa-concat-item.json",
@@ -636,3 +647,14 @@ def crossjem_order_wikiqa(records: Records) -> str:
         "predicted N=700",
     ]
     return table(header, rows)
+
+
+@renderer("crossjem-order-semeval16b")
+def crossjem_order_semeval16b(records: Records) -> str:
+    """The layout sweep on semeval16b as `bench sweep` wrote it into CROSS-JEM's settings file."""
+    sweep = records.sweep("rankers/configs/crossjem.yaml", "semeval16b", varies="order")
+    rows = [
+        [r["order"], r["positions"], r["dev AP@10"], r["test AP@10"], r["epoch"]]
+        for r in sweep.rows
+    ]
+    return table(["order", "positions", "dev AP@10", "test AP@10", "epoch kept"], rows)
