@@ -42,6 +42,7 @@ from bench.latency import (
     token_summary,
 )
 from bench.latency.protocol import PARTS
+from bench.runner import ranker_options
 from rankers.base import LatencyVariant, Ranker, RankerConfig, RankerError
 from rankers.models import write_random_bert
 
@@ -314,7 +315,12 @@ def test_entries_come_from_each_rankers_latency_variants(toys: None) -> None:
         ("toy-bare (batch_size=2)", "toy-bare"),
         ("st-crossencoder (batch_size=32)", "st-crossencoder"),
         ("st-crossencoder (batch_size=64)", "st-crossencoder"),
-    ] + [(v.label, v.column) for v in rankers.create_ranker("crossjem").latency_variants()]
+    ] + [  # CROSS-JEM as wikiqa's settings file configures it (its row layout tags the columns)
+        (v.label, v.column)
+        for v in rankers.create_ranker(
+            "crossjem", ranker_options("crossjem", "wikiqa")
+        ).latency_variants()
+    ]
     toy = entries[2]
     assert toy.ranker == "toy" and toy.options == {"mode": "fast", "batch_size": 30}
     assert [e.options["precompute"] for e in entries[5:7]] == [True, False]
