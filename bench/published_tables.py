@@ -584,6 +584,12 @@ _LAYOUTS = (
         "crossjem {concat, item positions}",
     ),
     (
+        "concat, row positions (2 threads)",
+        "word-order/wikiqa-concat-row.json",
+        "latency/word-order-concat-row.json",
+        "crossjem {concat}",
+    ),
+    (
         "hybrid share_min=2, item positions",
         "word-order/wikiqa-hybrid-item.json",
         "latency/word-order-hybrid-item.json",
