@@ -79,19 +79,22 @@ class LatencyTracker:
         """Time the body as one call that scores ``queries`` queries and ``candidates`` items."""
         if queries < 1:
             raise ValueError("a tracked call scores at least one query")
-        start_event = end_event = None
+        start_event = end_event = stream = None
         if self.cuda:
             import torch
 
             start_event = torch.cuda.Event(enable_timing=True)
             end_event = torch.cuda.Event(enable_timing=True)
+            # the tracker's device's stream: Event.record() alone uses the current device's,
+            # so on cuda:1 it would time an idle cuda:0 stream
+            stream = torch.cuda.current_stream(self.device)
         synchronize(self.device)
         t0 = time.perf_counter()
         if start_event is not None:
-            start_event.record()
+            start_event.record(stream)
         yield
         if end_event is not None:
-            end_event.record()
+            end_event.record(stream)
         synchronize(self.device)
         self.call_s.append(time.perf_counter() - t0)
         if start_event is not None and end_event is not None:
