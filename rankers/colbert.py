@@ -254,7 +254,8 @@ class ColBERTRanker(Ranker[ColBERTRankerConfig]):
         self.training_summary: dict[str, Any] | None = None
         from rankers.encoders import CastCache
 
-        self._cast: CastCache[ColBERT] = CastCache()
+        # the projection stays float32 over a bf16 encoder, so MaxSim runs on float32 vectors
+        self._cast: CastCache[ColBERT] = CastCache(lambda m: [m.linear])
 
     def untrained_weights(self) -> str | None:
         if self.training_summary is not None or self._provenance.get("checkpoint"):

@@ -188,7 +188,8 @@ class DenseRanker(Ranker[DenseConfig]):
         self._fitting = False
         from rankers.encoders import CastCache
 
-        self._cast: CastCache[SentenceTransformer] = CastCache()
+        # pooling (and any Dense/Normalize after it) stays float32 over a bf16 transformer
+        self._cast: CastCache[SentenceTransformer] = CastCache(lambda m: list(m)[1:])
 
     # -- model ---------------------------------------------------------------------------------
     @property

@@ -28,6 +28,7 @@ from rankers.encoders import (
     EncoderConfig,
     EncoderRanker,
     check_positions,
+    float32_logits,
     pad_rows,
     scatter_to_lists,
     token_ids,
@@ -122,21 +123,22 @@ class MonoBERTModule(nn.Module):
         self.classifier = nn.Linear(int(encoder.config.hidden_size), 1)
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor) -> Tensor:
-        """One logit per pair, shape (P,)."""
+        """One float32 logit per pair, shape (P,): pooling and head in float32 whatever the
+        encoder's dtype (a bf16 scoring copy keeps the head in float32)."""
         out = self.encoder(
             input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
         )
-        hidden = out.last_hidden_state
+        hidden = out.last_hidden_state.float()
         if self.pooling == "cls":
             pooled = hidden[:, 0]
         elif self.pooling == "pooler":
             if getattr(out, "pooler_output", None) is None:
                 raise RankerError("monobert: pooling=pooler but the encoder has no pooler")
-            pooled = out.pooler_output
+            pooled = out.pooler_output.float()
         else:
             weights = attention_mask.to(hidden.dtype)[..., None]
             pooled = (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp_min(1.0)
-        return self.classifier(self.dropout(pooled)).squeeze(-1)
+        return float32_logits(self.classifier, self.dropout(pooled))
 
 
 class MonoBERTRanker(EncoderRanker[MonoBERTConfig]):

@@ -153,7 +153,8 @@ class RankT5Ranker(Ranker[RankT5Config]):
         self.training_summary: dict[str, Any] | None = None
         from rankers.encoders import CastCache
 
-        self._cast: CastCache[PreTrainedModel] = CastCache()
+        # the LM head stays float32: the score-token logit is not rounded to bf16
+        self._cast: CastCache[PreTrainedModel] = CastCache(lambda m: [m.get_output_embeddings()])
 
     # -- model ---------------------------------------------------------------------------------
     @property

@@ -353,11 +353,16 @@ def make_accelerator(device: str, dtype: str) -> Accelerator:
     """An Accelerator for ``device`` (cpu or cuda) with split batches and the dtype's autocast."""
     from datetime import timedelta
 
+    import torch
     from accelerate import Accelerator, DataLoaderConfiguration
     from accelerate.state import AcceleratorState, PartialState
     from accelerate.utils import DistributedDataParallelKwargs, InitProcessGroupKwargs
 
     cuda = device.startswith("cuda")
+    if cuda and ":" in device:
+        # Accelerate places a single process on the *current* CUDA device ("cuda"): make that
+        # the requested one, so `--device cuda:1` trains, scores and loads teachers on GPU 1
+        torch.cuda.set_device(device)
     options: dict[str, Any] = {
         "cpu": not cuda,
         "mixed_precision": MIXED_PRECISION.get(dtype, "no") if cuda else "no",
@@ -372,13 +377,34 @@ def make_accelerator(device: str, dtype: str) -> Accelerator:
         ],
     }
     try:
-        return Accelerator(**options)
+        accelerator = Accelerator(**options)
     except ValueError as exc:
         # Accelerate's state is per process; a single process may switch device or precision
         if "already been initialized" not in str(exc) or PartialState().num_processes > 1:
             raise RankerError(f"cannot set up Accelerate for {device}/{dtype}: {exc}") from exc
         AcceleratorState._reset_state(reset_partial_state=True)
-        return Accelerator(**options)
+        accelerator = Accelerator(**options)
+    placed = accelerated_device(accelerator)
+    if cuda and ":" in device and placed != device:
+        # under a launcher each process takes the GPU of its local rank
+        raise RankerError(
+            f"training asked for {device} but Accelerate placed this process on {placed}; "
+            "under `accelerate launch` use --device cuda (each process takes its rank's GPU)"
+        )
+    return accelerator
+
+
+def accelerated_device(accelerator: Accelerator) -> str:
+    """The device Accelerate trains on, as ``cpu`` or ``cuda:N``: its ``cuda`` without an index
+    means the current device, which the ranker must name explicitly (scoring, teachers and dev
+    evaluation follow ``ranker.device``)."""
+    import torch
+
+    device = accelerator.device
+    if device.type != "cuda":
+        return device.type
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return f"cuda:{index}"
 
 
 # -- data ----------------------------------------------------------------------------------------
@@ -1123,7 +1149,7 @@ def fit_lists(
             f"the {world} training processes (each takes an equal slice of a batch)"
         )
     # under torchrun on CPU Accelerate says "cpu:0"; keep the plain name the rest of the code uses
-    ranker.device = "cpu" if accelerator.device.type == "cpu" else str(accelerator.device)
+    ranker.device = accelerated_device(accelerator)
 
     path = Path(cache_dir) if cache_dir is not None else None
     targets: Targets = broadcast_object_list(

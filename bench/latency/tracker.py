@@ -85,7 +85,9 @@ class CallClock:
             import torch
 
             event = torch.cuda.Event(enable_timing=True)
-            event.record()
+            # the clock's device's stream: Event.record() alone uses the current device's, so
+            # on cuda:1 it would time an idle cuda:0 stream
+            event.record(torch.cuda.current_stream(self.device))
             self._events.append(event)
 
     def start(self) -> None:

@@ -21,7 +21,7 @@ from torch import Tensor, nn
 
 from rankers.crossjem.inputs import Row
 from rankers.crossjem.packed import Bucket, PackedRows, drop_default_positions
-from rankers.encoders import scatter_to_lists, upload
+from rankers.encoders import float32_logits, scatter_to_lists, upload
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -177,5 +177,4 @@ class CrossJEMModule(nn.Module):
             own = own + self.position_table[batch.tok_offset[b.t0 : b.t1]].float()
         summed = shared[slot_row].index_add(0, tok_slot, own)
         pooled = summed / batch.slot_count[b.s0 : b.s1, None].float().clamp_min(1.0)
-        weight = self.classifier.weight
-        return self.classifier(self.dropout(pooled.to(weight.dtype))).squeeze(-1).float()
+        return float32_logits(self.classifier, self.dropout(pooled))
