@@ -61,7 +61,7 @@ from rankers import (
     create_ranker,
     get_ranker_class,
 )
-from rankers.training import ENSEMBLE_SEPARATOR, teacher_parts
+from rankers.targets import ENSEMBLE_SEPARATOR, teacher_parts
 
 log = logging.getLogger(__name__)
 
@@ -452,7 +452,7 @@ def _train(
 ) -> dict[str, Any]:
     """Fit into ``<model_dir>.tmp`` (resuming a sound checkpoint there), save with a manifest,
     then rename into place."""
-    from rankers.training import CHECKPOINT_DIR
+    from rankers.resume import CHECKPOINT_DIR
 
     log.info(
         "training %s on %s/train (%d queries)%s",
@@ -520,7 +520,8 @@ def dev_baselines(
 
     ``ranker`` holds the kept epoch's weights; it scores dev once more for the per-query values.
     """
-    from rankers.training import SELECTION_MEASURE, dev_per_query
+    from rankers.resume import SELECTION_MEASURE
+    from rankers.training import dev_per_query
 
     scores = summary.get(f"dev_{SELECTION_MEASURE}") or []
     best_epoch = summary.get("best_epoch")
@@ -588,7 +589,7 @@ def training_advice(summary: Mapping[str, Any], patience: int) -> str:
     """What may help a trained model that did not beat the rankers needing no training, from
     how its training ended: when ``patience`` stopped it, more steps (``min_steps``) change
     nothing, so the advice names patience and the step it stopped at."""
-    from rankers.training import SELECTION_MEASURE
+    from rankers.resume import SELECTION_MEASURE
 
     if summary.get("stopped_early") and patience:
         epochs = "epoch" if patience == 1 else "epochs"
@@ -617,7 +618,7 @@ def baseline_verdict(
     or two often turns into a loss on test). The dict is what the record keeps.
     """
     from bench.significance import paired_ttest
-    from rankers.training import SELECTION_MEASURE
+    from rankers.resume import SELECTION_MEASURE
 
     values = {b: float(v) for b, (v, _) in baselines.items()}
     p_values: dict[str, float] = {}
@@ -643,7 +644,7 @@ def _resumable_state_problem(folder: Path) -> str | None:
     """What is wrong with the published state of a resumable checkpoint folder (None: nothing
     to resume, or it is sound). A missing or unreadable ``latest.json`` is the trainer's to
     report; here the state's files are checked, so a truncated one is not loaded."""
-    from rankers.training import LATEST_FILE
+    from rankers.resume import LATEST_FILE
 
     try:
         meta = json.loads((folder / LATEST_FILE).read_text(encoding="utf-8"))
@@ -659,7 +660,7 @@ def _process_role() -> tuple[bool, Callable[[], None]]:
         from accelerate import PartialState
     except ImportError:
         return True, lambda: None
-    from rankers.training import wait_for_everyone
+    from rankers.resume import wait_for_everyone
 
     state = PartialState()
     return state.is_main_process, lambda: wait_for_everyone(state)

@@ -68,7 +68,7 @@ class Role(enum.Flag):
 
     * ``TRAINING``: the trained weights can differ, so the option is part of the trained-model
       cache key (:func:`bench.runner.fit_or_load`) and of a resumable checkpoint's key
-      (:func:`rankers.training.checkpoint_key`): changing it trains anew.
+      (:func:`rankers.resume.checkpoint_key`): changing it trains anew.
     * ``SCORE``: it defines what a score means (model, token limits, template, similarity): a
       loaded checkpoint's saved value wins over the caller's, since its weights were trained
       for it.

@@ -15,7 +15,7 @@ Everything that defines ColBERT comes from colbert-ai 0.2.x, not from a copy:
 * training calls ``ColBERT.forward`` - the ``nway``-way softmax cross-entropy over (positive,
   negatives) of each query, plus colbert-ai's in-batch loss when ``use_ib_negatives`` - in a small
   loop of our own (colbert-ai's ``Trainer`` wants its own file formats and launcher) on
-  Accelerate, checkpointed by :class:`rankers.training.Resumable` like the list trainer, so an
+  Accelerate, checkpointed by :class:`rankers.resume.Resumable` like the list trainer, so an
   interrupted fine-tuning resumes where it stopped.
 
 No index: candidates are encoded at query time and scored against the query directly. colbert-ai
@@ -518,7 +518,8 @@ class ColBERTRanker(Ranker[ColBERTRankerConfig]):
         With :attr:`work_dir` set, the full state is checkpointed there at every epoch end (and
         every ``checkpoint_steps`` steps) and an interrupted fit resumes from it.
         """
-        from rankers.training import LoopPlan, split_key, train_loop
+        from rankers.resume import split_key
+        from rankers.training import LoopPlan, train_loop
 
         cfg = self.cfg
         groups = _groups(train)

@@ -375,7 +375,8 @@ class DenseRanker(Ranker[DenseConfig]):
         (:mod:`rankers.training`); the best dev AP@10 epoch is kept. With :attr:`work_dir` set,
         the state (mined negatives included) is checkpointed there and an interrupted fit
         resumes from it."""
-        from rankers.training import LoopPlan, split_key, train_loop
+        from rankers.resume import split_key
+        from rankers.training import LoopPlan, train_loop
 
         cfg = self.config
         self._items = None  # stale once the weights change; re-indexed at the end

@@ -213,7 +213,7 @@ class EncoderConfig(TrainingConfig):
         role=RUNTIME,
         help="tokenise index()'s items once, so scoring only tokenises the query (same scores)",
     )
-    # -- training (rankers.training.fit_lists) --
+    # -- training (rankers.listtrain.fit_lists) --
     loss: str = option(
         "bce",
         role=TRAINING,
@@ -438,7 +438,7 @@ class EncoderRanker(Ranker[EC], Generic[EC]):
     def fit(self, train: RankingSplit, dev: RankingSplit | None = None) -> dict[str, Any]:
         """Fine-tune on whole lists with ``config.loss`` (see :mod:`rankers.training`); with
         :attr:`work_dir` set, checkpoints go there and an interrupted fit resumes from them."""
-        from rankers.training import fit_lists
+        from rankers.listtrain import fit_lists
 
         return fit_lists(self, train, dev, work_dir=self.work_dir)
 

@@ -4,7 +4,7 @@ Input ``"Query: {query} Document: {document}"``; the decoder gets only its start
 score is the logit of a designated vocabulary token at that first decoding step (the
 ``Soyoung97/RankT5-base`` port uses ``<extra_id_10>``). Trained with a listwise loss over each
 query's candidates - by default the paper's softmax cross-entropy, all positives of a list sharing
-the target mass - through the shared list trainer :func:`rankers.training.fit_lists`.
+the target mass - through the shared list trainer :func:`rankers.listtrain.fit_lists`.
 
 Backbones: any Hugging Face seq2seq LM (T5, or a saved folder) by id or path. Offline there are no
 T5 weights, so the default ``minilm-l6-encdec`` is an ``EncoderDecoderModel`` built from
@@ -69,7 +69,7 @@ T5_TYPES = ("t5", "mt5", "umt5")
 class RankT5Config(TrainingConfig):
     """The shared training options (:class:`~rankers.base.TrainingConfig`), scoring options, then
     the list trainer's options (field names shared with the encoder rankers, as
-    :func:`rankers.training.fit_lists` reads them). A loaded checkpoint restores the score
+    :func:`rankers.listtrain.fit_lists` reads them). A loaded checkpoint restores the score
     options (:attr:`Role.SCORE <rankers.base.Role.SCORE>`)."""
 
     model: str = option(
@@ -337,7 +337,7 @@ class RankT5Ranker(Ranker[RankT5Config]):
     def forward(
         self, batch: dict[str, Any], module: Any = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Logits (B, N_max) and item mask: the interface of :func:`rankers.training.fit_lists`."""
+        """Logits (B, N_max) and item mask: the interface of :func:`rankers.listtrain.fit_lists`."""
         from rankers.encoders import scatter_to_lists
 
         values = self.logits(batch["input_ids"], batch["attention_mask"], module).float()
@@ -377,7 +377,7 @@ class RankT5Ranker(Ranker[RankT5Config]):
 
     def fit(self, train: RankingSplit, dev: RankingSplit | None = None) -> dict[str, Any]:
         """Listwise fine-tuning with ``loss`` (softmax CE) by the shared list trainer."""
-        from rankers.training import fit_lists
+        from rankers.listtrain import fit_lists
 
         cut = self.training_lists(train, random.Random(self.cfg.seed))
         summary = fit_lists(self, cut, dev)
@@ -388,8 +388,9 @@ class RankT5Ranker(Ranker[RankT5Config]):
 
     def training_loss(self, split: RankingSplit) -> float:
         """Mean ``loss`` over ``split``'s lists (cut without sampling), eval mode, no autograd."""
+        from rankers.listtrain import pad_targets
         from rankers.losses import get_loss
-        from rankers.training import grade_targets, pad_targets
+        from rankers.targets import grade_targets
 
         cut = self.training_lists(split)
         lists = [cl for cl in cut.lists if len(cl)]

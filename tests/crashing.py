@@ -15,9 +15,9 @@ class Crash(Exception):
 def die_after_checkpoint(monkeypatch: pytest.MonkeyPatch, step: int) -> list[int]:
     """Make every published checkpoint append its step to the returned list, and the one of
     ``step`` raise :class:`Crash` once published (the state on disk is then complete)."""
-    import rankers.training as training
+    import rankers.resume as resume
 
-    real_save = training.save_checkpoint
+    real_save = resume.save_checkpoint
     saved: list[int] = []
 
     def save_then_die(accelerator: Any, folder: Any, key: str, progress: Any) -> Any:
@@ -27,5 +27,5 @@ def die_after_checkpoint(monkeypatch: pytest.MonkeyPatch, step: int) -> list[int
             raise Crash(final)
         return final
 
-    monkeypatch.setattr(training, "save_checkpoint", save_then_die)
+    monkeypatch.setattr(resume, "save_checkpoint", save_then_die)
     return saved

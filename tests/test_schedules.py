@@ -15,18 +15,16 @@ from bench.data.model import Candidate, CandidateList, Query, RankingSplit
 from rankers.base import Ranker, RankerConfig, RankerError
 from rankers.bm25 import BM25Index
 from rankers.crossjem import CrossJEMRanker
-from rankers.training import (
-    LoopPlan,
-    Progress,
+from rankers.listtrain import fit_lists
+from rankers.resume import Progress
+from rankers.targets import (
     ensemble_logits,
     extend_lists,
-    fit_lists,
-    out_of_patience,
-    planned_epochs,
     sigmoid,
     teacher_parts,
     training_targets,
 )
+from rankers.training import LoopPlan, out_of_patience, planned_epochs
 
 
 # -- teachers ------------------------------------------------------------------------------------

@@ -24,18 +24,11 @@ from toymodels import write_tiny_bert
 from rankers.base import RankerError
 from rankers.crossjem import CrossJEMRanker
 from rankers.encoders import state_hash
+from rankers.listtrain import ListBatches, fit_lists
 from rankers.monobert import MonoBERTRanker
-from rankers.training import (
-    CHECKPOINT_DIR,
-    LATEST_FILE,
-    TEACHER_CACHE_DIR,
-    ListBatches,
-    adamw_linear,
-    fit_lists,
-    make_accelerator,
-    sigmoid,
-    teacher_logits,
-)
+from rankers.resume import CHECKPOINT_DIR, LATEST_FILE
+from rankers.targets import TEACHER_CACHE_DIR, sigmoid, teacher_logits
+from rankers.training import adamw_linear, make_accelerator
 
 
 def _crossjem(model: Path | str, **options: Any) -> CrossJEMRanker:
@@ -155,7 +148,7 @@ def test_resume_after_crash_ends_with_identical_weights(
         )
     resumed = _crossjem(tiny_bert, **_resume_options())
     resumed.work_dir = tmp_path
-    with caplog.at_level(logging.INFO, logger="rankers.training"):
+    with caplog.at_level(logging.INFO, logger="rankers.resume"):
         summary = resumed.fit(train, dev)
     assert "resuming from" in caplog.text
     assert summary["resumed_from"] == resumed_from
@@ -180,7 +173,7 @@ def test_checkpoint_of_other_settings_is_not_resumed(
     first.fit(train)
     other = _crossjem(tiny_bert, epochs=1, lr=5e-4)
     other.work_dir = tmp_path
-    with caplog.at_level(logging.WARNING, logger="rankers.training"):
+    with caplog.at_level(logging.WARNING, logger="rankers.resume"):
         summary = other.fit(train)
     assert summary["resumed_from"] is None
     assert "saved with other settings, data or targets" in caplog.text
@@ -325,7 +318,7 @@ def test_cpu_processes_wait_without_cuda_device_ids(monkeypatch: pytest.MonkeyPa
 
     import torch.distributed
 
-    from rankers.training import wait_for_everyone
+    from rankers.resume import wait_for_everyone
 
     calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
     monkeypatch.setattr(torch.distributed, "barrier", lambda *a, **k: calls.append((a, k)))

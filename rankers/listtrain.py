@@ -1,0 +1,290 @@
+"""The list trainer: monoBERT, CROSS-JEM and RankT5 fine-tuned on whole candidate lists with any
+loss of :mod:`rankers.losses` and fixed targets (:mod:`rankers.targets`), on the one loop of
+:mod:`rankers.training`, and :class:`ListTrainingConfig`, the options every list ranker shares.
+
+Batches are *split*: each process takes an equal contiguous slice of every global batch, so
+``train_batch_queries`` lists make one optimisation step whatever the process count; the last,
+short batch is padded with zero-weight lists so every process gets a slice. Split out of
+:mod:`rankers.training` (issue 19 item 3).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import inspect
+import logging
+import math
+import random
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from bench.data.model import CandidateList, RankingSplit
+from rankers.base import Ranker, RankerError
+from rankers.losses import RankingLoss, get_loss
+from rankers.resume import list_ids
+from rankers.targets import TEACHER_CACHE_DIR, Targets, extend_lists, training_targets
+from rankers.training import BatchLoss, LoopPlan, accelerated_device, make_accelerator, train_loop
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+log = logging.getLogger(__name__)
+
+_NO_SIGNAL = "no query in the batch has signal"
+
+
+# -- data ----------------------------------------------------------------------------------------
+class ListBatches:
+    """Global batches of list indices, a fresh permutation per epoch (``seed + epoch``).
+
+    The list trainer's ``epoch_batches``; :func:`train_loop` gives each process an equal slice of
+    every batch. With ``pad`` the last short batch is filled up to ``batch_size`` with ``-1 - i``
+    (list ``i`` again, zero weight): every process then gets a non-empty slice. The epoch is set
+    through :attr:`epoch`.
+    """
+
+    def __init__(self, n_lists: int, batch_size: int, seed: int, pad: bool) -> None:
+        self.n_lists = n_lists
+        self.batch_size = batch_size
+        self.seed = seed
+        self.pad = pad
+        self.epoch = 1
+
+    def __len__(self) -> int:
+        return math.ceil(self.n_lists / self.batch_size)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        order = list(range(self.n_lists))
+        random.Random(self.seed + self.epoch).shuffle(order)
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start : start + self.batch_size]
+            missing = self.batch_size - len(batch) if self.pad else 0
+            batch += [-1 - order[k % len(order)] for k in range(missing)]
+            yield batch
+
+
+@dataclasses.dataclass
+class ListBatch:
+    """One process's slice of a batch: the ranker's inputs and the padded targets, on the
+    ranker's device (``ranker.prepare`` puts them there)."""
+
+    inputs: Any
+    targets: torch.Tensor
+    #: True for the real items of real (not padding) lists
+    mask: torch.Tensor
+    lists: list[int]
+
+
+class ListCollate:
+    """List indices (``-1 - i``: padding list ``i``) -> ``ranker.prepare`` inputs + targets with
+    their mask."""
+
+    def __init__(self, ranker: Any, lists: Sequence[CandidateList], targets: Sequence[np.ndarray]):
+        self.ranker = ranker
+        self.lists = lists
+        self.targets = targets
+
+    def __call__(self, ids: Sequence[int]) -> ListBatch:
+        rows = [i if i >= 0 else -1 - i for i in ids]
+        inputs = self.ranker.prepare(
+            [(self.lists[r].query.text, self.lists[r].texts) for r in rows]
+        )
+        targets, mask = pad_targets([self.targets[r] for r in rows], [i >= 0 for i in ids])
+        device = self.ranker.device
+        return ListBatch(inputs, targets.to(device), mask.to(device), list(ids))
+
+
+def pad_targets(
+    targets: Sequence[np.ndarray], real: Sequence[bool] | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad per-list targets into (B, N_max) float32 and a mask (False on padding lists)."""
+    import torch
+
+    width = max((len(t) for t in targets), default=0)
+    values = torch.zeros(len(targets), width)
+    mask = torch.zeros(len(targets), width, dtype=torch.bool)
+    for row, t in enumerate(targets):
+        values[row, : len(t)] = torch.as_tensor(np.asarray(t), dtype=torch.float32)
+        mask[row, : len(t)] = True if real is None else bool(real[row])
+    return values, mask
+
+
+def check_signal(loss: RankingLoss, targets: Sequence[np.ndarray], chunk: int = 64) -> bool:
+    """True when ``loss`` finds signal in some list (its validity depends on targets only)."""
+    import torch
+
+    for start in range(0, len(targets), chunk):
+        values, mask = pad_targets(targets[start : start + chunk])
+        try:
+            loss.compute(torch.zeros_like(values), values, mask)
+        except ValueError as exc:
+            if _NO_SIGNAL not in str(exc):
+                raise
+            continue
+        return True
+    return False
+
+
+# -- the list trainer ----------------------------------------------------------------------------
+class ListSteps:
+    """The :class:`Trainable` of the list rankers (monoBERT, CROSS-JEM, RankT5): their
+    ``prepare(lists)`` and ``forward(batch) -> (logits, mask)`` with any loss of
+    :mod:`rankers.losses` on whole candidate lists and fixed targets."""
+
+    def __init__(
+        self,
+        ranker: Any,
+        lists: Sequence[CandidateList],
+        targets: Targets,
+        loss_fn: RankingLoss,
+        processes: int,
+    ) -> None:
+        cfg = ranker.cfg
+        self.ranker, self.loss_fn = ranker, loss_fn
+        self.collate = ListCollate(ranker, lists, targets.values)
+        # several processes: the last, short batch is padded with zero-weight lists
+        self.batches = ListBatches(len(lists), cfg.train_batch_queries, cfg.seed, processes > 1)
+
+    def training_module(self) -> nn.Module:
+        return self.ranker.module
+
+    def epoch_batches(self, train: RankingSplit, epoch: int) -> list[list[int]]:
+        self.batches.epoch = epoch
+        return list(self.batches)
+
+    def batch_loss(self, batch: list[int], module: nn.Module) -> BatchLoss:
+        inputs = self.collate(batch)
+        forward = _forward(self.ranker, module, self.ranker.module)
+        logits, mask = forward(inputs.inputs)
+        if logits.shape != inputs.targets.shape:
+            raise RankerError(
+                f"forward returned logits of shape {tuple(logits.shape)} for targets of shape "
+                f"{tuple(inputs.targets.shape)}"
+            )
+        real = sum(1 for i in batch if i >= 0)
+        try:
+            value = self.loss_fn.compute(logits.float(), inputs.targets, mask & inputs.mask)
+        except ValueError as exc:
+            if _NO_SIGNAL not in str(exc):
+                raise
+            # e.g. only lists without positives under ce: this slice adds nothing, but still
+            # takes part in the backward pass (DDP reduces gradients of every process together)
+            return BatchLoss(logits.sum() * 0.0, 0, real)
+        return BatchLoss(value.loss, value.used, real)
+
+
+def fit_lists(
+    ranker: Any,
+    train: RankingSplit,
+    dev: RankingSplit | None = None,
+    teacher: Ranker | None = None,
+    *,
+    work_dir: str | Path | None = None,
+    cache_dir: str | Path | None = None,
+    on_checkpoint: Callable[[dict[str, int]], None] | None = None,
+) -> dict[str, Any]:
+    """Fine-tune ``ranker`` in place on whole candidate lists; returns the training summary.
+
+    ``work_dir`` (default ``ranker.work_dir``) holds the resumable checkpoint; ``cache_dir``
+    (default ``work_dir/../teacher-scores``) the teacher scores. ``on_checkpoint`` is called on
+    every process after each published checkpoint with ``{"epoch", "step"}``.
+    """
+    from accelerate.utils import broadcast_object_list
+
+    cfg = ranker.cfg
+    loss_fn = get_loss(cfg.loss)
+    lists = [cl for cl in train.lists if len(cl)]
+    if not lists:
+        raise RankerError(f"train split {train.dataset}/{train.split} has no candidate lists")
+    given = sum(len(cl) for cl in lists)
+    size = int(getattr(cfg, "train_list_size", 0) or 0)
+    if size:
+        lists = extend_lists(train, lists, size)
+        log.info(
+            "%s: train lists grown to %d items with BM25 negatives: %.1f -> %.1f items a list",
+            ranker.name,
+            size,
+            given / len(lists),
+            sum(len(cl) for cl in lists) / len(lists),
+        )
+    if work_dir is None:
+        work_dir = getattr(ranker, "work_dir", None)
+    work = Path(work_dir) if work_dir is not None else None
+    if cache_dir is None and work is not None:
+        cache_dir = work.parent / TEACHER_CACHE_DIR
+
+    accelerator = make_accelerator(ranker.device, cfg.dtype)
+    world = accelerator.num_processes
+    if cfg.train_batch_queries % world:
+        raise RankerError(
+            f"{ranker.name}: train_batch_queries={cfg.train_batch_queries} must be a multiple of "
+            f"the {world} training processes (each takes an equal slice of a batch)"
+        )
+    # under torchrun on CPU Accelerate says "cpu:0"; keep the plain name the rest of the code uses
+    ranker.device = accelerated_device(accelerator)
+
+    path = Path(cache_dir) if cache_dir is not None else None
+    targets: Targets = broadcast_object_list(
+        [
+            training_targets(ranker, train, lists, teacher, path)
+            if accelerator.is_main_process
+            else None
+        ]
+    )[0]
+    if not check_signal(loss_fn, targets.values):
+        raise RankerError(
+            f"{ranker.name}: loss {cfg.loss} finds no signal in any list of "
+            f"{train.dataset}/{train.split} ({targets.source}): {loss_fn.no_signal}"
+        )
+    target_hash = hashlib.sha256()
+    for t in targets.values:
+        target_hash.update(np.asarray(t, dtype=np.float64).tobytes())
+    plan = LoopPlan.of(
+        cfg,
+        warmup_ratio=cfg.warmup_ratio,
+        data={"train": list_ids(lists), "targets": [targets.source, target_hash.hexdigest()]},
+        describe=(
+            f"{len(lists)} lists, {cfg.train_batch_queries} a step, loss {cfg.loss} on "
+            f"{targets.source}"
+        ),
+        distributed=True,
+    )
+    steps = ListSteps(ranker, lists, targets, loss_fn, world)
+    summary = train_loop(
+        ranker,
+        steps,
+        train,
+        dev,
+        plan,
+        accelerator=accelerator,
+        work_dir=work,
+        on_checkpoint=on_checkpoint,
+    )
+    return {
+        **summary,
+        "loss_name": cfg.loss,
+        "targets": targets.source,
+        "teacher": targets.teacher,
+        "train_queries": len(lists),
+        "train_items": sum(len(cl) for cl in lists),
+        "train_items_given": given,
+        "train_batch_queries": cfg.train_batch_queries,
+    }
+
+
+def _forward(ranker: Any, model: nn.Module, module: nn.Module) -> Callable[[Any], Any]:
+    """``ranker.forward`` through the prepared model: DDP only syncs gradients of calls to it."""
+    if model is module:  # one process: prepare() returned the module itself
+        return ranker.forward
+    if "module" not in inspect.signature(ranker.forward).parameters:
+        raise RankerError(
+            f"{ranker.name}: forward(batch) takes no module= argument, so it cannot run through "
+            "the distributed wrapper; train it in one process"
+        )
+    return functools.partial(ranker.forward, module=model)
