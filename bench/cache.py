@@ -27,7 +27,7 @@ import os
 import socket
 import sys
 import zipfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -135,12 +135,15 @@ def move_aside(path: Path, problem: str, stem: Path | None = None) -> Path:
     return target
 
 
-def write_manifest(folder: Path) -> None:
-    """Checksum every file of ``folder`` into ``folder/manifest.json`` (written last)."""
+def write_manifest(folder: Path, only: Collection[str] | None = None) -> None:
+    """Checksum every file of ``folder`` into ``folder/manifest.json`` (written last); with
+    ``only``, the files under those top-level names (a ranker's save beside a resumable state)."""
     files = {
         f.relative_to(folder).as_posix(): file_sha256(f)
         for f in sorted(folder.rglob("*"))
-        if f.is_file() and f.name != MANIFEST
+        if f.is_file()
+        and f.name != MANIFEST
+        and (only is None or f.relative_to(folder).parts[0] in only)
     }
     atomic_write_json(folder / MANIFEST, {"files": files})
 

@@ -459,13 +459,52 @@ class Ranker(ABC, Generic[C]):
         """Train on ``train``, select on ``dev``; returns a summary recorded with results."""
         raise RankerError(f"ranker {self.name!r} is not trainable")
 
+    # -- persistence (one helper for every ranker: rankers.persist) ----------------------------
     def save(self, path: Path) -> None:
-        """Persist what :meth:`load` needs. Default: the config only (stateless rankers)."""
-        path.mkdir(parents=True, exist_ok=True)
-        (path / RANKER_FILE).write_text(json.dumps(self.describe(), indent=2, sort_keys=True))
+        """Persist what :meth:`load` needs: weights (:meth:`write_weights`), ``ranker.json`` and
+        the manifest, written atomically by :func:`rankers.persist.save_ranker`."""
+        from rankers.persist import save_ranker
 
-    def load(self, path: Path) -> None:  # noqa: B027 - stateless default
-        """Restore state written by :meth:`save` into this (already configured) ranker."""
+        save_ranker(self, Path(path))
+
+    def load(self, path: Path) -> None:
+        """Restore a :meth:`save` folder into this (already configured) ranker by the one restore
+        rule of :func:`rankers.persist.load_ranker`, then :meth:`read_weights`."""
+        from rankers.persist import load_ranker
+
+        load_ranker(self, Path(path))
+
+    def _trainable(self) -> bool:
+        return callable(getattr(self, "training_module", None))
+
+    def saved_parts(self) -> tuple[str, ...]:
+        """The files and folders a saved folder must hold besides ``ranker.json``."""
+        from rankers.persist import WEIGHTS_FILE
+
+        return (WEIGHTS_FILE,) if self._trainable() else ()
+
+    def write_weights(self, folder: Path) -> None:
+        """Write the weights into ``folder``. Default: a trainable ranker's ``training_module()``
+        state dict and tokenizer (:func:`rankers.persist.write_module`); nothing when stateless.
+        A ranker with its own format (a Hugging Face folder) overrides this and
+        :meth:`read_weights`, never :meth:`save`/:meth:`load`."""
+        if self._trainable():
+            from rankers.persist import write_module
+
+            write_module(self, folder)
+
+    def read_weights(self, folder: Path, meta: dict[str, Any]) -> None:
+        """Read what :meth:`write_weights` wrote (the config is restored already); ``meta`` is the
+        folder's ``ranker.json``."""
+        if self._trainable():
+            from rankers.persist import read_module
+
+            read_module(self, folder)
+
+    def restored_options(self, meta: dict[str, Any], folder: Path) -> dict[str, Any]:
+        """Options a loaded folder sets beyond its saved config (e.g. ``model`` pointing into the
+        folder): applied after the restore rule. Default: none."""
+        return {}
 
     # -- provenance ----------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:

@@ -48,8 +48,6 @@ import numpy as np
 from bench.data.model import CandidateList, RankingSplit, relevant
 from bench.device import resolve_device
 from rankers.base import (
-    DTYPE_NAMES,
-    RANKER_FILE,
     RUNTIME,
     SCORE,
     TRAINING,
@@ -58,9 +56,9 @@ from rankers.base import (
     TrainingConfig,
     inherit_option,
     option,
-    read_saved,
 )
 from rankers.itemorder import item_texts, sort_items_option
+from rankers.listtrain import ListTrainingConfig
 from rankers.models import expected_new_weights, resolve_model, weights_hash
 
 if TYPE_CHECKING:
@@ -120,10 +118,10 @@ class ColBERTRankerConfig(TrainingConfig):
         64, role=RUNTIME, min=1, help="documents (and queries) per scoring forward pass"
     )
     sort_item_tokens: bool = sort_items_option()
-    dtype: str = option(
+    dtype: str = inherit_option(
+        ListTrainingConfig,
+        "dtype",
         "auto",
-        role=TRAINING | RUNTIME,
-        choices=DTYPE_NAMES,
         help="scoring weights cast once to it (auto: bfloat16 on CUDA, float32 on CPU); training "
         "runs float32, but dev scoring in it selects the epoch",
     )
@@ -557,45 +555,39 @@ class ColBERTRanker(Ranker[ColBERTRankerConfig]):
         return self.training_summary
 
     # -- persistence ---------------------------------------------------------------------------
-    def save(self, path: Path) -> None:
-        """``path/colbert`` (a colbert-ai checkpoint) and ``path/ranker.json``.
+    def saved_parts(self) -> tuple[str, ...]:
+        return (MODEL_DIR,)
+
+    def write_weights(self, folder: Path) -> None:
+        """``folder/colbert``: a colbert-ai checkpoint.
 
         Written with Hugging Face ``save_pretrained`` plus colbert-ai's config export rather than
         ``BaseColBERT.save``, whose metadata step asks GitPython for the current branch and
         raises on a detached HEAD (CI checkouts).
         """
-        path = Path(path)
-        folder = path / MODEL_DIR
-        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / MODEL_DIR
+        target.mkdir(parents=True, exist_ok=True)
         model = self.colbert
-        model.model.save_pretrained(str(folder))
-        model.raw_tokenizer.save_pretrained(str(folder))
+        model.model.save_pretrained(str(target))
+        model.raw_tokenizer.save_pretrained(str(target))
         from colbert.infra.config.settings import RunSettings
 
         # model settings only: run settings (cwd, timestamps, GPUs) and the location are not
         run_keys = {f.name for f in dataclasses.fields(RunSettings)} | {"checkpoint"}
         settings = {k: v for k, v in model.colbert_config.export().items() if k not in run_keys}
-        (folder / ARTIFACT).write_text(json.dumps(settings, indent=2, default=str))
-        meta = {**self.describe(), "training": self.training_summary}
-        (path / RANKER_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True))
+        (target / ARTIFACT).write_text(json.dumps(settings, indent=2, default=str))
 
-    def load(self, path: Path) -> None:
-        """Restore a :meth:`save` folder; its score-defining options replace this ranker's."""
-        path = Path(path)
-        meta = read_saved(path, self.name, MODEL_DIR)
-        saved = meta.get("config", {})
-        # the score options, model included (the base it was built from: labels and model_id)
-        score_fields = self.cfg.fields_with_role(SCORE)
-        restored = {k: v for k, v in saved.items() if k in score_fields}
-        restored["dim"] = meta.get("dim", restored.get("dim"))
-        self.config = dataclasses.replace(self.cfg, **restored)
+    def restored_options(self, meta: dict[str, Any], folder: Path) -> dict[str, Any]:
+        return {"dim": meta.get("dim", meta["config"].get("dim", self.cfg.dim))}
+
+    def read_weights(self, folder: Path, meta: dict[str, Any]) -> None:
+        # the base it was built from: labels and model_id
         self._provenance = {
             "model_id": meta.get("model_id"),
             "base_weights_hash": meta.get("base_weights_hash"),
-            "checkpoint": str(path),
+            "checkpoint": str(folder),
         }
-        self.training_summary = meta.get("training")
-        self._build(str(path / MODEL_DIR))
+        self._build(str(folder / MODEL_DIR))
 
     # -- provenance ----------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:

@@ -28,7 +28,6 @@ precomputed", the production setting of the paper's ANCE latency).
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import random
 import time
@@ -42,7 +41,6 @@ import numpy as np
 from bench.data.model import CandidateList, RankingSplit, relevant
 from bench.metrics import rank_order
 from rankers.base import (
-    DTYPE_NAMES,
     RUNTIME,
     SCORE,
     TRAINING,
@@ -54,6 +52,7 @@ from rankers.base import (
     option,
 )
 from rankers.itemorder import item_texts, sort_items_option
+from rankers.listtrain import ListTrainingConfig
 from rankers.models import ModelRef, resolve_model, state_hash, weights_hash
 
 if TYPE_CHECKING:
@@ -61,6 +60,9 @@ if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
 log = logging.getLogger(__name__)
+
+#: the SentenceTransformer folder inside a save() folder
+MODEL_DIR = "model"
 
 SIMILARITIES: tuple[str, ...] = ("cosine", "dot")
 #: default logit scale per similarity (MultipleNegativesRankingLoss uses 20 on cosine)
@@ -99,10 +101,10 @@ class DenseConfig(TrainingConfig):
         role=RUNTIME,
         help="embed the split's items once in index(); score() then only encodes queries",
     )
-    dtype: str = option(
+    dtype: str = inherit_option(
+        ListTrainingConfig,
+        "dtype",
         "auto",
-        role=TRAINING | RUNTIME,
-        choices=DTYPE_NAMES,
         help="encoding weights cast once to it (auto: bfloat16 on CUDA, float32 on CPU); "
         "fine-tuning runs float32, but dev scoring in it selects the epoch",
     )
@@ -111,9 +113,7 @@ class DenseConfig(TrainingConfig):
     train_batch_size: int = option(
         32, role=TRAINING, min=1, help="(query, positive) pairs per step"
     )
-    warmup_ratio: float = option(
-        0.1, role=TRAINING, min=0, below=1, help="share of steps warming the lr up"
-    )
+    warmup_ratio: float = inherit_option(ListTrainingConfig, "warmup_ratio", 0.1)
     scale: float | None = option(
         None,
         role=TRAINING,
@@ -506,48 +506,25 @@ class DenseRanker(Ranker[DenseConfig]):
         return (model if module is None else module)(features)["sentence_embedding"]
 
     # -- persistence ---------------------------------------------------------------------------
-    def save(self, path: Path) -> None:
-        """``path/model`` (a SentenceTransformer folder) and ``path/ranker.json``."""
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        folder = path / "model"
-        self.model.save(str(folder), create_model_card=False)
+    def saved_parts(self) -> tuple[str, ...]:
+        return (MODEL_DIR,)
+
+    def write_weights(self, folder: Path) -> None:
+        """``folder/model``: a SentenceTransformer folder."""
+        target = folder / MODEL_DIR
+        self.model.save(str(target), create_model_card=False)
         # the weights now exist as files: record their file hash, as for any local model
         self._base_model_id = self._base_model_id or self._ref.model_id
-        self._weights_hash, self._weights_of = weights_hash(folder), f"files in {folder}"
-        meta = {**self.describe(), "training": self.training_summary}
-        (path / "ranker.json").write_text(json.dumps(meta, indent=2, sort_keys=True))
+        self._weights_hash, self._weights_of = weights_hash(target), f"files in {MODEL_DIR}/"
 
-    def load(self, path: Path) -> None:
-        """Restore a :meth:`save` folder; score-defining options come from its ranker.json."""
-        path = Path(path)
-        meta_file = path / "ranker.json"
-        if not meta_file.is_file():
-            raise RankerError(f"{meta_file} not found: not a {self.name} checkpoint folder")
-        meta = json.loads(meta_file.read_text())
-        if meta.get("name") != self.name:
-            raise RankerError(
-                f"{meta_file} was saved by ranker {meta.get('name')!r}, not {self.name!r}"
-            )
-        saved = meta.get("config", {})
+    def restored_options(self, meta: dict[str, Any], folder: Path) -> dict[str, Any]:
         # similarity: an explicit saved option; otherwise the saved folder's own config names it
-        score_fields = self.config.fields_with_role(SCORE)
-        restored = {k: v for k, v in saved.items() if k in score_fields}
-        for key, value in restored.items():
-            if getattr(self.config, key) not in (value, None, ""):
-                log.warning(
-                    "%s: %s=%r overrides option %r",
-                    meta_file,
-                    key,
-                    value,
-                    getattr(self.config, key),
-                )
-        restored["model"] = str((path / "model").resolve())
-        self.config = dataclasses.replace(self.config, **restored)
+        return {"model": str((folder / MODEL_DIR).resolve())}
+
+    def read_weights(self, folder: Path, meta: dict[str, Any]) -> None:
         self._ref = resolve_model(self.config.model)
         self._model, self._items = None, None
         self._base_model_id = meta.get("base_model_id") or meta.get("model_id")
-        self.training_summary = meta.get("training")
         self._load_model()
         self._reindex()
 

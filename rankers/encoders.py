@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import json
 import logging
 from abc import abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -32,8 +31,6 @@ from torch import Tensor, nn
 from bench.data.model import RankingSplit
 from bench.device import resolve_device
 from rankers.base import (
-    DTYPE_NAMES,
-    RANKER_FILE,
     RUNTIME,
     SCORE,
     TRAINING,
@@ -43,10 +40,10 @@ from rankers.base import (
     TrainingConfig,
     inherit_option,
     option,
-    read_saved,
 )
 from rankers.itemorder import item_texts
-from rankers.losses import ANY_REAL_TARGETS, LOSSES, TEACHER_SCORES
+from rankers.listtrain import ListTrainingConfig
+from rankers.losses import ANY_REAL_TARGETS, TEACHER_SCORES
 from rankers.models import resolve_model, state_hash, weights_hash
 from rankers.tokens import ItemTokens
 
@@ -176,7 +173,7 @@ HEAD_FILE = "head.safetensors"
 
 
 @dataclasses.dataclass
-class EncoderConfig(TrainingConfig):
+class EncoderConfig(ListTrainingConfig):
     """Settings every encoder ranker shares. ``checkpoint`` (a ``save()`` folder) wins over
     ``model``; on load its saved settings are adopted except the runtime ones (batch sizes,
     dtype, pre-tokenising: :attr:`Role.RUNTIME <rankers.base.Role.RUNTIME>`)."""
@@ -201,30 +198,12 @@ class EncoderConfig(TrainingConfig):
     seed: int = inherit_option(
         TrainingConfig, "seed", 0, help="head initialisation and training order"
     )
-    dtype: str = option(
-        "auto",
-        role=TRAINING | RUNTIME,
-        choices=DTYPE_NAMES,
-        help="scoring: weights cast once to it (auto: bfloat16 on CUDA, float32 on CPU); "
-        "training on CUDA: the autocast dtype over float32 master weights (CPU: float32)",
-    )
     pretokenise: bool = option(
         True,
         role=RUNTIME,
         help="tokenise index()'s items once, so scoring only tokenises the query (same scores)",
     )
     # -- training (rankers.listtrain.fit_lists) --
-    loss: str = option(
-        "bce",
-        role=TRAINING,
-        choices=tuple(LOSSES),
-        help="rankers.losses name (rpl needs graded or teacher scores)",
-    )
-    teacher: str | None = option(
-        None,
-        role=TRAINING,
-        help="ranker name or save() folder whose sigmoid(scores) are the targets (else qrels)",
-    )
     teacher_scores: str = option(
         "sigmoid",
         role=TRAINING,
@@ -240,13 +219,6 @@ class EncoderConfig(TrainingConfig):
         "(0: lists as given)",
     )
     epochs: int = inherit_option(TrainingConfig, "epochs", 3, help="passes over the train lists")
-    warmup_ratio: float = option(0.1, role=TRAINING, help="share of steps warming the lr up")
-    train_batch_queries: int = option(
-        8,
-        role=TRAINING,
-        min=1,
-        help="candidate lists per step (split across processes under `accelerate launch`)",
-    )
     checkpoint_steps: int = option(
         0,
         role=RUNTIME,
@@ -524,48 +496,38 @@ class EncoderRanker(Ranker[EC], Generic[EC]):
         return "untrained head on the pre-trained encoder (same cost as trained)"
 
     # -- checkpoints ---------------------------------------------------------------------------
-    def save(self, path: Path) -> None:
-        """Encoder + tokenizer (save_pretrained), head weights, and ranker.json."""
+    def saved_parts(self) -> tuple[str, ...]:
+        return (HEAD_FILE, ENCODER_DIR)
+
+    def write_weights(self, folder: Path) -> None:
+        """Encoder + tokenizer (save_pretrained) and the head weights."""
         from safetensors.torch import save_file
         from transformers import PreTrainedModel
 
         module = self.module
         encoder = module.encoder
         assert isinstance(encoder, PreTrainedModel), "_build_module keeps the encoder as .encoder"
-        path.mkdir(parents=True, exist_ok=True)
-        encoder.save_pretrained(path / ENCODER_DIR)
-        self.tokenizer.save_pretrained(path / ENCODER_DIR)
+        encoder.save_pretrained(folder / ENCODER_DIR)
+        self.tokenizer.save_pretrained(folder / ENCODER_DIR)
         head = {
             k: v.detach().cpu().contiguous()
             for k, v in module.state_dict().items()
             if not k.startswith("encoder.")
         }
-        save_file(head, str(path / HEAD_FILE))
-        (path / RANKER_FILE).write_text(json.dumps(self.describe(), indent=2, sort_keys=True))
+        save_file(head, str(folder / HEAD_FILE))
 
-    def load(self, path: Path) -> None:
-        """Restore a ``save()`` folder; its model settings replace this ranker's (not runtime)."""
+    def restored_options(self, meta: dict[str, Any], folder: Path) -> dict[str, Any]:
+        # fit continues a loaded checkpoint
+        return {"checkpoint": str(folder)}
+
+    def read_weights(self, folder: Path, meta: dict[str, Any]) -> None:
         from safetensors.torch import load_file
 
-        path = Path(path)
-        meta = read_saved(path, self.name, HEAD_FILE, ENCODER_DIR)
-        meta_file = path / RANKER_FILE
-        runtime_fields = self.config.fields_with_role(RUNTIME)
-        saved = {k: v for k, v in meta["config"].items() if k not in runtime_fields}
-        current = self.config.to_dict()
-        changed = {k: (current.get(k), v) for k, v in saved.items() if current.get(k) != v}
-        if changed:
-            log.info("%s: checkpoint %s sets %s", self.name, path, changed)
-        runtime = {k: v for k, v in current.items() if k in runtime_fields}
-        try:
-            self.config = type(self.config)(**{**saved, **runtime, "checkpoint": str(path)})
-        except TypeError as exc:
-            raise RankerError(f"{meta_file}: config does not fit {self.name}: {exc}") from exc
         self._base = {
             "model_id": meta.get("model_id"),
             "base_weights_hash": meta.get("base_weights_hash"),
         }
-        self._build(str(path / ENCODER_DIR), head=load_file(str(path / HEAD_FILE)))
+        self._build(str(folder / ENCODER_DIR), head=load_file(str(folder / HEAD_FILE)))
 
     # -- provenance ----------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:

@@ -24,8 +24,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from bench.data.model import CandidateList, RankingSplit
-from rankers.base import Ranker, RankerError
-from rankers.losses import RankingLoss, get_loss
+from rankers.base import (
+    DTYPE_NAMES,
+    RUNTIME,
+    TRAINING,
+    Ranker,
+    RankerError,
+    TrainingConfig,
+    option,
+)
+from rankers.losses import LOSSES, RankingLoss, get_loss
 from rankers.resume import list_ids
 from rankers.targets import TEACHER_CACHE_DIR, Targets, extend_lists, training_targets
 from rankers.training import BatchLoss, LoopPlan, accelerated_device, make_accelerator, train_loop
@@ -37,6 +45,55 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _NO_SIGNAL = "no query in the batch has signal"
+
+
+@dataclasses.dataclass
+class ListTrainingConfig(TrainingConfig):
+    """The options the list trainer reads (:func:`fit_lists`), declared once with their roles,
+    ranges and help: monoBERT, CROSS-JEM (:class:`rankers.encoders.EncoderConfig`) and RankT5
+    subclass it and give their own defaults with :func:`~rankers.base.inherit_option`; the other
+    trainable rankers take ``dtype`` and ``warmup_ratio`` from here the same way, so every
+    ``dtype`` accepts the same values and every ``warmup_ratio`` is range-checked."""
+
+    dtype: str = option(
+        "auto",
+        role=TRAINING | RUNTIME,
+        choices=DTYPE_NAMES,
+        help="scoring: weights cast once to it (auto: bfloat16 on CUDA, float32 on CPU); "
+        "training on CUDA: the autocast dtype over float32 master weights (CPU: float32)",
+    )
+    warmup_ratio: float = option(
+        0.1, role=TRAINING, min=0, below=1, help="share of steps warming the lr up"
+    )
+    loss: str = option(
+        "bce",
+        role=TRAINING,
+        choices=tuple(LOSSES),
+        help="rankers.losses name (rpl needs graded or teacher scores)",
+    )
+    teacher: str | None = option(
+        None,
+        role=TRAINING,
+        help="ranker name or save() folder whose sigmoid(scores) are the targets (else qrels)",
+    )
+    train_batch_queries: int = option(
+        8,
+        role=TRAINING,
+        min=1,
+        help="candidate lists per step (split across processes under `accelerate launch`)",
+    )
+
+
+def list_config(ranker: Ranker) -> ListTrainingConfig:
+    """The ranker's config as the list trainer reads it; a clear error for a config that does not
+    declare the list-training options."""
+    cfg = ranker.config
+    if not isinstance(cfg, ListTrainingConfig):
+        raise RankerError(
+            f"{ranker.name}: the list trainer needs a config derived from ListTrainingConfig "
+            f"(rankers.listtrain), not {type(cfg).__name__}"
+        )
+    return cfg
 
 
 # -- data ----------------------------------------------------------------------------------------
@@ -145,7 +202,7 @@ class ListSteps:
         loss_fn: RankingLoss,
         processes: int,
     ) -> None:
-        cfg = ranker.cfg
+        cfg = list_config(ranker)
         self.ranker, self.loss_fn = ranker, loss_fn
         self.collate = ListCollate(ranker, lists, targets.values)
         # several processes: the last, short batch is padded with zero-weight lists
@@ -197,12 +254,13 @@ def fit_lists(
     """
     from accelerate.utils import broadcast_object_list
 
-    cfg = ranker.cfg
+    cfg = list_config(ranker)
     loss_fn = get_loss(cfg.loss)
     lists = [cl for cl in train.lists if len(cl)]
     if not lists:
         raise RankerError(f"train split {train.dataset}/{train.split} has no candidate lists")
     given = sum(len(cl) for cl in lists)
+    # an encoder ranker's own option (RankT5 cuts its lists itself instead)
     size = int(getattr(cfg, "train_list_size", 0) or 0)
     if size:
         lists = extend_lists(train, lists, size)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import random
 from collections.abc import Iterator, Sequence
@@ -33,8 +32,6 @@ import numpy as np
 from bench.data.model import Candidate, CandidateList, RankingSplit, relevant
 from bench.device import resolve_device
 from rankers.base import (
-    DTYPE_NAMES,
-    RANKER_FILE,
     RUNTIME,
     SCORE,
     TRAINING,
@@ -43,10 +40,9 @@ from rankers.base import (
     TrainingConfig,
     inherit_option,
     option,
-    read_saved,
 )
 from rankers.itemorder import item_texts, sort_items_option
-from rankers.losses import LOSSES
+from rankers.listtrain import ListTrainingConfig
 from rankers.models import expected_new_weights, resolve_model, weights_hash
 
 if TYPE_CHECKING:
@@ -66,7 +62,7 @@ T5_TYPES = ("t5", "mt5", "umt5")
 
 
 @dataclasses.dataclass
-class RankT5Config(TrainingConfig):
+class RankT5Config(ListTrainingConfig):
     """The shared training options (:class:`~rankers.base.TrainingConfig`), scoring options, then
     the list trainer's options (field names shared with the encoder rankers, as
     :func:`rankers.listtrain.fit_lists` reads them). A loaded checkpoint restores the score
@@ -92,26 +88,14 @@ class RankT5Config(TrainingConfig):
     )
     batch_size: int = option(32, role=RUNTIME, min=1, help="pairs per scoring forward pass")
     sort_item_tokens: bool = sort_items_option()
-    dtype: str = option(
-        "auto",
-        role=TRAINING | RUNTIME,
-        choices=DTYPE_NAMES,
-        help="scoring: weights cast once to it (auto: bfloat16 on CUDA, float32 on CPU); "
-        "training on CUDA: the autocast dtype over float32 master weights",
-    )
     seed: int = inherit_option(
         TrainingConfig, "seed", 0, help="new weights' initialisation, list cuts and training order"
     )
-    loss: str = option(
+    loss: str = inherit_option(
+        ListTrainingConfig,
+        "loss",
         "ce",
-        role=TRAINING,
-        choices=tuple(LOSSES),
         help="rankers.losses name; ce: the paper's listwise softmax cross-entropy",
-    )
-    teacher: str | None = option(
-        None,
-        role=TRAINING,
-        help="ranker name or save() folder whose sigmoid(scores) are the targets (else qrels)",
     )
     list_size: int | None = option(
         32,
@@ -120,9 +104,8 @@ class RankT5Config(TrainingConfig):
         help="training lists cut once to this many (positives that fit, sampled negatives)",
     )
     epochs: int = inherit_option(TrainingConfig, "epochs", 1, help="passes over the train lists")
-    warmup_ratio: float = option(0.1, role=TRAINING, help="share of steps warming the lr up")
-    train_batch_queries: int = option(
-        4, role=TRAINING, min=1, help="candidate lists per optimisation step"
+    train_batch_queries: int = inherit_option(
+        ListTrainingConfig, "train_batch_queries", 4, help="candidate lists per optimisation step"
     )
 
     def __post_init__(self) -> None:
@@ -400,33 +383,26 @@ class RankT5Ranker(Ranker[RankT5Config]):
             return float(get_loss(self.cfg.loss)(logits, targets.to(logits.device), mask))
 
     # -- persistence ---------------------------------------------------------------------------
-    def save(self, path: Path) -> None:
-        """``path/model`` (save_pretrained weights + tokenizer) and ``path/ranker.json``."""
-        path = Path(path)
-        folder = path / MODEL_DIR
-        folder.mkdir(parents=True, exist_ok=True)
-        self.module.save_pretrained(str(folder))
-        self.tokenizer.save_pretrained(str(folder))
-        meta = {**self.describe(), "training": self.training_summary}
-        (path / RANKER_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True))
+    def saved_parts(self) -> tuple[str, ...]:
+        return (MODEL_DIR,)
 
-    def load(self, path: Path) -> None:
-        """Restore a :meth:`save` folder; its score-defining options replace this ranker's."""
-        path = Path(path)
-        meta = read_saved(path, self.name, MODEL_DIR)
-        saved = meta.get("config", {})
-        score_fields = self.cfg.fields_with_role(SCORE)
-        restored = {k: v for k, v in saved.items() if k in score_fields}
-        restored["score_token"] = meta.get("score_token", restored.get("score_token"))
-        self.config = dataclasses.replace(self.cfg, **restored)
+    def write_weights(self, folder: Path) -> None:
+        """``folder/model``: save_pretrained weights + tokenizer."""
+        self.module.save_pretrained(str(folder / MODEL_DIR))
+        self.tokenizer.save_pretrained(str(folder / MODEL_DIR))
+
+    def restored_options(self, meta: dict[str, Any], folder: Path) -> dict[str, Any]:
+        # the token actually used (the option may have been none: the model's default)
+        return {"score_token": meta.get("score_token", meta["config"].get("score_token"))}
+
+    def read_weights(self, folder: Path, meta: dict[str, Any]) -> None:
         self._info = {
             "model_id": meta.get("model_id"),
             "base_weights_hash": meta.get("base_weights_hash"),
             "new_weights": meta.get("new_weights"),
-            "checkpoint": str(path),
+            "checkpoint": str(folder),
         }
-        self.training_summary = meta.get("training")
-        self._build(str(path / MODEL_DIR))
+        self._build(str(folder / MODEL_DIR))
 
     # -- provenance ----------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
