@@ -16,6 +16,7 @@ from rich.logging import RichHandler
 from rich.markup import escape
 
 from bench.ablate import ABLATIONS
+from bench.policy import DEFAULT_RANKERS
 from bench.reports import error_text
 
 app = typer.Typer(
@@ -481,7 +482,7 @@ def latency(
             "--rankers",
             help="Comma-separated rankers; st-crossencoder is sentence-transformers' CrossEncoder.",
         ),
-    ] = "bm25,dpr,monobert,st-crossencoder,crossjem",
+    ] = ",".join(DEFAULT_RANKERS),
     n_items: Annotated[str, typer.Option(help="Comma-separated list sizes N.")] = "30,100",
     batch_queries: Annotated[str, typer.Option(help="Queries per call, comma-separated.")] = "1",
     queries: Annotated[int, typer.Option(help="Queries timed per N (first of the split).")] = 20,

@@ -40,6 +40,7 @@ from bench.data.model import CandidateList, RankingSplit
 from bench.device import device_info
 from bench.latency.tracker import LatencyTracker
 from bench.metrics import DEFAULT_MEASURES, build_run, evaluate
+from bench.policy import DEV_BASELINE_ALPHA, DEV_BASELINES
 from bench.progress import progress_bar
 from bench.results import (
     RECORD,
@@ -501,14 +502,6 @@ def _train(
             work.rename(model_dir)
     wait()
     return summary
-
-
-#: rankers that need no training here: a fine-tuned ranker whose kept epoch scores below one of
-#: them on dev is worse than not training, which a user must hear (small train sets do that)
-DEV_BASELINES: tuple[str, ...] = ("bm25", "dpr")
-#: a kept epoch above a baseline on dev counts as above it only when the paired t-test over the
-#: dev queries gives p below this; otherwise the lead may be dev noise and the log says so
-DEV_BASELINE_ALPHA = 0.05
 
 
 def dev_baselines(

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from bench.metrics import DEFAULT_MEASURES
+from bench.policy import DEFAULT_BASELINE
 from bench.reference import PAPER, ReferenceRow, paper_reference
 from bench.results import FAMILIES, ResultRecord, supervision
 from bench.selection import newest_per_row
@@ -32,7 +33,6 @@ log = logging.getLogger(__name__)
 FORMATS: tuple[str, ...] = ("table", "markdown", "csv", "latex", "json")
 HARNESS = "harness"
 PAPER_SOURCE = "paper"
-DEFAULT_BASELINE = "bm25"
 #: marks a row whose trained model scored below a no-training baseline on dev
 FLAG = "‡"
 _EPS = 1e-12

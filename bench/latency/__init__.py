@@ -12,11 +12,8 @@
 
 from bench.latency.lists import QueryTokens, bm25_lists, list_tokens, token_summary
 from bench.latency.protocol import (
-    ALL,
     ARCHS,
     DEFAULT_ARCH,
-    DEFAULT_BATCH_SIZES,
-    DEFAULT_RANKERS,
     PARTS,
     ArchPreset,
     BenchOptions,
@@ -57,6 +54,7 @@ from bench.latency.tracker import (
     check_stat,
     summarise,
 )
+from bench.policy import ALL, DEFAULT_BATCH_SIZES, DEFAULT_RANKERS
 
 __all__ = [
     "ALL",

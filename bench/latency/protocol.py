@@ -51,21 +51,12 @@ from bench.latency.records import (
     write_latency_record,
 )
 from bench.latency.tracker import LatencySummary, LatencyTracker, timed_call
+from bench.policy import ALL, DEFAULT_BATCH_SIZES, DEFAULT_RANKERS, BatchSize
 from bench.results import config_hash, ensure_writable
 from rankers.base import Ranker, RankerConfig, RankerError
 
 log = logging.getLogger(__name__)
 
-#: rankers timed by default, in the paper's table order (st-crossencoder: monoBERT's peer)
-DEFAULT_RANKERS: tuple[str, ...] = ("bm25", "dpr", "monobert", "st-crossencoder", "crossjem")
-#: ``"all"``: every pair of a call in one forward pass
-ALL = "all"
-BatchSize = int | str
-#: batch sizes timed when none are given: monoBERT's best is reported, not a strawman's
-DEFAULT_BATCH_SIZES: dict[str, tuple[BatchSize, ...]] = {
-    "monobert": (32, 64, 128, ALL),
-    "st-crossencoder": (32, 64, 128),
-}
 #: environment that changes CPU timings, recorded with every result. Under CPU contention
 #: OpenMP's default spin-waiting can make 2-thread forward passes ~30x slower;
 #: OMP_WAIT_POLICY=PASSIVE (set before torch loads) avoids that.

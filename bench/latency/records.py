@@ -18,17 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.policy import SPEEDUP_PAIRS
 from bench.results import LATENCY_KIND, ResultRecord, atomic_write_json
 
 log = logging.getLogger(__name__)
 
 LATENCY_DIR = "latency"
-#: the speed-ups a block reports: key (``""``: top level) -> (slow column, fast column). The
-#: top level is the paper's comparison; ``end_to_end`` the same with tokenisation of items timed.
-SPEEDUP_PAIRS: dict[str, tuple[str, str]] = {
-    "": ("monobert", "crossjem"),
-    "end_to_end": ("monobert (end-to-end)", "crossjem (end-to-end)"),
-}
 
 
 def _known(cls: type, data: Mapping[str, Any], skip: Sequence[str] = ()) -> dict[str, Any]:
