@@ -1,6 +1,7 @@
 """Dataset adapters: every dataset, whatever its files, becomes a :class:`RankingSplit`.
 
-Two on-disk layouts are read (:mod:`bench.data.mteb`, :mod:`bench.data.trec`); dataset cards
+On-disk layouts are registered in :mod:`bench.data.layouts` (built in: :mod:`bench.data.mteb`,
+:mod:`bench.data.trec`; a new one is a module and a :func:`register_layout` call); dataset cards
 (:mod:`bench.data.cards`) say which layout a dataset uses and how to score it; SODQ and
 MS MARCO-Titles can be fetched when no local copy exists (:mod:`bench.data.sources`). Any folder
 under the data root in either layout is a dataset named after the folder.
@@ -11,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from bench.data import mteb, sources, trec
 from bench.data.cards import DatasetCard, get_card, list_datasets
 from bench.data.files import DatasetError
+from bench.data.layouts import Layout, get_layout, register_layout
 from bench.data.model import RankingSplit
 from bench.data.stats import split_stats
 from bench.settings import data_root
@@ -22,6 +23,7 @@ __all__ = [
     "DEV_SPLITS",
     "DatasetCard",
     "DatasetError",
+    "Layout",
     "RankingSplit",
     "dataset_splits",
     "dev_split_name",
@@ -29,6 +31,7 @@ __all__ = [
     "get_card",
     "list_datasets",
     "load_split",
+    "register_layout",
     "split_stats",
 ]
 
@@ -44,9 +47,7 @@ def dev_split_name(splits: Iterable[str]) -> str | None:
 
 
 def _local_splits(folder: Path, card: DatasetCard) -> dict[str, Path]:
-    if card.layout == mteb.LAYOUT:
-        return mteb.find_splits(folder)
-    return trec.find_splits(folder, card.default_split)
+    return get_layout(card.layout).find_splits(folder, card.default_split)
 
 
 def dataset_splits(
@@ -71,13 +72,6 @@ def existing_data_root(data_dir: str | Path | None = None) -> Path:
     return root
 
 
-#: what each layout's files are, for messages
-_LAYOUT_FILES = {
-    mteb.LAYOUT: "{split}.jsonl or {split}.jsonl.gz files",
-    trec.LAYOUT: f"{trec.QUERIES}, {trec.COLLECTION}, {trec.QRELS} and {trec.RUN_GLOB}",
-}
-
-
 def _no_data(
     dataset: str, folder: Path, card: DatasetCard, data_dir: str | Path | None
 ) -> DatasetError:
@@ -96,7 +90,7 @@ def _no_data(
     card_file = card.card_file or f"the card of {dataset}"
     return DatasetError(
         f"dataset {dataset!r}: {card_file} declares layout {card.layout}, which reads "
-        f"{_LAYOUT_FILES[card.layout]}, but {folder} holds {shown or 'no files'}; "
+        f"{get_layout(card.layout).files}, but {folder} holds {shown or 'no files'}; "
         "fix the card's layout or the files"
     )
 
@@ -116,25 +110,7 @@ def load_split(
             f"unknown split {split!r} of dataset {dataset!r}; available: {', '.join(available)}"
         )
 
-    local = _local_splits(folder, card)
-    if card.layout == mteb.LAYOUT:
-        if split not in local and card.hf_id:
-            sources.fetch_hf(folder, card)
-            local = _local_splits(folder, card)
-        path = local[split]
-        result = mteb.load_mteb(path, dataset, split, card.relevance_level)
-        result.revision = sources.recorded_revision(path)
-        if result.revision is None and card.hf_id:
-            result.notes.append(
-                f"local copy {path.name} not written by the downloader: revision unknown"
-            )
-        return _with_card(result, card)
-
-    split_dir = local.get(split, folder if split == card.default_split else folder / split)
-    needed = (trec.QUERIES, trec.QRELS, trec.COLLECTION)
-    if card.irds_id and not all((split_dir / n).is_file() for n in needed):
-        sources.build_irds_titles(split_dir, card, split)
-    result = trec.load_trec(split_dir, dataset, split, card.relevance_level, card.run_file)
+    result = get_layout(card.layout).load(folder, split, card)
     return _with_card(result, card)
 
 

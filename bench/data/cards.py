@@ -17,15 +17,14 @@ from typing import Any
 
 import yaml
 
-from bench.data import mteb, trec
 from bench.data.files import DatasetError, read_text
+from bench.data.layouts import detect_layout, get_layout, layout_names
 from bench.settings import cards_dir, data_root
 
 log = logging.getLogger(__name__)
 
 #: Datasets the harness can fetch (or be pointed at) even when no folder exists yet.
 BUILTIN = ("msmarco-titles", "sodq")
-LAYOUTS = (mteb.LAYOUT, trec.LAYOUT)
 #: a card inside the dataset's own folder (wins over the checkout's datasets/cards/<name>.yaml)
 CARD_FILE = "card.yaml"
 
@@ -91,8 +90,10 @@ def read_card(path: Path, name: str | None = None) -> DatasetCard:
     if raw["name"] != name:
         whose = "the file name" if path.stem == name else "the dataset folder's name"
         raise DatasetError(f"{path}: name {raw['name']!r} must match {whose} {name!r}")
-    if raw.get("layout") not in LAYOUTS:
-        raise DatasetError(f"{path}: layout must be one of {LAYOUTS}, got {raw.get('layout')!r}")
+    if raw.get("layout") not in layout_names():
+        raise DatasetError(
+            f"{path}: layout must be one of {layout_names()}, got {raw.get('layout')!r}"
+        )
     for key in _INTS:
         value = raw.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
@@ -113,30 +114,6 @@ def read_card(path: Path, name: str | None = None) -> DatasetCard:
     for key in ("description", "licence", "source"):
         raw[key] = " ".join(str(raw.get(key) or "").split())
     return DatasetCard(**raw, card_file=str(path))
-
-
-def detect_layout(folder: Path) -> str | None:
-    """``"mteb"`` for ``*.jsonl[.gz]`` split files, ``"trec"`` for TREC files, else None.
-
-    A folder holding both is an error naming both sets of files: silently picking one would
-    rank data the user may not have meant."""
-    mteb_splits = mteb.find_splits(folder)
-    trec_splits = trec.find_splits(folder, "test")
-    if mteb_splits and trec_splits:
-        trec_files = [
-            p.relative_to(folder).as_posix() for d in trec_splits.values() for p in trec.files(d)
-        ]
-        raise DatasetError(
-            f"{folder} holds files of both layouts: MTEB split files "
-            f"({', '.join(p.name for p in mteb_splits.values())}) and TREC files "
-            f"({', '.join(trec_files)}); remove one set, or declare the layout in "
-            f"{folder / CARD_FILE} (layout: mteb or layout: trec)"
-        )
-    if mteb_splits:
-        return mteb.LAYOUT
-    if trec_splits:
-        return trec.LAYOUT
-    return None
 
 
 def _is_dataset_folder(folder: Path) -> bool:
@@ -183,14 +160,14 @@ def get_card(name: str, data_dir: str | Path | None = None) -> DatasetCard:
             f"holding {{split}}.jsonl or TREC files; available: "
             f"{', '.join(list_datasets(data_dir))}"
         )
-    splits = mteb.find_splits(folder) if layout == mteb.LAYOUT else trec.find_splits(folder, "test")
+    splits = get_layout(layout).find_splits(folder, "test")
     default_split = "test" if "test" in splits else min(splits)
     card = DatasetCard(
         name=name, layout=layout, default_split=default_split, default=True, source=str(folder)
     )
     if str(folder) not in _NO_CARD_WARNED:
         _NO_CARD_WARNED.add(str(folder))
-        level, why = _suggested_level(layout, splits.get(default_split))
+        level, why = get_layout(layout).suggested_level(splits.get(default_split))
         log.warning(
             "%s: no dataset card, so binary measures (AP, RR, P) count grade >= %d as relevant "
             "(layout %s, default split %s); to change that, write %s with e.g. "
@@ -206,25 +183,3 @@ def get_card(name: str, data_dir: str | Path | None = None) -> DatasetCard:
             why,
         )
     return card
-
-
-#: the usual relevance level of graded (TREC-style) judgements, the most a suggestion names
-GRADED_LEVEL = 2
-
-
-def _suggested_level(layout: str, split_path: Path | None) -> tuple[int, str]:
-    """The relevance level the no-card warning suggests, and why: one that keeps a relevant
-    item for every query that has one (a level above a query's best grade drops the query), at
-    most :data:`GRADED_LEVEL`. MTEB files are binary (positives are grade 1); TREC qrels are read
-    for each query's best grade."""
-    if layout == mteb.LAYOUT:
-        return 1, "its positives have grade 1"
-    try:
-        qrels_path = (split_path or Path()) / trec.QRELS
-        qrels = trec.read_qrels(qrels_path, qrels_path.read_bytes())
-    except (OSError, DatasetError):
-        return 1, "its qrels could not be read"
-    best = sorted({max(grades.values()) for grades in qrels.values() if grades} - {0})
-    if not best:
-        return 1, "its qrels have no positive grade"
-    return min(best[0], GRADED_LEVEL), f"its queries' best grades are {', '.join(map(str, best))}"

@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.data.files import DatasetError, iter_lines, read_bytes, sha256_16
+from bench.data.layouts import Layout
 from bench.data.model import (
     Candidate,
     CandidateList,
@@ -23,6 +24,9 @@ from bench.data.model import (
     blank_text_notes,
     text_id,
 )
+
+if TYPE_CHECKING:
+    from bench.data.cards import DatasetCard
 
 LAYOUT = "mteb"
 SUFFIXES = (".jsonl", ".jsonl.gz")
@@ -149,3 +153,39 @@ def _describe(value: Any) -> str:
         bad = next(v for v in value if not isinstance(v, str))
         return f"a list holding {type(bad).__name__} {bad!r}"
     return f"{type(value).__name__} {value!r}"[:80]
+
+
+def load_card_split(folder: Path, split: str, card: DatasetCard) -> RankingSplit:
+    """One split of a dataset in this layout, downloaded first when it is missing and the card
+    names a Hugging Face source; the revision the downloader recorded is kept."""
+    from bench.data import sources
+
+    local = find_splits(folder)
+    if split not in local and card.hf_id:
+        sources.fetch_hf(folder, card)
+        local = find_splits(folder)
+    path = local[split]
+    result = load_mteb(path, card.name, split, card.relevance_level)
+    result.revision = sources.recorded_revision(path)
+    if result.revision is None and card.hf_id:
+        result.notes.append(
+            f"local copy {path.name} not written by the downloader: revision unknown"
+        )
+    return result
+
+
+def _file_names(folder: Path, splits: dict[str, Path]) -> list[str]:
+    return [p.name for p in splits.values()]
+
+
+#: this layout in the registry of :mod:`bench.data.layouts`
+LAYOUT_SPEC = Layout(
+    name=LAYOUT,
+    files="{split}.jsonl or {split}.jsonl.gz files",
+    label="MTEB split files",
+    find_splits=lambda folder, default_split: find_splits(folder),
+    load=load_card_split,
+    file_names=_file_names,
+    # the files are binary: positives are grade 1
+    suggested_level=lambda split_path: (1, "its positives have grade 1"),
+)

@@ -12,8 +12,10 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bench.data.files import DatasetError, files_checksum, iter_lines, read_bytes
+from bench.data.layouts import Layout
 from bench.data.model import (
     Candidate,
     CandidateList,
@@ -23,6 +25,9 @@ from bench.data.model import (
     blank_text_notes,
     relevant,
 )
+
+if TYPE_CHECKING:
+    from bench.data.cards import DatasetCard
 
 LAYOUT = "trec"
 QUERIES, COLLECTION, QRELS = "queries.tsv", "collection.tsv", "qrels.txt"
@@ -227,3 +232,51 @@ def load_trec(
         dropped=dict(dropped),
         notes=[f"candidates from run file {run_path.name}", *blank_text_notes(lists, str(folder))],
     )
+
+
+def load_card_split(folder: Path, split: str, card: DatasetCard) -> RankingSplit:
+    """One split of a dataset in this layout (the top of ``folder`` is the card's default split,
+    a subfolder another), built first from ir_datasets when files are missing and the card names
+    an ``irds_id``."""
+    local = find_splits(folder, card.default_split)
+    split_dir = local.get(split, folder if split == card.default_split else folder / split)
+    if card.irds_id and not all((split_dir / n).is_file() for n in (QUERIES, QRELS, COLLECTION)):
+        from bench.data import sources
+
+        sources.build_irds_titles(split_dir, card, split)
+    return load_trec(split_dir, card.name, split, card.relevance_level, card.run_file)
+
+
+#: the usual relevance level of graded (TREC-style) judgements, the most a suggestion names
+GRADED_LEVEL = 2
+
+
+def suggested_level(split_path: Path | None) -> tuple[int, str]:
+    """The relevance level the no-card warning suggests, and why: one that keeps a relevant
+    item for every query that has one (a level above a query's best grade drops the query), at
+    most :data:`GRADED_LEVEL`; the qrels are read for each query's best grade."""
+    try:
+        qrels_path = (split_path or Path()) / QRELS
+        qrels = read_qrels(qrels_path, qrels_path.read_bytes())
+    except (OSError, DatasetError):
+        return 1, "its qrels could not be read"
+    best = sorted({max(grades.values()) for grades in qrels.values() if grades} - {0})
+    if not best:
+        return 1, "its qrels have no positive grade"
+    return min(best[0], GRADED_LEVEL), f"its queries' best grades are {', '.join(map(str, best))}"
+
+
+def _file_names(folder: Path, splits: dict[str, Path]) -> list[str]:
+    return [p.relative_to(folder).as_posix() for d in splits.values() for p in files(d)]
+
+
+#: this layout in the registry of :mod:`bench.data.layouts`
+LAYOUT_SPEC = Layout(
+    name=LAYOUT,
+    files=f"{QUERIES}, {COLLECTION}, {QRELS} and {RUN_GLOB}",
+    label="TREC files",
+    find_splits=find_splits,
+    load=load_card_split,
+    file_names=_file_names,
+    suggested_level=suggested_level,
+)
