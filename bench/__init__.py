@@ -29,5 +29,6 @@ FOUNDATION: frozenset[str] = frozenset(
         "bench.provenance",
         "bench.results",
         "bench.settings",
+        "bench.trained",
     }
 )

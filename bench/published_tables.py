@@ -26,6 +26,7 @@ from bench.published import (
     times,
 )
 from bench.results import ResultRecord
+from bench.trained import TrainingSummary
 
 SEMEVAL = "accuracy-semeval16b.md"
 MAIN_JOB = "main-job-semeval16b.md"
@@ -604,9 +605,9 @@ UNION_CHOSEN = (
 
 def _kept_dev(record: ResultRecord) -> str:
     """Dev AP@10 of the kept epoch and the epoch, from the training summary."""
-    training = record.training or {}
-    dev, best = training.get("dev_AP@10") or [], training.get("best_epoch")
-    return f"{dev[best - 1]:.4f} ({best})" if dev and best else MISSING
+    training = TrainingSummary.from_json(record.training or {})
+    kept = training.kept_dev_score()
+    return f"{kept:.4f} ({training.best_epoch})" if kept is not None else MISSING
 
 
 @renderer("crossjem-order-wikiqa")

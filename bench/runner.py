@@ -53,6 +53,7 @@ from bench.results import (
     storage_errors,
     write_result,
 )
+from bench.trained import SELECTION_MEASURE, TrainingSummary
 from rankers import (
     Ranker,
     RankerError,
@@ -475,9 +476,10 @@ def _train(
             work.mkdir(parents=True, exist_ok=True)
     wait()
     ranker.work_dir = work  # a resumable trainer keeps its checkpoints here
-    summary = dict(ranker.fit(train, dev))
+    fitted = TrainingSummary.of(ranker.fit(train, dev))
+    summary = fitted.to_json()
     if main:
-        summary["dev_baselines"] = dev_baselines(ranker, summary, opts, dev)
+        summary["dev_baselines"] = dev_baselines(ranker, fitted, opts, dev)
     summary.update(
         key=key.digest,
         key_parts=key.parts,
@@ -505,7 +507,7 @@ def _train(
 
 
 def dev_baselines(
-    ranker: Ranker, summary: dict[str, Any], opts: RunOptions, dev: RankingSplit | None
+    ranker: Ranker, summary: TrainingSummary, opts: RunOptions, dev: RankingSplit | None
 ) -> dict[str, Any] | None:
     """The kept epoch's dev AP@10 against :data:`DEV_BASELINES` on the same dev split (their
     runs are cached like any other), judged by :func:`baseline_verdict`; its warnings go to the
@@ -513,14 +515,11 @@ def dev_baselines(
 
     ``ranker`` holds the kept epoch's weights; it scores dev once more for the per-query values.
     """
-    from rankers.resume import SELECTION_MEASURE
     from rankers.training import dev_per_query
 
-    scores = summary.get(f"dev_{SELECTION_MEASURE}") or []
-    best_epoch = summary.get("best_epoch")
-    if dev is None or not best_epoch or best_epoch > len(scores) or scores[best_epoch - 1] is None:
+    kept = summary.kept_dev_score()
+    if dev is None or kept is None:
         return None
-    kept = float(scores[best_epoch - 1])
     baselines: dict[str, tuple[float, dict[str, float]]] = {}
     for baseline in DEV_BASELINES:
         if baseline == ranker.name:
@@ -569,7 +568,7 @@ def dev_baselines(
             "training here; %s",
             ranker.name,
             opts.dataset,
-            best_epoch,
+            summary.best_epoch,
             SELECTION_MEASURE,
             kept,
             "; ".join(parts),
@@ -578,18 +577,17 @@ def dev_baselines(
     return verdict
 
 
-def training_advice(summary: Mapping[str, Any], patience: int) -> str:
+def training_advice(summary: TrainingSummary, patience: int) -> str:
     """What may help a trained model that did not beat the rankers needing no training, from
     how its training ended: when ``patience`` stopped it, more steps (``min_steps``) change
     nothing, so the advice names patience and the step it stopped at."""
-    from rankers.resume import SELECTION_MEASURE
-
-    if summary.get("stopped_early") and patience:
+    if summary.stopped_early and patience:
         epochs = "epoch" if patience == 1 else "epochs"
+        planned = "?" if summary.steps_planned is None else summary.steps_planned
         return (
-            f"patience stopped training at step {summary.get('steps')} of "
-            f"{summary.get('steps_planned', '?')} (no better dev {SELECTION_MEASURE} for "
-            f"{patience} {epochs} after epoch {summary.get('best_epoch')}), so more steps "
+            f"patience stopped training at step {summary.steps} of "
+            f"{planned} (no better dev {SELECTION_MEASURE} for "
+            f"{patience} {epochs} after epoch {summary.best_epoch}), so more steps "
             "(min_steps) would change nothing; more train queries, a larger patience (--set "
             "patience=N) or another learning rate may help"
         )
@@ -611,7 +609,6 @@ def baseline_verdict(
     or two often turns into a loss on test). The dict is what the record keeps.
     """
     from bench.significance import paired_ttest
-    from rankers.resume import SELECTION_MEASURE
 
     values = {b: float(v) for b, (v, _) in baselines.items()}
     p_values: dict[str, float] = {}

@@ -32,6 +32,7 @@ from bench.results import (
     ensure_writable,
 )
 from bench.runner import RunOptions, check_teacher, ranker_options, run, settings_file
+from bench.trained import TrainingSummary
 from rankers import RankerError, Role, canonical_name, get_ranker_class
 
 log = logging.getLogger(__name__)
@@ -169,13 +170,13 @@ def run_sweep(
         test = run(opts, ctx)  # trains first when needed, then ranks test
         dev = run(dataclasses.replace(opts, split=dev_name, subset=None), ctx)
         test_split = test.split
-        training = test.training or {}
+        training = TrainingSummary.from_json(test.training or {})
         row = SweepRow(
             settings=dict(combo),
             dev=_dev_score(dev, measure),
             test=dict(test.metrics),
-            best_epoch=training.get("best_epoch"),
-            train_seconds=training.get("seconds"),
+            best_epoch=training.best_epoch,
+            train_seconds=training.seconds,
             dev_record=str(dev.path),
             test_record=str(test.path),
         )

@@ -23,6 +23,7 @@ import numpy as np
 
 from bench.data.model import CandidateList, RankingSplit
 from bench.results import FAMILIES as FAMILIES  # re-exported: rankers.base.FAMILIES
+from bench.trained import TrainingSummary
 
 log = logging.getLogger(__name__)
 
@@ -455,7 +456,7 @@ class Ranker(ABC, Generic[C]):
         return "n/a"
 
     # -- training ------------------------------------------------------------------------------
-    def fit(self, train: RankingSplit, dev: RankingSplit | None = None) -> dict[str, Any]:
+    def fit(self, train: RankingSplit, dev: RankingSplit | None = None) -> TrainingSummary:
         """Train on ``train``, select on ``dev``; returns a summary recorded with results."""
         raise RankerError(f"ranker {self.name!r} is not trainable")
 

@@ -47,6 +47,7 @@ import numpy as np
 
 from bench.data.model import CandidateList, RankingSplit, relevant
 from bench.device import resolve_device
+from bench.trained import TrainingSummary
 from rankers.base import (
     RUNTIME,
     SCORE,
@@ -249,7 +250,7 @@ class ColBERTRanker(Ranker[ColBERTRankerConfig]):
         self._qtok: Any = None
         self._dtok: Any = None
         self._provenance: dict[str, Any] = {}
-        self.training_summary: dict[str, Any] | None = None
+        self.training_summary: TrainingSummary | None = None
         from rankers.encoders import CastCache
 
         # the projection stays float32 over a bf16 encoder, so MaxSim runs on float32 vectors
@@ -509,7 +510,7 @@ class ColBERTRanker(Ranker[ColBERTRankerConfig]):
         triples, size = self.epoch_triples(train, epoch), self.cfg.train_batch_size
         return [triples[b : b + size] for b in range(0, len(triples), size)]
 
-    def fit(self, train: RankingSplit, dev: RankingSplit | None = None) -> dict[str, Any]:
+    def fit(self, train: RankingSplit, dev: RankingSplit | None = None) -> TrainingSummary:
         """Fine-tune with colbert-ai's objective by the shared loop (:mod:`rankers.training`);
         the epoch with the best dev AP@10 is kept.
 
@@ -541,17 +542,19 @@ class ColBERTRanker(Ranker[ColBERTRankerConfig]):
             ),
         )
         summary = train_loop(self, self, train, dev, plan)
-        self.training_summary = {
-            "objective": (
-                f"colbert-ai ColBERT.forward: {cfg.nway}-way softmax CE (positive + "
-                f"{cfg.nway - 1} list negatives)"
-                + (" + in-batch negatives CE" if cfg.use_ib_negatives else "")
-            ),
-            **summary,
-            "train_queries": len(groups),
-            "skipped_queries": len(train.lists) - len(groups),
-            "triples_per_epoch": n_triples,
-        }
+        summary.skipped_queries = len(train.lists) - len(groups)
+        summary.extra.update(
+            {
+                "objective": (
+                    f"colbert-ai ColBERT.forward: {cfg.nway}-way softmax CE (positive + "
+                    f"{cfg.nway - 1} list negatives)"
+                    + (" + in-batch negatives CE" if cfg.use_ib_negatives else "")
+                ),
+                "train_queries": len(groups),
+                "triples_per_epoch": n_triples,
+            }
+        )
+        self.training_summary = summary
         return self.training_summary
 
     # -- persistence ---------------------------------------------------------------------------

@@ -40,6 +40,7 @@ import numpy as np
 
 from bench.data.model import CandidateList, RankingSplit, relevant
 from bench.metrics import rank_order
+from bench.trained import TrainingSummary
 from rankers.base import (
     RUNTIME,
     SCORE,
@@ -182,7 +183,7 @@ class DenseRanker(Ranker[DenseConfig]):
         self._base_model_id: str | None = None
         self._items: tuple[dict[str, int], torch.Tensor] | None = None
         self._indexed: RankingSplit | None = None
-        self.training_summary: dict[str, Any] | None = None
+        self.training_summary: TrainingSummary | None = None
         self.mining_rounds: list[MiningRound] = []
         self._fit: _FitData | None = None
         self._fitting = False
@@ -370,7 +371,7 @@ class DenseRanker(Ranker[DenseConfig]):
         return MiningRound(epoch, state_hash(self.model), negatives, fallback)
 
     # -- training ------------------------------------------------------------------------------
-    def fit(self, train: RankingSplit, dev: RankingSplit | None = None) -> dict[str, Any]:
+    def fit(self, train: RankingSplit, dev: RankingSplit | None = None) -> TrainingSummary:
         """Contrastive fine-tuning with in-batch + hard negatives by the shared loop
         (:mod:`rankers.training`); the best dev AP@10 epoch is kept. With :attr:`work_dir` set,
         the state (mined negatives included) is checkpointed there and an interrupted fit
@@ -406,20 +407,22 @@ class DenseRanker(Ranker[DenseConfig]):
             summary = train_loop(self, self, train, dev, plan)
         finally:
             self._fitting = False
-        self._weights_hash, self._weights_of = summary["weights_hash"], "state dict (fine-tuned)"
+        self._weights_hash, self._weights_of = summary.weights_hash, "state dict (fine-tuned)"
         self._base_model_id = self._base_model_id or self._ref.model_id
         self._reindex()
-        self.training_summary = {
-            **summary,
-            "train_queries": len({p.qid for p in pairs}),
-            "train_pairs": len(pairs),
-            "hard_negatives_per_query": cfg.hard_negatives,
-            "negatives": self.miner,
-            "negatives_refreshed_per_epoch": self.refresh_negatives,
-            "collection_fallback_queries": self.mining_rounds[0].collection_fallback,
-            "scale": self._scale(),
-            "similarity": self._similarity,
-        }
+        summary.extra.update(
+            {
+                "train_queries": len({p.qid for p in pairs}),
+                "train_pairs": len(pairs),
+                "hard_negatives_per_query": cfg.hard_negatives,
+                "negatives": self.miner,
+                "negatives_refreshed_per_epoch": self.refresh_negatives,
+                "collection_fallback_queries": self.mining_rounds[0].collection_fallback,
+                "scale": self._scale(),
+                "similarity": self._similarity,
+            }
+        )
+        self.training_summary = summary
         return self.training_summary
 
     # -- the training protocol of rankers.training.train_loop ----------------------------------

@@ -30,6 +30,7 @@ from torch import Tensor, nn
 
 from bench.data.model import RankingSplit
 from bench.device import resolve_device
+from bench.trained import TrainingSummary
 from rankers.base import (
     RUNTIME,
     SCORE,
@@ -407,7 +408,7 @@ class EncoderRanker(Ranker[EC], Generic[EC]):
         log.info("%s: loaded %s on %s", self.name, path, self.device)
 
     # -- training ------------------------------------------------------------------------------
-    def fit(self, train: RankingSplit, dev: RankingSplit | None = None) -> dict[str, Any]:
+    def fit(self, train: RankingSplit, dev: RankingSplit | None = None) -> TrainingSummary:
         """Fine-tune on whole lists with ``config.loss`` (see :mod:`rankers.training`); with
         :attr:`work_dir` set, checkpoints go there and an interrupted fit resumes from them."""
         from rankers.listtrain import fit_lists

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from bench.data.model import CandidateList, RankingSplit
+from bench.trained import ListTraining, TrainingSummary
 from rankers.base import (
     DTYPE_NAMES,
     RUNTIME,
@@ -245,7 +246,7 @@ def fit_lists(
     work_dir: str | Path | None = None,
     cache_dir: str | Path | None = None,
     on_checkpoint: Callable[[dict[str, int]], None] | None = None,
-) -> dict[str, Any]:
+) -> TrainingSummary:
     """Fine-tune ``ranker`` in place on whole candidate lists; returns the training summary.
 
     ``work_dir`` (default ``ranker.work_dir``) holds the resumable checkpoint; ``cache_dir``
@@ -324,16 +325,16 @@ def fit_lists(
         work_dir=work,
         on_checkpoint=on_checkpoint,
     )
-    return {
-        **summary,
-        "loss_name": cfg.loss,
-        "targets": targets.source,
-        "teacher": targets.teacher,
-        "train_queries": len(lists),
-        "train_items": sum(len(cl) for cl in lists),
-        "train_items_given": given,
-        "train_batch_queries": cfg.train_batch_queries,
-    }
+    summary.lists = ListTraining(
+        loss_name=cfg.loss,
+        targets=targets.source,
+        teacher=targets.teacher,
+        train_queries=len(lists),
+        train_items=sum(len(cl) for cl in lists),
+        train_items_given=given,
+        train_batch_queries=cfg.train_batch_queries,
+    )
+    return summary
 
 
 def _forward(ranker: Any, model: nn.Module, module: nn.Module) -> Callable[[Any], Any]:

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from bench.cache import MANIFEST, manifest_problem, write_manifest
 from bench.results import atomic_write_json
+from bench.trained import TrainingSummary
 from rankers.base import RANKER_FILE, RankerError, Role, read_saved
 
 if TYPE_CHECKING:
@@ -58,7 +59,8 @@ def saved_meta(ranker: Ranker) -> dict[str, Any]:
     summary (under ``training``)."""
     meta = dict(ranker.describe())
     if hasattr(ranker, "training_summary"):
-        meta["training"] = ranker.training_summary
+        summary = ranker.training_summary
+        meta["training"] = summary.to_json() if isinstance(summary, TrainingSummary) else summary
     return meta
 
 
@@ -129,7 +131,10 @@ def load_ranker(ranker: Ranker, path: Path) -> None:
     meta = read_saved(path, ranker.name, *ranker.saved_parts())
     ranker.config = restored_config(ranker, meta, path)
     if hasattr(ranker, "training_summary"):
-        ranker.training_summary = meta.get("training")
+        saved = meta.get("training")
+        ranker.training_summary = (
+            TrainingSummary.from_json(saved) if isinstance(saved, dict) else None
+        )
     ranker.read_weights(path, meta)
 
 

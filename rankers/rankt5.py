@@ -31,6 +31,7 @@ import numpy as np
 
 from bench.data.model import Candidate, CandidateList, RankingSplit, relevant
 from bench.device import resolve_device
+from bench.trained import TrainingSummary
 from rankers.base import (
     RUNTIME,
     SCORE,
@@ -133,7 +134,7 @@ class RankT5Ranker(Ranker[RankT5Config]):
         self._score_id = -1
         self._start_id = -1
         self._info: dict[str, Any] = {}
-        self.training_summary: dict[str, Any] | None = None
+        self.training_summary: TrainingSummary | None = None
         from rankers.encoders import CastCache
 
         # the LM head stays float32: the score-token logit is not rounded to bf16
@@ -358,14 +359,13 @@ class RankT5Ranker(Ranker[RankT5Config]):
             split, lists=lists, notes=[*split.notes, f"rankt5: lists cut to {size} candidates"]
         )
 
-    def fit(self, train: RankingSplit, dev: RankingSplit | None = None) -> dict[str, Any]:
+    def fit(self, train: RankingSplit, dev: RankingSplit | None = None) -> TrainingSummary:
         """Listwise fine-tuning with ``loss`` (softmax CE) by the shared list trainer."""
         from rankers.listtrain import fit_lists
 
         cut = self.training_lists(train, random.Random(self.cfg.seed))
         summary = fit_lists(self, cut, dev)
-        summary["list_size"] = self.cfg.list_size
-        summary["train_candidates"] = cut.n_candidates
+        summary.extra.update(list_size=self.cfg.list_size, train_candidates=cut.n_candidates)
         self.training_summary = summary
         return summary
 

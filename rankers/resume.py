@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from bench.data.model import CandidateList, RankingSplit
 from bench.results import atomic_write_json
+from bench.trained import SELECTION_MEASURE
 from rankers.base import Ranker, RankerError, Role
 
 if TYPE_CHECKING:
@@ -32,8 +33,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: dev measure used to select the epoch (same as the dense rankers)
-SELECTION_MEASURE = "AP@10"
 #: resumable training state, inside the work directory
 CHECKPOINT_DIR = "checkpoint"
 #: the published state of CHECKPOINT_DIR (replaced atomically)
@@ -238,13 +237,13 @@ class Resumable:
         self.save()
 
     def summary(self) -> dict[str, Any]:
-        """The training-summary fields every trainer reports: epochs kept, dev scores, losses,
-        and where and for how long it ran."""
+        """The :class:`bench.trained.TrainingSummary` fields every trainer reports: epochs kept,
+        dev scores, losses, and where and for how long it ran."""
         progress, dev = self.progress, f"dev_{SELECTION_MEASURE}"
         return {
             "best_epoch": progress.best_epoch,
-            dev: [h[dev] for h in progress.history],
-            f"{dev}_before": progress.dev_before,
+            "dev_scores": [h[dev] for h in progress.history],
+            "dev_before": progress.dev_before,
             "loss": [h["loss"] for h in progress.history],
             "resumed_from": self.resumed_from,
             "checkpoint": str(self.folder) if self.folder is not None else None,

@@ -41,6 +41,7 @@ import numpy as np
 
 from bench.data.model import RankingSplit
 from bench.metrics import build_run, evaluate
+from bench.trained import TrainingSummary
 from rankers.base import Ranker, RankerError, TrainingConfig
 from rankers.resume import SELECTION_MEASURE, Progress, Resumable, checkpoint_key
 
@@ -285,7 +286,7 @@ def train_loop(
     accelerator: Accelerator | None = None,
     work_dir: str | Path | None = None,
     on_checkpoint: Callable[[dict[str, int]], None] | None = None,
-) -> dict[str, Any]:
+) -> TrainingSummary:
     """Train ``steps`` (often ``ranker`` itself) in place; returns the shared training summary.
 
     One loop for every trainable ranker: seed, AdamW and schedule, ``accelerator.prepare``,
@@ -433,14 +434,14 @@ def train_loop(
     if len(set(gather_object([final_hash]))) > 1:
         raise RankerError(f"{ranker.name}: training processes ended with different weights")
     history = progress.history
-    return {
-        "epochs": len(history),
-        "epochs_planned": epochs,
-        "stopped_early": len(history) < epochs and progress.step < total,
-        "steps": progress.step,
-        "steps_planned": total,
+    return TrainingSummary(
+        epochs=len(history),
+        epochs_planned=epochs,
+        stopped_early=len(history) < epochs and progress.step < total,
+        steps=progress.step,
+        steps_planned=total,
         **run.summary(),
-        "optimizer": {
+        optimizer={
             "name": "AdamW",
             "lr": plan.lr,
             "weight_decay": plan.weight_decay,
@@ -448,12 +449,12 @@ def train_loop(
             "warmup_steps": warmup,
             "max_grad_norm": plan.max_grad_norm,
         },
-        "skipped_queries": sum(h["skipped_queries"] for h in history),  # summed over epochs
-        "processes": world,
-        "mixed_precision": accelerator.mixed_precision,
-        "epoch_weights_hash": [h["weights_hash"] for h in history],
-        "weights_hash": final_hash,
-    }
+        skipped_queries=sum(h["skipped_queries"] for h in history),  # summed over epochs
+        processes=world,
+        mixed_precision=accelerator.mixed_precision,
+        epoch_weights_hash=[h["weights_hash"] for h in history],
+        weights_hash=final_hash,
+    )
 
 
 class _HookState:

@@ -216,7 +216,7 @@ def test_fit_changes_weights_lowers_the_loss_and_round_trips(
     assert ranker.untrained_weights() == "the ColBERT projection on a bare BERT"
     before_hash = ranker.describe()["weights_hash"]
     before_loss = ranker.training_loss(TRAIN)
-    summary = ranker.fit(TRAIN, dev=TRAIN)
+    summary = ranker.fit(TRAIN, dev=TRAIN).to_json()
     after_loss = ranker.training_loss(TRAIN)
     assert after_loss < before_loss - 0.05
     assert summary["weights_hash"] != before_hash
@@ -255,7 +255,7 @@ def test_interrupted_fit_resumes_to_identical_weights(
         "doc_maxlen": 16,
         "checkpoint_steps": 2,
     }
-    plain = _ranker(tiny_bert, **options).fit(TRAIN, dev=TRAIN)
+    plain = _ranker(tiny_bert, **options).fit(TRAIN, dev=TRAIN).to_json()
     assert plain["steps"] == 6 and plain["resumed_from"] is None and plain["checkpoint"] is None
 
     saved = die_after_checkpoint(monkeypatch, step=4)
@@ -267,7 +267,7 @@ def test_interrupted_fit_resumes_to_identical_weights(
 
     resumed = _ranker(tiny_bert, **options)
     resumed.work_dir = tmp_path
-    summary = resumed.fit(TRAIN, dev=TRAIN)
+    summary = resumed.fit(TRAIN, dev=TRAIN).to_json()
     assert summary["resumed_from"] == {"epoch": 1, "step": 4}
     assert saved == [2, 3, 4, 6]
     for key in ("weights_hash", "loss", "dev_AP@10", "dev_AP@10_before", "best_epoch", "steps"):
@@ -277,7 +277,7 @@ def test_interrupted_fit_resumes_to_identical_weights(
     monkeypatch.undo()
     other = _ranker(tiny_bert, **{**options, "lr": 2e-3})  # other settings: not resumed
     other.work_dir = tmp_path
-    assert other.fit(TRAIN, dev=TRAIN)["resumed_from"] is None
+    assert other.fit(TRAIN, dev=TRAIN).resumed_from is None
 
 
 def test_saved_folder_is_a_colbert_ai_checkpoint(tiny_bert: Path, tmp_path: Path) -> None:

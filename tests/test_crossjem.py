@@ -347,7 +347,7 @@ def test_real_minilm_scores_wikiqa_list(shared_data: Path) -> None:
 
 def test_fit_learns_and_keeps_the_best_dev_epoch(tiny_bert: Path) -> None:
     ranker = _ranker(tiny_bert, lr=2e-3, epochs=4, train_batch_queries=4, dropout=0.0)
-    summary = ranker.fit(gold_split("train", 0), gold_split("dev", 1))
+    summary = ranker.fit(gold_split("train", 0), gold_split("dev", 1)).to_json()
     dev = summary["dev_AP@10"]
     assert len(dev) == 4 and summary["loss_name"] == "listnet"
     assert summary["best_epoch"] == 1 + int(np.argmax(dev))
@@ -376,7 +376,7 @@ def test_rpl_trains_on_a_saved_teacher(
     teacher.save(tmp_path / "teacher")
     student = _ranker(tiny_bert, loss="rpl", epochs=3, teacher=str(tmp_path / "teacher"))
     untrained = _ranker(tiny_bert).module.encoder.state_dict()  # the encoder fit starts from
-    summary = student.fit(gold_split("train", 0))
+    summary = student.fit(gold_split("train", 0)).to_json()
     assert summary["targets"] == f"teacher {teacher.describe()['weights_hash']}"
     assert summary["skipped_queries"] == 0 and len(summary["loss"]) == 3
     assert np.isfinite(summary["loss"]).all()

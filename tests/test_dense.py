@@ -162,7 +162,7 @@ def _fit(cls: type[DenseRanker], **extra: str) -> tuple[DenseRanker, dict, str]:
     ranker = cls(DenseConfig.from_options({**FIT, **extra}))
     before = state_hash(ranker.model)
     ranker.index(DEV)  # with precompute: embedded with the old weights, re-embedded after fit
-    return ranker, ranker.fit(TRAIN, DEV), before
+    return ranker, ranker.fit(TRAIN, DEV).to_json(), before
 
 
 def _check_summary(summary: dict, before: str, ranker: DenseRanker, k: int) -> None:
@@ -270,7 +270,7 @@ def test_interrupted_fit_resumes_to_identical_weights(
     checkpoint holds any more."""
     options = {**FIT, "checkpoint_steps": "2"}
     plain_ranker = cls(DenseConfig.from_options(options))
-    plain = plain_ranker.fit(TRAIN, DEV)
+    plain = plain_ranker.fit(TRAIN, DEV).to_json()
     assert plain["steps"] == 6 and plain["resumed_from"] is None and plain["checkpoint"] is None
 
     saved = die_after_checkpoint(monkeypatch, step=4)
@@ -282,7 +282,7 @@ def test_interrupted_fit_resumes_to_identical_weights(
 
     resumed = cls(DenseConfig.from_options(options))
     resumed.work_dir = tmp_path
-    summary = resumed.fit(TRAIN, DEV)
+    summary = resumed.fit(TRAIN, DEV).to_json()
     assert summary["resumed_from"] == {"epoch": 1, "step": 4}
     assert saved == [2, 3, 4, 6]
     keys = ("weights_hash", "epoch_weights_hash", "loss", "dev_AP@10", "dev_AP@10_before")
@@ -294,7 +294,7 @@ def test_interrupted_fit_resumes_to_identical_weights(
     monkeypatch.undo()
     other = cls(DenseConfig.from_options({**options, "lr": "2e-4"}))  # other settings
     other.work_dir = tmp_path
-    assert other.fit(TRAIN, DEV)["resumed_from"] is None
+    assert other.fit(TRAIN, DEV).resumed_from is None
 
 
 def test_loss_masks_in_batch_positives_of_the_same_query(zero_shot: DPRRanker) -> None:

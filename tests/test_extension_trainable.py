@@ -42,6 +42,7 @@ TOY_MODULE = textwrap.dedent(
     from torch import nn
 
     from bench.data.model import CandidateList, RankingSplit, relevant
+    from bench.trained import TrainingSummary
     from rankers.base import SCORE, TRAINING, Ranker, TrainingConfig, inherit_option, option
     from rankers.itemorder import sort_items_option
     from rankers.resume import split_key
@@ -73,7 +74,7 @@ TOY_MODULE = textwrap.dedent(
         def __init__(self, config: Any = None, device: str = "cpu") -> None:
             super().__init__(config, device)
             self.module = Weights()
-            self.training_summary: dict[str, Any] | None = None
+            self.training_summary: TrainingSummary | None = None
             self._examples: list[tuple[float, float]] = []
 
         def untrained_weights(self) -> str | None:
@@ -110,7 +111,7 @@ TOY_MODULE = textwrap.dedent(
             labels = torch.tensor([self._examples[i][1] for i in batch])
             return nn.functional.binary_cross_entropy_with_logits(logits, labels)
 
-        def fit(self, train: RankingSplit, dev: RankingSplit | None = None) -> dict[str, Any]:
+        def fit(self, train: RankingSplit, dev: RankingSplit | None = None) -> TrainingSummary:
             self._examples = [
                 (self._shared(cl.query.text, c.text),
                  float(c.docid in relevant(train.qrels, cl.query.qid, train.relevance_level)))
@@ -172,7 +173,8 @@ def test_trainable_toy_ranker_trains_runs_sweeps_and_ablates(
     restored = create_ranker("words", {}, device="cpu")
     restored.load(model)
     assert state_hash(restored.module) == trained["weights_hash"]
-    assert restored.training_summary == saved["training"]
+    assert restored.training_summary is not None
+    assert restored.training_summary.to_json() == saved["training"]
 
     # run reuses the trained model (no second folder) and ranks the shared-word positive first
     _ok(["run", "-r", "words", "-d", "toy", "--split", "test", "--device", "cpu"])

@@ -192,7 +192,7 @@ def test_fit_lowers_the_listwise_loss_and_round_trips(tiny_t5: Path, tmp_path: P
     ranker = _ranker(tiny_t5, **options)
     before_hash = ranker.describe()["weights_hash"]
     before = ranker.training_loss(TRAIN)
-    summary = ranker.fit(TRAIN, dev=TRAIN)
+    summary = ranker.fit(TRAIN, dev=TRAIN).to_json()
     after = ranker.training_loss(TRAIN)
     assert after < before - 0.05
     assert summary["weights_hash"] != before_hash

@@ -164,7 +164,7 @@ def test_small_train_set_trains_min_steps_and_stops_when_dev_stalls(tiny_bert: P
             }
         )
     )
-    summary = fit_lists(ranker, gold_split("train", 0, n=8), gold_split("dev", 1, n=4))
+    summary = fit_lists(ranker, gold_split("train", 0, n=8), gold_split("dev", 1, n=4)).to_json()
     assert summary["epochs_planned"] == 5
     assert summary["epochs"] == 2 and summary["stopped_early"] is True
     assert summary["best_epoch"] == 1 and summary["steps"] == 4

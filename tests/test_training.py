@@ -101,13 +101,13 @@ def uninterrupted(tiny_bert: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     ranker = _crossjem(tiny_bert, **_resume_options())
     work = tmp_path_factory.mktemp("uninterrupted")
     ranker.work_dir = work
-    return ranker.fit(gold_split("train", 0), gold_split("dev", 1, 6))
+    return ranker.fit(gold_split("train", 0), gold_split("dev", 1, 6)).to_json()
 
 
 def test_checkpoints_do_not_change_training(tiny_bert: Path, uninterrupted: dict[str, Any]) -> None:
     plain = _crossjem(tiny_bert, **_resume_options()).fit(
         gold_split("train", 0), gold_split("dev", 1, 6)
-    )
+    ).to_json()
     assert plain["weights_hash"] == uninterrupted["weights_hash"]
     assert plain["checkpoint"] is None and uninterrupted["checkpoint"] is not None
     folder = Path(uninterrupted["checkpoint"])
@@ -149,7 +149,7 @@ def test_resume_after_crash_ends_with_identical_weights(
     resumed = _crossjem(tiny_bert, **_resume_options())
     resumed.work_dir = tmp_path
     with caplog.at_level(logging.INFO, logger="rankers.resume"):
-        summary = resumed.fit(train, dev)
+        summary = resumed.fit(train, dev).to_json()
     assert "resuming from" in caplog.text
     assert summary["resumed_from"] == resumed_from
     for key in ("weights_hash", "epoch_weights_hash", "loss", "dev_AP@10", "dev_AP@10_before"):
@@ -159,7 +159,7 @@ def test_resume_after_crash_ends_with_identical_weights(
     # a finished checkpoint resumes to the end at once: same result, nothing trained
     again = _crossjem(tiny_bert, **_resume_options())
     again.work_dir = tmp_path
-    repeat = again.fit(train, dev)
+    repeat = again.fit(train, dev).to_json()
     assert repeat["resumed_from"] == {"epoch": 2, "step": 6}
     assert repeat["weights_hash"] == uninterrupted["weights_hash"]
 
@@ -174,13 +174,13 @@ def test_checkpoint_of_other_settings_is_not_resumed(
     other = _crossjem(tiny_bert, epochs=1, lr=5e-4)
     other.work_dir = tmp_path
     with caplog.at_level(logging.WARNING, logger="rankers.resume"):
-        summary = other.fit(train)
+        summary = other.fit(train).to_json()
     assert summary["resumed_from"] is None
     assert "saved with other settings, data or targets" in caplog.text
     # scoring-only options are not settings of the training: that checkpoint is resumed
     fast = _crossjem(tiny_bert, epochs=1, lr=5e-4, batch_queries=2, checkpoint_steps=1)
     fast.work_dir = tmp_path
-    assert fast.fit(train)["resumed_from"] == {"epoch": 1, "step": 3}
+    assert fast.fit(train).resumed_from == {"epoch": 1, "step": 3}
 
 
 # -- targets -------------------------------------------------------------------------------------
@@ -211,7 +211,7 @@ def test_teacher_scores_are_computed_once_and_cached(tiny_bert: Path, tmp_path: 
 
     first = fit_lists(
         _crossjem(tiny_bert, loss="rpl", epochs=1), train, teacher=teacher, work_dir=tmp_path / "a"
-    )
+    ).to_json()
     assert CountingTeacher.calls == 2
     cache = tmp_path / TEACHER_CACHE_DIR
     (cached,) = cache.iterdir()
@@ -232,7 +232,7 @@ def test_teacher_scores_are_computed_once_and_cached(tiny_bert: Path, tmp_path: 
     # a second fit (other work dir, same parent) reads the cache: same targets, same weights
     second = fit_lists(
         _crossjem(tiny_bert, loss="rpl", epochs=1), train, teacher=teacher, work_dir=tmp_path / "b"
-    )
+    ).to_json()
     assert CountingTeacher.calls == 2
     assert second["teacher"]["cache"] == str(cached)
     assert second["weights_hash"] == first["weights_hash"]
@@ -260,7 +260,7 @@ def test_rpl_on_binary_labels_fails_before_training(tiny_bert: Path, tmp_path: P
 
 
 def test_labels_only_training_records_its_setup(tiny_bert: Path) -> None:
-    summary = _crossjem(tiny_bert, loss="ce", epochs=1).fit(gold_split("train", 0))
+    summary = _crossjem(tiny_bert, loss="ce", epochs=1).fit(gold_split("train", 0)).to_json()
     assert summary["targets"] == "qrels grades" and summary["teacher"] is None
     assert (summary["processes"], summary["mixed_precision"], summary["resumed_from"]) == (
         1,
@@ -292,7 +292,7 @@ def _worker(model: str, out: str) -> None:
     ranker = _crossjem(model, **_distributed_options())
     summary = fit_lists(
         ranker, gold_split("train", 0), gold_split("dev", 1, 6), work_dir=Path(out) / "work"
-    )
+    ).to_json()
     state = PartialState()
     result = {"weights_hash": state_hash(ranker.module), "summary": summary}
     (Path(out) / f"rank{state.process_index}.json").write_text(json.dumps(result))
@@ -372,7 +372,7 @@ def test_two_processes_train_like_one(tiny_bert_no_dropout: Path, tmp_path: Path
     # one process, same global batches: same losses and dev scores up to float rounding
     alone = _crossjem(tiny_bert, **_distributed_options()).fit(
         gold_split("train", 0), gold_split("dev", 1, 6)
-    )
+    ).to_json()
     assert alone["processes"] == 1
     np.testing.assert_allclose(summary["loss"], alone["loss"], rtol=1e-4)
     np.testing.assert_allclose(summary["dev_AP@10"], alone["dev_AP@10"], atol=1e-6)
