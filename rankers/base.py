@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import json
 import logging
 import types
 import typing
@@ -24,42 +23,19 @@ import numpy as np
 from bench.data.model import CandidateList, RankingSplit
 from bench.results import FAMILIES as FAMILIES  # re-exported: rankers.base.FAMILIES
 from bench.trained import TrainingSummary
+from rankers.errors import RankerError as RankerError  # re-exported: raised by every ranker
+from rankers.persist import (
+    WEIGHTS_FILE,
+    load_ranker,
+    read_module,
+    save_ranker,
+    write_module,
+)
 
 log = logging.getLogger(__name__)
 
 # FAMILIES (display names, paper order) lives in the foundation layer, beside the record field
 # it labels, so that tables can group rows without importing rankers; re-exported here.
-
-
-class RankerError(RuntimeError):
-    """A ranker cannot do what was asked (bad option, missing checkpoint, untrainable...)."""
-
-
-#: the description a ranker's save() folder carries (name, family, config, provenance)
-RANKER_FILE = "ranker.json"
-
-
-def read_saved(path: Path, name: str, *parts: str) -> dict[str, Any]:
-    """The ``ranker.json`` of a save() folder, after checking it holds ``parts`` and was saved by
-    ranker ``name``: loading another ranker's folder fails with a message naming both. A
-    truncated weights file fails here too, naming the file (not deep inside safetensors)."""
-    from bench.cache import safetensors_problem
-
-    path = Path(path)
-    meta_file = path / RANKER_FILE
-    missing = [p for p in (RANKER_FILE, *parts) if not (path / p).exists()]
-    if missing:
-        raise RankerError(f"{path}: not a {name} checkpoint (missing {', '.join(missing)})")
-    damaged = safetensors_problem(path)
-    if damaged:
-        raise RankerError(f"{path}: damaged {name} checkpoint: {damaged}")
-    try:
-        meta = json.loads(meta_file.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise RankerError(f"{meta_file}: not valid JSON ({exc})") from exc
-    if meta.get("name") != name:
-        raise RankerError(f"{meta_file}: saved by ranker {meta.get('name')!r}, not {name!r}")
-    return meta
 
 
 class Role(enum.Flag):
@@ -263,6 +239,12 @@ class RankerConfig:
         )
 
     @classmethod
+    def runtime_fields(cls) -> frozenset[str]:
+        """The ``RUNTIME`` options: a loaded checkpoint keeps the caller's values of these
+        (:func:`rankers.persist.restored_config`)."""
+        return cls.fields_with_role(Role.RUNTIME)
+
+    @classmethod
     def describe_options(cls) -> list[OptionInfo]:
         """Every option with its type, default, role, help and valid values, in field order."""
         optional = _optional_fields(cls)
@@ -464,15 +446,11 @@ class Ranker(ABC, Generic[C]):
     def save(self, path: Path) -> None:
         """Persist what :meth:`load` needs: weights (:meth:`write_weights`), ``ranker.json`` and
         the manifest, written atomically by :func:`rankers.persist.save_ranker`."""
-        from rankers.persist import save_ranker
-
         save_ranker(self, Path(path))
 
     def load(self, path: Path) -> None:
         """Restore a :meth:`save` folder into this (already configured) ranker by the one restore
         rule of :func:`rankers.persist.load_ranker`, then :meth:`read_weights`."""
-        from rankers.persist import load_ranker
-
         load_ranker(self, Path(path))
 
     def _trainable(self) -> bool:
@@ -480,8 +458,6 @@ class Ranker(ABC, Generic[C]):
 
     def saved_parts(self) -> tuple[str, ...]:
         """The files and folders a saved folder must hold besides ``ranker.json``."""
-        from rankers.persist import WEIGHTS_FILE
-
         return (WEIGHTS_FILE,) if self._trainable() else ()
 
     def write_weights(self, folder: Path) -> None:
@@ -490,16 +466,12 @@ class Ranker(ABC, Generic[C]):
         A ranker with its own format (a Hugging Face folder) overrides this and
         :meth:`read_weights`, never :meth:`save`/:meth:`load`."""
         if self._trainable():
-            from rankers.persist import write_module
-
             write_module(self, folder)
 
     def read_weights(self, folder: Path, meta: dict[str, Any]) -> None:
         """Read what :meth:`write_weights` wrote (the config is restored already); ``meta`` is the
         folder's ``ranker.json``."""
         if self._trainable():
-            from rankers.persist import read_module
-
             read_module(self, folder)
 
     def restored_options(self, meta: dict[str, Any], folder: Path) -> dict[str, Any]:

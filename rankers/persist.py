@@ -30,21 +30,44 @@ What is the same for every ranker lives here:
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from bench.cache import MANIFEST, manifest_problem, write_manifest
+from bench.cache import MANIFEST, manifest_problem, safetensors_problem, write_manifest
 from bench.results import atomic_write_json
 from bench.trained import TrainingSummary
-from rankers.base import RANKER_FILE, RankerError, Role, read_saved
-
-if TYPE_CHECKING:
-    from rankers.base import Ranker
+from rankers.errors import RankerError
 
 log = logging.getLogger(__name__)
+
+#: the description a ranker's save() folder carries (name, family, config, provenance)
+RANKER_FILE = "ranker.json"
+
+
+def read_saved(path: Path, name: str, *parts: str) -> dict[str, Any]:
+    """The ``ranker.json`` of a save() folder, after checking it holds ``parts`` and was saved by
+    ranker ``name``: loading another ranker's folder fails with a message naming both. A
+    truncated weights file fails here too, naming the file (not deep inside safetensors)."""
+    path = Path(path)
+    meta_file = path / RANKER_FILE
+    missing = [p for p in (RANKER_FILE, *parts) if not (path / p).exists()]
+    if missing:
+        raise RankerError(f"{path}: not a {name} checkpoint (missing {', '.join(missing)})")
+    damaged = safetensors_problem(path)
+    if damaged:
+        raise RankerError(f"{path}: damaged {name} checkpoint: {damaged}")
+    try:
+        meta = json.loads(meta_file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RankerError(f"{meta_file}: not valid JSON ({exc})") from exc
+    if meta.get("name") != name:
+        raise RankerError(f"{meta_file}: saved by ranker {meta.get('name')!r}, not {name!r}")
+    return meta
+
 
 #: the default weights file (a safetensors state dict of ``training_module()``)
 WEIGHTS_FILE = "weights.safetensors"
@@ -54,7 +77,7 @@ TOKENIZER_DIR = "tokenizer"
 _STAGING = ".saving"
 
 
-def saved_meta(ranker: Ranker) -> dict[str, Any]:
+def saved_meta(ranker: Any) -> dict[str, Any]:
     """What ``ranker.json`` holds: ``describe()`` and, for a ranker that keeps one, its training
     summary (under ``training``)."""
     meta = dict(ranker.describe())
@@ -64,7 +87,7 @@ def saved_meta(ranker: Ranker) -> dict[str, Any]:
     return meta
 
 
-def save_ranker(ranker: Ranker, path: Path) -> None:
+def save_ranker(ranker: Any, path: Path) -> None:
     """Write ``ranker`` to ``path`` (created if need be): weights, ``ranker.json``, manifest.
 
     Files beside the saved ones (the runner's resumable checkpoint, ``training.json``) are left
@@ -94,11 +117,11 @@ def save_ranker(ranker: Ranker, path: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def restored_config(ranker: Ranker, meta: dict[str, Any], path: Path) -> Any:
+def restored_config(ranker: Any, meta: dict[str, Any], path: Path) -> Any:
     """The ranker's config after the one restore rule (see the module docstring)."""
     config = ranker.config
     fields = {f.name for f in dataclasses.fields(config)}
-    runtime = config.fields_with_role(Role.RUNTIME)
+    runtime = config.runtime_fields()
     saved = meta.get("config")
     if not isinstance(saved, dict):
         raise RankerError(f"{path / RANKER_FILE}: no 'config' mapping")
@@ -119,7 +142,7 @@ def restored_config(ranker: Ranker, meta: dict[str, Any], path: Path) -> Any:
         ) from exc
 
 
-def load_ranker(ranker: Ranker, path: Path) -> None:
+def load_ranker(ranker: Any, path: Path) -> None:
     """Restore a :func:`save_ranker` folder (or one of an older version, which has the same files)
     into ``ranker``: check the manifest when there is one, check ``ranker.json`` names this ranker
     and the weights exist, apply the restore rule, then read the weights."""

@@ -315,6 +315,10 @@ def test_load_rejects_other_rankers_and_missing_files(tiny_bert: Path, tmp_path:
     ranker.save(tmp_path / "ckpt")
     meta = tmp_path / "ckpt" / "ranker.json"
     meta.write_text(meta.read_text().replace('"crossjem"', '"monobert"'))
+    # the save's manifest catches the edit first
+    with pytest.raises(RankerError, match="ranker.json does not match its recorded checksum"):
+        _ranker(tiny_bert).load(tmp_path / "ckpt")
+    (tmp_path / "ckpt" / "manifest.json").unlink()  # a folder without one: the name is checked
     with pytest.raises(RankerError, match="saved by ranker .monobert."):
         _ranker(tiny_bert).load(tmp_path / "ckpt")
 

@@ -47,7 +47,8 @@ from bench.results import (
 )
 from bench.runner import RunOptions, fit_or_load, ranker_options, run
 from rankers import RankerError, create_ranker
-from rankers.base import Ranker, RankerConfig, read_saved
+from rankers.base import Ranker, RankerConfig
+from rankers.persist import read_saved
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 cli = CliRunner()

@@ -105,9 +105,11 @@ def uninterrupted(tiny_bert: Path, tmp_path_factory: pytest.TempPathFactory) -> 
 
 
 def test_checkpoints_do_not_change_training(tiny_bert: Path, uninterrupted: dict[str, Any]) -> None:
-    plain = _crossjem(tiny_bert, **_resume_options()).fit(
-        gold_split("train", 0), gold_split("dev", 1, 6)
-    ).to_json()
+    plain = (
+        _crossjem(tiny_bert, **_resume_options())
+        .fit(gold_split("train", 0), gold_split("dev", 1, 6))
+        .to_json()
+    )
     assert plain["weights_hash"] == uninterrupted["weights_hash"]
     assert plain["checkpoint"] is None and uninterrupted["checkpoint"] is not None
     folder = Path(uninterrupted["checkpoint"])
@@ -370,9 +372,11 @@ def test_two_processes_train_like_one(tiny_bert_no_dropout: Path, tmp_path: Path
     assert all(s.shape == (6,) and np.isfinite(s).all() for s in scores)
 
     # one process, same global batches: same losses and dev scores up to float rounding
-    alone = _crossjem(tiny_bert, **_distributed_options()).fit(
-        gold_split("train", 0), gold_split("dev", 1, 6)
-    ).to_json()
+    alone = (
+        _crossjem(tiny_bert, **_distributed_options())
+        .fit(gold_split("train", 0), gold_split("dev", 1, 6))
+        .to_json()
+    )
     assert alone["processes"] == 1
     np.testing.assert_allclose(summary["loss"], alone["loss"], rtol=1e-4)
     np.testing.assert_allclose(summary["dev_AP@10"], alone["dev_AP@10"], atol=1e-6)
