@@ -280,3 +280,29 @@ def test_bench_rankers_shows_role_range_and_help() -> None:
     assert "crossjem (Joint ranking, trainable)" in result.output
     assert "firststage (First stage): no options" in result.output
     assert "[CLS] [Q] and [SEP]" in result.output  # help text is not read as rich markup
+
+
+# -- issue 19 item 3: the list-training options are declared once ------------------------------
+@pytest.mark.parametrize("ranker", ["monobert", "crossjem", "rankt5", "dpr"])
+def test_warmup_ratio_is_range_checked_in_every_config(ranker: str) -> None:
+    config = get_ranker_class(ranker).Config
+    with pytest.raises(RankerError, match=r"option warmup_ratio=1\.5: must be in \[0, 1\)"):
+        config.from_options({"warmup_ratio": "1.5"})
+
+
+def test_shared_list_training_options_have_one_declaration() -> None:
+    """dtype, warmup_ratio, loss, teacher and train_batch_queries: one spec (role and valid
+    values) in rankers.listtrain.ListTrainingConfig, whatever default or help a ranker gives."""
+    from rankers.listtrain import ListTrainingConfig
+
+    def spec(config: type, name: str) -> tuple[object, ...]:
+        (field,) = (f for f in dataclasses.fields(config) if f.name == name)
+        s = option_spec(field)
+        assert s is not None
+        return (s.role, s.min, s.max, s.below, s.choices)
+
+    for name in ("dtype", "warmup_ratio", "loss", "teacher", "train_batch_queries"):
+        for ranker in ("monobert", "crossjem", "rankt5"):
+            assert spec(get_ranker_class(ranker).Config, name) == spec(ListTrainingConfig, name)
+    for ranker in ("dpr", "colbert"):
+        assert spec(get_ranker_class(ranker).Config, "dtype") == spec(ListTrainingConfig, "dtype")
