@@ -103,7 +103,8 @@ class DenseConfig(TrainingConfig):
         "auto",
         role=TRAINING | RUNTIME,
         choices=DTYPE_NAMES,
-        help="encoding weights cast once to it (auto: bfloat16 on CUDA, float32 on CPU); "
+        help="encoding weights cast once to it (auto: bf16 on a GPU with native bf16, else fp16; "
+        "fp32 on CPU); "
         "fine-tuning runs float32, but dev scoring in it selects the epoch",
     )
     lr: float = inherit_option(TrainingConfig, "lr", 2e-5)
