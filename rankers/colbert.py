@@ -435,8 +435,7 @@ class ColBERTRanker(Ranker[ColBERTRankerConfig]):
         if texts:
             # ids, mask and the sort stay on the host (colbert-ai's doc() uploads each batch);
             # each document's query row goes to the device once, scores come back once
-            ids, mask = self.tensorize_documents(texts)
-            ids, mask = ids.cpu(), mask.cpu()
+            ids, mask = self.tensorize_documents(texts)  # host tensors (colbert-ai tokenizer)
             lengths = mask.sum(dim=1).numpy()
             order = np.argsort(lengths, kind="stable")
             owner = np.repeat(np.arange(len(lists)), [len(cl) for cl in lists])

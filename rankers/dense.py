@@ -321,14 +321,16 @@ class DenseRanker(Ranker[DenseConfig]):
         else:
             texts = [t for cl in lists for t in cl.texts]
             item_emb = self._encode_documents(texts)
-        out: list[np.ndarray] = []
-        start = 0
+        import torch
+
+        parts, start = [], 0
         for i, cl in enumerate(lists):
             block = item_emb[start : start + len(cl)]
             start += len(cl)
-            sims = self._similarities(q_emb[i : i + 1], block)[0]
-            out.append(sims.detach().double().cpu().numpy())
-        return out
+            parts.append(self._similarities(q_emb[i : i + 1], block)[0].detach().double())
+        flat = torch.cat(parts).cpu().numpy()  # one device-to-host copy per call
+        bounds = np.cumsum([0, *[len(cl) for cl in lists]])
+        return [flat[bounds[k] : bounds[k + 1]].copy() for k in range(len(lists))]
 
     # -- hard negatives ------------------------------------------------------------------------
     def _score_pool(

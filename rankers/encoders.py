@@ -328,12 +328,18 @@ def token_ids(tokenizer: Any, texts: Sequence[str], max_len: int) -> list[list[i
     return [list(ids) for ids in enc["input_ids"]]
 
 
+def pad_array(rows: Sequence[Sequence[int]], value: int) -> np.ndarray:
+    """Right-pad integer rows into one (len(rows), longest) int64 array (host, for upload)."""
+    width = max((len(r) for r in rows), default=0)
+    out = np.full((len(rows), width), value, dtype=np.int64)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = r
+    return out
+
+
 def pad_rows(rows: Sequence[Sequence[int]], value: int) -> Tensor:
     """Right-pad integer rows into one (len(rows), longest) tensor."""
-    width = max((len(r) for r in rows), default=0)
-    if not rows:
-        return torch.zeros((0, 0), dtype=torch.long)
-    return torch.tensor([list(r) + [value] * (width - len(r)) for r in rows], dtype=torch.long)
+    return torch.from_numpy(pad_array(rows, value))
 
 
 def bucketed_scores(

@@ -30,6 +30,7 @@ from rankers.encoders import (
     check_positions,
     float32_logits,
     list_arrays,
+    pad_array,
     pad_rows,
     scatter_to_lists,
     token_ids,
@@ -181,14 +182,11 @@ class MonoBERTRanker(EncoderRanker[MonoBERTConfig]):
         masks and scatter indices reach the device in one :func:`upload` copy."""
         pairs = [pair for query, items in lists for pair in self.pairs(query, items)]
         n_items = [len(items) for _, items in lists]
-        ids = pad_rows([p[0] for p in pairs], self.special.pad)
-        mask = pad_rows([[1] * len(p[0]) for p in pairs], 0)
-        types = pad_rows([p[1] for p in pairs], 0)
         tensors = upload(
             {
-                "input_ids": ids.numpy(),
-                "attention_mask": mask.numpy(),
-                "token_type_ids": types.numpy(),
+                "input_ids": pad_array([p[0] for p in pairs], self.special.pad),
+                "attention_mask": pad_array([[1] * len(p[0]) for p in pairs], 0),
+                "token_type_ids": pad_array([p[1] for p in pairs], 0),
                 **list_arrays(n_items),
             },
             self.device,

@@ -319,16 +319,16 @@ class RankT5Ranker(Ranker[RankT5Config]):
     def prepare(self, lists: Sequence[tuple[str, Sequence[str]]]) -> dict[str, Any]:
         """All pairs of several (query, documents) lists as one padded batch (training): ids,
         mask and scatter indices reach the device in one :func:`~rankers.encoders.upload` copy."""
-        from rankers.encoders import list_arrays, pad_rows, upload
+        from rankers.encoders import list_arrays, pad_array, upload
 
         rows = [pair for query, docs in lists for pair in self.pair_ids(query, docs)]
         n_items = [len(docs) for _, docs in lists]
-        ids = pad_rows(rows, int(self.tokenizer.pad_token_id))
-        mask = pad_rows([[1] * len(r) for r in rows], 0)
-        tensors = upload(
-            {"input_ids": ids.numpy(), "attention_mask": mask.numpy(), **list_arrays(n_items)},
-            self.device,
-        )
+        arrays = {
+            "input_ids": pad_array(rows, int(self.tokenizer.pad_token_id)),
+            "attention_mask": pad_array([[1] * len(r) for r in rows], 0),
+            **list_arrays(n_items),
+        }
+        tensors = upload(arrays, self.device)
         return {**tensors, "n_items": n_items}
 
     def forward(
