@@ -313,7 +313,9 @@ class FakeUpload:
         self.copies: list[tuple[str, bool]] = []
         self.pageable: list[str] = []
         self.concatenated = 0
-        empty, to, tensor = torch.empty, torch.Tensor.to, torch.tensor
+        empty, to, tensor, as_tensor = torch.empty, torch.Tensor.to, torch.tensor, torch.as_tensor
+        #: tensors made from Python or NumPy data by the project's code (a copy to come)
+        self.from_python = 0
         concatenate = np.concatenate
 
         def fake_empty(*size: Any, pin_memory: bool = False, **kwargs: Any) -> torch.Tensor:
@@ -337,7 +339,14 @@ class FakeUpload:
             if device is not None and str(device).startswith("cuda"):
                 self.pageable.append(str(device))
                 device = None
+            if _project_frame():
+                self.from_python += 1
             return tensor(*args, device=device, **kwargs)
+
+        def fake_as_tensor(*args: Any, **kwargs: Any) -> torch.Tensor:
+            if _project_frame():
+                self.from_python += 1
+            return as_tensor(*args, **kwargs)
 
         def counted_concatenate(*args: Any, **kwargs: Any) -> Any:
             self.concatenated += 1
@@ -347,6 +356,7 @@ class FakeUpload:
         monkeypatch.setattr(torch.Tensor, "pin_memory", fake_pin)
         monkeypatch.setattr(torch.Tensor, "to", fake_to)
         monkeypatch.setattr(torch, "tensor", fake_tensor)
+        monkeypatch.setattr(torch, "as_tensor", fake_as_tensor)
         monkeypatch.setattr(np, "concatenate", counted_concatenate)
 
 
@@ -392,10 +402,13 @@ def test_a_training_batch_reaches_the_gpu_in_one_copy(
     fake = FakeUpload(monkeypatch)
     ranker.device = "cuda:0"
     batch = ranker.prepare(lists)  # type: ignore[attr-defined]
-    assert fake.copies == [("cuda:0", True)] and len(fake.pinned) == 1 and fake.pageable == []
+    assert fake.copies == [("cuda:0", True)] and fake.pageable == []
+    assert len(fake.pinned) == 1 and fake.pinned[0] > 0  # written pinned, not pinned after
+    fake.from_python = 0
     with torch.no_grad():
         logits, mask = ranker.forward(batch)  # type: ignore[attr-defined]
     assert fake.copies == [("cuda:0", True)] and fake.pageable == []
+    assert fake.from_python == 0  # the item mask from the uploaded lengths, not a new tensor
     assert mask.tolist() == reference[1].tolist()
     assert mask.sum().item() == sum(len(items) for _, items in lists)
 
