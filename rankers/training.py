@@ -95,7 +95,7 @@ def mixed_precision(device: str, dtype: str) -> str:
     if not device.startswith("cuda"):
         return "no"
     if dtype == "auto":
-        from rankers.encoders import auto_choice
+        from bench.device import auto_choice
 
         return auto_choice(device, "training", "bf16", "no")
     return MIXED_PRECISION.get(dtype, "no")

@@ -40,7 +40,7 @@ def _build(kind: str, device: str, **options: Any) -> Any:
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("kind", KINDS)
 def test_cuda_scores_match_cpu_float32(kind: str, dtype: str) -> None:
-    from rankers.encoders import bf16_supported
+    from bench.device import bf16_supported
 
     if dtype == "bfloat16" and not bf16_supported("cuda:0"):
         pytest.skip("this GPU has no native bfloat16")
