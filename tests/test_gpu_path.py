@@ -290,6 +290,33 @@ def test_a_training_step_reads_the_device_at_most_once(
         assert summary["steps"] == 3
 
 
+def test_backward_under_several_processes_reads_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under a launcher the counts and losses of all processes are gathered in one tensor and
+    read once; the loss is weighted by this process's share of the examples with signal."""
+    from rankers.training import BatchLoss, _backward
+
+    class TwoProcesses:
+        """This process's stats gathered with another's: 3 examples used, mean loss 0.5, 4 real."""
+
+        num_processes = 2
+
+        def gather(self, stats: torch.Tensor) -> torch.Tensor:
+            other = torch.tensor([[3.0, 1.5, 4.0]], dtype=torch.float64)
+            return torch.cat([stats, other])
+
+        def backward(self, loss: torch.Tensor) -> None:
+            self.loss = loss.detach()
+
+    accelerator = TwoProcesses()
+    counter = ReadCounter(monkeypatch)
+    counter.active = True
+    loss, used, real = _backward(accelerator, BatchLoss(torch.tensor(2.0), 1, 4))  # type: ignore[arg-type]
+    counter.active = False
+    assert counter.reads == ["tolist"]
+    assert (loss, used, real) == ((2.0 * 1 + 1.5) / 4, 4, 8)
+    assert torch.equal(accelerator.loss, torch.tensor(2.0 * (1 * 2 / 4)))
+
+
 # -- rows 6 and 4: fakes of a CUDA upload (a pinned host buffer and its copy to the GPU) ---------
 
 
