@@ -78,3 +78,32 @@ def device_info(device: str) -> dict[str, Any]:
         info["gpu"] = torch.cuda.get_device_name(device)
         info["cuda"] = torch.version.cuda
     return info
+
+
+#: (device, purpose) pairs whose dtype=auto choice was logged already
+_told: set[tuple[str, str]] = set()
+
+
+def bf16_supported(device: str) -> bool:
+    """Whether the CUDA ``device`` runs bfloat16 natively (compute capability 8.0+: Ampere or
+    later). Emulated bf16 (V100, T4) is not counted: it runs slowly or fails in training."""
+    import torch
+
+    index = torch.device(device).index
+    with torch.cuda.device(index if index is not None else torch.cuda.current_device()):
+        try:
+            return bool(torch.cuda.is_bf16_supported(including_emulation=False))
+        except TypeError:  # torch before 2.3: no emulation flag, and no emulation counted
+            return bool(torch.cuda.is_bf16_supported())
+
+
+def auto_choice(device: str, purpose: str, native: str, fallback: str) -> str:
+    """``native`` where ``device`` runs bf16 natively, else ``fallback``; logged once per device
+    and purpose, with the reason, so a record's dtype can be traced to the GPU."""
+    supported = bf16_supported(device)
+    chosen = native if supported else fallback
+    if (device, purpose) not in _told:
+        _told.add((device, purpose))
+        why = "runs bfloat16 natively" if supported else "has no native bfloat16 (before Ampere)"
+        log.info("dtype=auto for %s on %s: %s (the GPU %s)", purpose, device, chosen, why)
+    return chosen

@@ -23,7 +23,10 @@ compiles a C++ extension (``segmented_maxsim``) whenever a model is built on a m
 GPU; it only serves ``colbert_score_packed`` (PLAID index search), which re-ranking never calls, so
 model construction skips it (:func:`_no_cpp_extension`). The ranker also runs colbert-ai in float32
 on whatever device it is given (colbert-ai itself would cast documents to fp16 and move scoring to
-CUDA whenever a GPU is visible, whatever the requested device).
+CUDA whenever a GPU is visible, whatever the requested device). So on a GPU there is no fp16 of
+colbert-ai's own: document and query vectors are float32 (the projection is kept float32 over a
+bf16/fp16 encoder copy, ``dtype``), and MaxSim runs in float32 on the requested device; only the
+encoder runs in the ``dtype`` option's precision.
 
 Checkpoint layout (``save(path)``): ``path/colbert/`` is a colbert-ai checkpoint (HF weights,
 tokenizer, ``artifact.metadata``) loadable by colbert-ai's own ``Checkpoint``; ``path/ranker.json``
@@ -123,7 +126,8 @@ class ColBERTRankerConfig(TrainingConfig):
         ListTrainingConfig,
         "dtype",
         "auto",
-        help="scoring weights cast once to it (auto: bfloat16 on CUDA, float32 on CPU); training "
+        help="scoring weights cast once to it (auto: bf16 on a GPU with native bf16, else fp16; "
+        "fp32 on CPU); training "
         "runs float32, but dev scoring in it selects the epoch",
     )
     lr: float = inherit_option(TrainingConfig, "lr", 3e-6, help="AdamW learning rate")
@@ -419,6 +423,8 @@ class ColBERTRanker(Ranker[ColBERTRankerConfig]):
         """
         import torch
 
+        from rankers.encoders import upload
+
         if not lists:
             return []
         model = self.scoring_model()
@@ -426,22 +432,24 @@ class ColBERTRanker(Ranker[ColBERTRankerConfig]):
         texts = [t for cl in lists for t in cl.texts]
         flat = np.zeros(len(texts), dtype=np.float32)
         if texts:
-            owner = torch.tensor(
-                [i for i, cl in enumerate(lists) for _ in cl.candidates], device=Q.device
-            )
-            ids, mask = self.tensorize_documents(texts)
-            ids, mask = ids.cpu(), mask.cpu()
-            lengths = mask.sum(dim=1)
-            order = torch.sort(lengths, stable=True).indices
+            # ids, mask and the sort stay on the host (colbert-ai's doc() uploads each batch);
+            # each document's query row goes to the device once, scores come back once
+            ids, mask = self.tensorize_documents(texts)  # host tensors (colbert-ai tokenizer)
+            lengths = mask.sum(dim=1).numpy()
+            order = np.argsort(lengths, kind="stable")
+            owner = np.repeat(np.arange(len(lists)), [len(cl) for cl in lists])
+            owner_dev = upload({"owner": owner[order]}, str(Q.device))["owner"]
+            parts = []
             with self._inference():
                 for start in range(0, len(order), self.cfg.batch_size):
-                    idx = order[start : start + self.cfg.batch_size]
-                    width = int(lengths[idx].max())
+                    idx = torch.from_numpy(order[start : start + self.cfg.batch_size])
+                    width = int(lengths[idx.numpy()].max())
                     D, D_mask = model.doc(
                         ids[idx, :width], mask[idx, :width], keep_dims="return_mask"
                     )
-                    scores = model.score(Q[owner[idx.to(Q.device)]], D, D_mask)
-                    flat[idx.numpy()] = scores.float().cpu().numpy()
+                    rows = owner_dev[start : start + len(idx)]
+                    parts.append(model.score(Q[rows], D, D_mask).float().reshape(-1))
+            flat[order] = torch.cat(parts).cpu().numpy()
         bounds = np.cumsum([0] + [len(cl) for cl in lists])
         return [flat[bounds[k] : bounds[k + 1]].copy() for k in range(len(lists))]
 

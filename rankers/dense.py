@@ -106,7 +106,8 @@ class DenseConfig(TrainingConfig):
         ListTrainingConfig,
         "dtype",
         "auto",
-        help="encoding weights cast once to it (auto: bfloat16 on CUDA, float32 on CPU); "
+        help="encoding weights cast once to it (auto: bf16 on a GPU with native bf16, else fp16; "
+        "fp32 on CPU); "
         "fine-tuning runs float32, but dev scoring in it selects the epoch",
     )
     lr: float = inherit_option(TrainingConfig, "lr", 2e-5)
@@ -321,14 +322,16 @@ class DenseRanker(Ranker[DenseConfig]):
         else:
             texts = [t for cl in lists for t in cl.texts]
             item_emb = self._encode_documents(texts)
-        out: list[np.ndarray] = []
-        start = 0
+        import torch
+
+        parts, start = [], 0
         for i, cl in enumerate(lists):
             block = item_emb[start : start + len(cl)]
             start += len(cl)
-            sims = self._similarities(q_emb[i : i + 1], block)[0]
-            out.append(sims.detach().double().cpu().numpy())
-        return out
+            parts.append(self._similarities(q_emb[i : i + 1], block)[0].detach().double())
+        flat = torch.cat(parts).cpu().numpy()  # one device-to-host copy per call
+        bounds = np.cumsum([0, *[len(cl) for cl in lists]])
+        return [flat[bounds[k] : bounds[k + 1]].copy() for k in range(len(lists))]
 
     # -- hard negatives ------------------------------------------------------------------------
     def _score_pool(

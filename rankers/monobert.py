@@ -29,6 +29,8 @@ from rankers.encoders import (
     EncoderRanker,
     check_positions,
     float32_logits,
+    list_arrays,
+    pad_array,
     pad_rows,
     scatter_to_lists,
     token_ids,
@@ -112,6 +114,8 @@ class PairBatch:
     list_index: Tensor
     item_index: Tensor
     n_items: list[int]
+    #: ``n_items`` on the device (uploaded with the batch; None: copied when scattering)
+    lengths: Tensor | None = None
 
 
 class MonoBERTModule(nn.Module):
@@ -174,22 +178,20 @@ class MonoBERTRanker(EncoderRanker[MonoBERTConfig]):
         return ids, mask, types
 
     def prepare(self, lists: Sequence[tuple[str, Sequence[str]]]) -> PairBatch:
-        """All pairs of several lists as one padded batch for :meth:`forward` (training)."""
-        pairs, list_index, item_index = [], [], []
-        for b, (query, items) in enumerate(lists):
-            for j, pair in enumerate(self.pairs(query, items)):
-                pairs.append(pair)
-                list_index.append(b)
-                item_index.append(j)
-        ids, mask, types = self._pad(pairs)
-        return PairBatch(
-            input_ids=ids,
-            attention_mask=mask,
-            token_type_ids=types,
-            list_index=torch.tensor(list_index, dtype=torch.long, device=self.device),
-            item_index=torch.tensor(item_index, dtype=torch.long, device=self.device),
-            n_items=[len(items) for _, items in lists],
+        """All pairs of several lists as one padded batch for :meth:`forward` (training): ids,
+        masks and scatter indices reach the device in one :func:`upload` copy."""
+        pairs = [pair for query, items in lists for pair in self.pairs(query, items)]
+        n_items = [len(items) for _, items in lists]
+        tensors = upload(
+            {
+                "input_ids": pad_array([p[0] for p in pairs], self.special.pad),
+                "attention_mask": pad_array([[1] * len(p[0]) for p in pairs], 0),
+                "token_type_ids": pad_array([p[1] for p in pairs], 0),
+                **list_arrays(n_items),
+            },
+            self.device,
         )
+        return PairBatch(**tensors, n_items=n_items)
 
     def forward(self, batch: PairBatch, module: nn.Module | None = None) -> tuple[Tensor, Tensor]:
         """Logits (B, N_max) and item mask, like CROSS-JEM's, so one trainer fits both.
@@ -200,7 +202,9 @@ class MonoBERTRanker(EncoderRanker[MonoBERTConfig]):
         else:
             net = module if module is not None else self.module
             logits = net(batch.input_ids, batch.attention_mask, batch.token_type_ids)
-        return scatter_to_lists(logits.float(), batch.list_index, batch.item_index, batch.n_items)
+        return scatter_to_lists(
+            logits.float(), batch.list_index, batch.item_index, batch.n_items, batch.lengths
+        )
 
     # -- scoring -------------------------------------------------------------------------------
     host_step: ClassVar[str | None] = (

@@ -300,23 +300,19 @@ class RankT5Ranker(Ranker[RankT5Config]):
         return ids, mask
 
     def prepare(self, lists: Sequence[tuple[str, Sequence[str]]]) -> dict[str, Any]:
-        """All pairs of several (query, documents) lists as one padded batch (training)."""
-        import torch
+        """All pairs of several (query, documents) lists as one padded batch (training): ids,
+        mask and scatter indices reach the device in one :func:`~rankers.encoders.upload` copy."""
+        from rankers.encoders import list_arrays, pad_array, upload
 
-        rows, list_index, item_index = [], [], []
-        for b, (query, docs) in enumerate(lists):
-            for j, pair in enumerate(self.pair_ids(query, docs)):
-                rows.append(pair)
-                list_index.append(b)
-                item_index.append(j)
-        ids, mask = self._pad(rows)
-        return {
-            "input_ids": ids,
-            "attention_mask": mask,
-            "list_index": torch.tensor(list_index, dtype=torch.long, device=self.device),
-            "item_index": torch.tensor(item_index, dtype=torch.long, device=self.device),
-            "n_items": [len(docs) for _, docs in lists],
+        rows = [pair for query, docs in lists for pair in self.pair_ids(query, docs)]
+        n_items = [len(docs) for _, docs in lists]
+        arrays = {
+            "input_ids": pad_array(rows, int(self.tokenizer.pad_token_id)),
+            "attention_mask": pad_array([[1] * len(r) for r in rows], 0),
+            **list_arrays(n_items),
         }
+        tensors = upload(arrays, self.device)
+        return {**tensors, "n_items": n_items}
 
     def forward(
         self, batch: dict[str, Any], module: Any = None
@@ -325,7 +321,9 @@ class RankT5Ranker(Ranker[RankT5Config]):
         from rankers.encoders import scatter_to_lists
 
         values = self.logits(batch["input_ids"], batch["attention_mask"], module).float()
-        return scatter_to_lists(values, batch["list_index"], batch["item_index"], batch["n_items"])
+        return scatter_to_lists(
+            values, batch["list_index"], batch["item_index"], batch["n_items"], batch.get("lengths")
+        )
 
     # -- scoring -------------------------------------------------------------------------------
     def score(self, lists: Sequence[CandidateList]) -> list[np.ndarray]:

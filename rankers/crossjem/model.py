@@ -48,6 +48,8 @@ class CrossJEMBatch:
     host_slot_list: np.ndarray
     host_slot_item: np.ndarray
     position_ids: Tensor | None = None
+    #: ``n_items`` on the device, uploaded with the batch (the item mask of training steps)
+    lengths: Tensor | None = None
 
     @classmethod
     def upload(cls, packed: PackedRows, device: str) -> CrossJEMBatch:
@@ -55,6 +57,7 @@ class CrossJEMBatch:
         arrays = {name: getattr(packed, name) for name in PackedRows.ARRAYS}
         if packed.position_ids is not None:
             arrays["position_ids"] = packed.position_ids
+        arrays["lengths"] = np.asarray(packed.n_items, dtype=np.int64)
         tensors = upload(arrays, device)
         return cls(
             **tensors,
@@ -126,11 +129,28 @@ def sinusoids(length: int, dim: int) -> Tensor:
     return table
 
 
+class ItemPositions(nn.Module):
+    """The fixed sinusoids of each token's position in its item, added to its hidden state
+    before pooling. A module of its own so the bf16 scoring copy keeps it in float32 with the
+    classifier (:data:`CrossJEMModule.FLOAT32_PARTS`): pooling is float32 and a bf16 table would
+    round the positions it adds to 8 bits of mantissa."""
+
+    table: Tensor
+
+    def __init__(self, max_item_len: int, hidden: int) -> None:
+        super().__init__()
+        # fixed, not trained: kept out of the state dict so checkpoints hold weights only
+        self.register_buffer("table", sinusoids(max_item_len, hidden), persistent=False)
+
+    def forward(self, offsets: Tensor) -> Tensor:
+        return self.table[offsets].float()
+
+
 class CrossJEMModule(nn.Module):
     """Encoder + selective mean pooling (+ optional item positions) + shared linear classifier."""
 
-    #: sinusoids of each token's position in its item (a buffer)
-    position_table: Tensor
+    #: the submodules a low-precision scoring copy keeps in float32 (rankers.encoders.CastCache)
+    FLOAT32_PARTS = ("classifier", "item_position")
 
     def __init__(
         self, encoder: PreTrainedModel, dropout: float, item_positions: bool, max_item_len: int
@@ -141,15 +161,16 @@ class CrossJEMModule(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(hidden, 1)
         self.item_positions = item_positions
-        # fixed, not trained: kept out of the state dict so checkpoints hold weights only
-        self.register_buffer("position_table", sinusoids(max_item_len, hidden), persistent=False)
+        self.item_position = ItemPositions(max_item_len, hidden)
 
     def forward(self, batch: CrossJEMBatch) -> tuple[Tensor, Tensor]:
         """Logits (B, N_max) for every item of every query in the batch, and the item mask."""
         device = batch.input_ids.device
         parts = [self.bucket_logits(batch, b) for b in batch.buckets]
         logits = torch.cat(parts) if parts else torch.zeros(0, device=device)
-        return scatter_to_lists(logits, batch.slot_list, batch.slot_item, batch.n_items)
+        return scatter_to_lists(
+            logits, batch.slot_list, batch.slot_item, batch.n_items, batch.lengths
+        )
 
     def bucket_logits(self, batch: CrossJEMBatch, b: Bucket) -> Tensor:
         """float32 logits of the slots ``[b.s0, b.s1)``: one encoder call over rows ``[r0, r1)``."""
@@ -174,7 +195,7 @@ class CrossJEMModule(nn.Module):
         tok_slot = batch.tok_slot[b.t0 : b.t1]
         own = hidden[batch.tok_row[b.t0 : b.t1], batch.tok_pos[b.t0 : b.t1]]
         if self.item_positions:
-            own = own + self.position_table[batch.tok_offset[b.t0 : b.t1]].float()
+            own = own + self.item_position(batch.tok_offset[b.t0 : b.t1])
         summed = shared[slot_row].index_add(0, tok_slot, own)
         pooled = summed / batch.slot_count[b.s0 : b.s1, None].float().clamp_min(1.0)
         return float32_logits(self.classifier, self.dropout(pooled))

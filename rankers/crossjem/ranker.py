@@ -210,18 +210,21 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
         ]
 
     def score_prepared(self, prepared: list[CrossJEMBatch]) -> list[np.ndarray]:
-        """Every bucket through the (cast) module; one device-to-host copy per batch."""
+        """Every bucket through the (cast) module; one device-to-host copy per call."""
         module = self.scoring_module()
         assert isinstance(module, CrossJEMModule)
-        out: list[np.ndarray] = []
         with self.inference():
-            for batch in prepared:
-                parts = [module.bucket_logits(batch, b) for b in batch.buckets]
-                values = torch.cat(parts).cpu().numpy() if parts else np.zeros(0, np.float32)
-                flat = np.zeros(sum(batch.n_items), dtype=np.float32)
-                offsets = np.cumsum([0, *batch.n_items])
-                flat[offsets[batch.host_slot_list] + batch.host_slot_item] = values
-                out.extend(np.split(flat, offsets[1:-1]))
+            parts = [module.bucket_logits(batch, b) for batch in prepared for b in batch.buckets]
+            values = torch.cat(parts).cpu().numpy() if parts else np.zeros(0, np.float32)
+        out: list[np.ndarray] = []
+        start = 0
+        for batch in prepared:
+            offsets = np.cumsum([0, *batch.n_items])
+            flat = np.zeros(int(offsets[-1]), dtype=np.float32)
+            end = start + len(batch.host_slot_list)
+            flat[offsets[batch.host_slot_list] + batch.host_slot_item] = values[start:end]
+            start = end
+            out.extend(np.split(flat, offsets[1:-1]))
         return out
 
     def score(self, lists: Sequence[CandidateList]) -> list[np.ndarray]:
