@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from bench.data.model import CandidateList, RankingSplit, relevant
-from bench.metrics import rank_order
+from bench.ranking import rank_order
 from rankers.base import (
     DTYPE_NAMES,
     RUNTIME,
@@ -624,7 +624,7 @@ class DPRRanker(DenseRanker):
     def _score_pool(
         self, queries: Sequence[str], pools: Sequence[Sequence[str]], collection: dict[str, str]
     ) -> list[np.ndarray]:
-        from rankers.bm25 import BM25Index
+        from rankers.bm25 import BM25Index  # key: training (mines negatives in fit)
 
         bm25 = BM25Index(collection)
         return [bm25.score(q, pool) for q, pool in zip(queries, pools, strict=True)]
