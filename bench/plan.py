@@ -13,7 +13,8 @@ dependents are all cached is not needed (a cached run needs no model; a cached m
 neither its teachers nor its dev baselines). A job checks its entry again under the entry's
 lock (:func:`bench.cache.entry_lock`) and reuses it when whole, so two identical commands share
 the work. A job reads its inputs through the executor (``inputs(job_id)``); an input left out
-because its dependent looked cached is run then, should the entry have gone in between. Jobs
+because its dependent looked cached is run then, should the entry have gone in between (and an
+``on_demand`` job, a dev baseline, runs only when asked for). Jobs
 never call back into :mod:`bench.runner`. A scoring job is one :class:`Job` with a ``run``
 callable, which is where a sharded scorer plugs in.
 """
@@ -56,6 +57,9 @@ class Job:
     #: the job reads its inputs even when its own result is current (evaluating a cached run
     #: reads the run's record), so its dependencies are needed whenever it is
     reads_inputs: bool = False
+    #: run only when a dependent asks for it (a dev baseline: only once a training has a kept
+    #: epoch to compare, and only in the main process of a multi-process training)
+    on_demand: bool = False
 
 
 @dataclass
@@ -144,6 +148,6 @@ class Executor:
         """Run every needed job in order; the targets' results, in target order."""
         needed = self.plan.needed()
         for job in self.plan:
-            if job.id in needed:
+            if job.id in needed and not job.on_demand:
                 self.result(job.id)
-        return [self.results[t] for t in self.plan.targets]
+        return [self.result(t) for t in self.plan.targets]

@@ -318,7 +318,12 @@ def _why(key: CacheKey, entry: Path, meta: str, code_of: Any, code: Mapping[str,
 
 
 def plan_training(
-    ranker: Ranker, opts: RunOptions, plan: Plan, root: Path, kind: str = TRAIN
+    ranker: Ranker,
+    opts: RunOptions,
+    plan: Plan,
+    root: Path,
+    kind: str = TRAIN,
+    students: tuple[str, ...] = (),
 ) -> str:
     """Add the jobs that train ``ranker`` on ``opts.dataset`` (dev selects) to ``plan``: each
     named teacher member's training (all members checked before any is planned), the dev
@@ -327,7 +332,12 @@ def plan_training(
     The key covers the ranker's training options as asked (a named teacher by its name, with
     the teachers' own keys as the ``teacher`` component), the train and dev data, the seed,
     the subset and the training code (:func:`bench.keys.training_code`). The ranker that trains
-    is a new one whose config names the teachers' model folders (their keys fix them)."""
+    is a new one whose config names the teachers' model folders (their keys fix them).
+    ``students``: the rankers this one is a teacher for, so a cycle of settings files (A's
+    teacher B, B's teacher A) is an error, not an endless plan."""
+    if ranker.name in students:
+        chain = " -> ".join((*students, ranker.name))
+        raise RankerError(f"teachers form a cycle ({chain}): no ranker can teach itself")
     if not ranker.trainable:
         raise RankerError(f"ranker {ranker.name!r} is not trainable; drop --fit")
     ensure_writable(root / "models", "models")
@@ -346,7 +356,8 @@ def plan_training(
         options = ranker_options(name, opts.dataset)
         member = create_ranker(name, options, device=ranker.device)
         member_opts = replace(opts, ranker=name, options=options)
-        job = plan.jobs[plan_training(member, member_opts, plan, root, TEACHER)]
+        chain = (*students, ranker.name)
+        job = plan.jobs[plan_training(member, member_opts, plan, root, TEACHER, chain)]
         deps.append(job.id)
         folders.append(job.id)
         keys.append(job.key)
@@ -520,6 +531,7 @@ def plan_run(
             why="" if cached else _why(key, out_dir, RECORD, _record_code, code),
             optional=kind == BASELINE,
             entry=out_dir,
+            on_demand=kind == BASELINE,
         )
     )
     evaluated = cached and evaluation_current(read_record(out_dir), stamp)
@@ -537,6 +549,7 @@ def plan_run(
             optional=kind == BASELINE,
             entry=out_dir,
             reads_inputs=True,
+            on_demand=kind == BASELINE,
         )
     )
 

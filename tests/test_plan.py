@@ -79,7 +79,7 @@ def test_a_plan_needs_only_what_a_job_to_compute_reads() -> None:
     def job(name: str, cached: bool, *deps: str) -> Job:
         def run(inputs: object) -> str:
             # like the real jobs: a job reads its inputs only when it computes
-            for dep in deps if not plan.jobs[name].cached else ():
+            for dep in plan.jobs[name].deps if not plan.jobs[name].cached else ():
                 assert callable(inputs)
                 inputs(dep)
             ran.append(name)
@@ -106,6 +106,17 @@ def test_a_plan_needs_only_what_a_job_to_compute_reads() -> None:
     ran.clear()
     assert Executor(plan).execute() == ["evaluate"]
     assert ran == ["teacher", "train", "score", "evaluate"]
+    # a job run on demand (a dev baseline) runs only when a job asks for it
+    plan.add(job("baseline", False))
+    plan.jobs["baseline"].on_demand = True
+    plan.jobs["train"].deps = ("teacher", "baseline")
+    ran.clear()
+    Executor(plan).execute()
+    assert ran == ["teacher", "baseline", "train", "score", "evaluate"]
+    plan.jobs["train"].deps = ("teacher",)
+    ran.clear()
+    Executor(plan).execute()
+    assert "baseline" not in ran
     with pytest.raises(ValueError, match="not yet planned"):
         Plan().add(job("x", False, "missing"))
 
@@ -123,3 +134,17 @@ def test_sweep_and_ablate_plans_do_no_work(toy: Path, configs: Path) -> None:
     out = bench("ablate", "-d", "toy", "--what", "item-order", "--plan")
     assert "train monobert on toy/train" in " ".join(out.replace("│", " ").split())
     assert not list(toy.rglob("record.json")) and not list(toy.rglob("training.json"))
+
+
+def test_teachers_that_form_a_cycle_are_refused_before_any_work(
+    toy: Path, configs: Path, tiny_bert: Path
+) -> None:
+    """crossjem's teacher is monobert, whose settings file names crossjem: the plan says so."""
+    (configs / "monobert.yaml").write_text(
+        f"default:\n  model: {tiny_bert}\n  epochs: 1\n  teacher: crossjem\n"
+    )
+    result = cli.invoke(app, ["-q", "run", "-r", "crossjem", "-d", "toy", "--plan"])
+    assert result.exit_code == 2, result.output
+    assert "teachers form a cycle (crossjem -> monobert -> crossjem)" in " ".join(
+        result.output.split()
+    )
