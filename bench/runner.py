@@ -356,8 +356,8 @@ def plan_training(
         options = ranker_options(name, opts.dataset)
         member = create_ranker(name, options, device=ranker.device)
         member_opts = replace(opts, ranker=name, options=options)
-        chain = (*students, ranker.name)
-        job = plan.jobs[plan_training(member, member_opts, plan, root, TEACHER, chain)]
+        lineage = (*students, ranker.name)
+        job = plan.jobs[plan_training(member, member_opts, plan, root, TEACHER, lineage)]
         deps.append(job.id)
         folders.append(job.id)
         keys.append(job.key)
