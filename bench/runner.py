@@ -1,10 +1,13 @@
-"""Executing one ranker on one dataset split: the `bench run` pipeline.
+"""A command as a plan of jobs: `bench run` and `bench train` (and, run by run, the main job,
+ablations and sweeps).
 
-dataset adapter -> candidate lists -> (train or load) -> index -> warm-up -> timed scoring ->
-metrics -> result record. Expensive work is cached by a hash of everything it depends on: a
-trained model under ``results/models/``, a finished result under ``results/runs/``. What the
-caches promise (keys that cover config, data and code; entries verified before reuse; one writer
-per key) is :mod:`bench.cache`'s. Rendering tables is :mod:`bench.tables`' job; nothing here
+:func:`plan_run` and :func:`plan_training` resolve everything first - settings (the ranker's
+settings file, then the command line), data, teachers (each member checked, then planned as a
+training job of its own), the dev baselines a training compares with, cache keys (config, data,
+the trained model's or teachers' keys, and the code each job imports, :mod:`bench.keys`) - into
+a :class:`bench.plan.Plan`; :func:`execute` runs it. The jobs are :mod:`bench.scoring`'s and
+:mod:`bench.fitting`'s and never call back into this module. What the caches promise is
+:mod:`bench.cache`'s; rendering is :mod:`bench.tables`' and :mod:`bench.reports`'; nothing here
 prints.
 """
 

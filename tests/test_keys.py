@@ -149,6 +149,8 @@ def test_a_new_measure_is_reported_for_a_cached_run_without_rescoring(
     # a measure added to bench/metrics.py: its source changes, and runs ask for it
     edit("bench/metrics.py")
     measures = (*DEFAULT_MEASURES, "nDCG@5")
+    # until it is evaluated again, its metrics are those of other code: readers leave it out
+    assert select_records([first], opts.data_dir).left_out == {"other code": [first]}
 
     caplog.set_level(logging.INFO)
     again = run(_toy(tmp_path, "bm25", measures=measures))
@@ -161,6 +163,7 @@ def test_a_new_measure_is_reported_for_a_cached_run_without_rescoring(
     assert again.latency == first.latency and again.created == first.created
     assert "evaluating" in caplog.text and "again from its run file" in caplog.text
     assert set(next(iter(again.per_query().values()))) == set(measures)
+    assert select_records([again], opts.data_dir).records == [again]
 
 
 def test_rankers_import_training_only_modules_inside_functions() -> None:
