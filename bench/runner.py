@@ -315,8 +315,12 @@ def _code_root(ranker: Ranker) -> str:
         return type(ranker).__module__
 
 
-def _why(key: CacheKey, entry: Path, meta: str, code_of: Any, code: Mapping[str, Any]) -> str:
+def _why(
+    key: CacheKey, entry: Path, meta: str, code_of: Any, code: Mapping[str, Any], force: bool
+) -> str:
     """Why ``entry`` must be computed, for the plan table."""
+    if force:
+        return "--force"
     return explain_miss(key, entry, meta, code_of, code) or "no entry with this config yet"
 
 
@@ -395,7 +399,9 @@ def plan_training(
             run=lambda inputs: spec.run(lambda: {b: inputs(i) for b, i in baselines.items()}),
             deps=(*deps, *baselines.values()),
             cached=cached,
-            why="" if cached else _why(key, model_dir, TRAINING_FILE, _summary_code, code),
+            why=""
+            if cached
+            else _why(key, model_dir, TRAINING_FILE, _summary_code, code, opts.force),
             entry=model_dir,
         )
     )
@@ -531,7 +537,7 @@ def plan_run(
             ),
             deps=(train_id,) if train_id else (),
             cached=cached,
-            why="" if cached else _why(key, out_dir, RECORD, _record_code, code),
+            why="" if cached else _why(key, out_dir, RECORD, _record_code, code, opts.force),
             optional=kind == BASELINE,
             entry=out_dir,
             on_demand=kind == BASELINE,
