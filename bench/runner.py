@@ -340,11 +340,9 @@ def plan_training(
     the teachers' own keys as the ``teacher`` component), the train and dev data, the seed,
     the subset and the training code (:func:`bench.keys.training_code`). The ranker that trains
     is a new one whose config names the teachers' model folders (their keys fix them).
-    ``students``: the rankers this one is a teacher for, so a cycle of settings files (A's
-    teacher B, B's teacher A) is an error, not an endless plan."""
-    if ranker.name in students:
-        chain = " -> ".join((*students, ranker.name))
-        raise RankerError(f"teachers form a cycle ({chain}): no ranker can teach itself")
+    ``students``: the teachers above this one, each trained with its settings file's options,
+    so a cycle of settings files (A's teacher B, B's teacher A) is an error, not an endless
+    plan (a ranker may still name its own kind, trained as its settings file says)."""
     if not ranker.trainable:
         raise RankerError(f"ranker {ranker.name!r} is not trainable; drop --fit")
     ensure_writable(root / "models", "models")
@@ -363,7 +361,10 @@ def plan_training(
         options = ranker_options(name, opts.dataset)
         member = create_ranker(name, options, device=ranker.device)
         member_opts = replace(opts, ranker=name, options=options)
-        lineage = (*students, ranker.name)
+        if name in students:
+            cycle = " -> ".join((*students[students.index(name) :], name))
+            raise RankerError(f"teachers form a cycle ({cycle}): no ranker can teach itself")
+        lineage = (*students, name)
         job = plan.jobs[plan_training(member, member_opts, plan, root, TEACHER, lineage)]
         deps.append(job.id)
         folders.append(job.id)
