@@ -28,6 +28,7 @@ once per command (:class:`CurrentInputs`).
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -146,7 +147,37 @@ def record_problem(record: ResultRecord, inputs: CurrentInputs) -> str | None:
             return OTHER_DATA
         if model_parts.get("code") != inputs.code(record.ranker, "train"):
             return OTHER_CODE
+        if not teachers_current(record, inputs):
+            return OTHER_CODE
     return None
+
+
+def teachers_current(record: ResultRecord, inputs: CurrentInputs) -> bool:
+    """Whether the teachers a record's model was distilled from were trained by the training
+    code of now (a student's key holds its teachers' keys, so `bench run` retrains it when a
+    teacher's code changes). Each named teacher's model folder sits beside the student's,
+    ``models/DATASET/TEACHER/KEY``; one that cannot be read counts as other code."""
+    training = record.training or {}
+    keys = str(training.get("teacher_key") or "")
+    if not keys or record.path is None:
+        return True
+    from rankers.training import ENSEMBLE_SEPARATOR, teacher_parts
+
+    names = [
+        p
+        for p in teacher_parts(str((record.config or {}).get("teacher") or ""))
+        if "/" not in p and "\\" not in p
+    ]
+    models = record.path.parents[3] / "models" / record.dataset
+    for name, key in zip(names, keys.split(ENSEMBLE_SEPARATOR), strict=False):
+        try:
+            summary = json.loads((models / name / key / "training.json").read_text("utf-8"))
+            code = summary["key_parts"]["code"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
+        if code != inputs.code(name, "train"):
+            return False
+    return True
 
 
 @dataclass

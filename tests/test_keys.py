@@ -134,6 +134,8 @@ def test_editing_monobert_retrains_it_and_the_student_distilled_from_it(
     # CROSS-JEM's own code did not change: only its teacher did
     assert second.training["key_parts"]["code"] == first.training["key_parts"]["code"]
     assert _entries(results_dir, "runs", "bm25") == baselines
+    # the readers agree: the student's first record is of other code (its teacher's)
+    assert select_records([first, second], opts.data_dir).records == [second]
 
 
 def test_a_new_measure_is_reported_for_a_cached_run_without_rescoring(
