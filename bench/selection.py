@@ -16,7 +16,8 @@ components that do not come from its own options match what they are now
   (:func:`bench.keys.evaluation_stamp`: a run whose measures' code changed shows metrics `bench
   run` would compute again);
 * for a trained model, its own ``data`` and ``code`` components (the train and dev splits; the
-  training code, :func:`bench.keys.training_code`).
+  training code, :func:`bench.keys.training_code`), and for a distilled one its teachers' code
+  (:func:`teachers_current`).
 
 The ``config`` component is the record's own options, and the ``model`` one follows from the
 model's config, data and code, so with these equal `bench run` with the record's options would
