@@ -26,6 +26,7 @@ FOUNDATION: frozenset[str] = frozenset(
         "bench.device",
         "bench.metrics",
         "bench.progress",
+        "bench.ranking",
         "bench.provenance",
         "bench.results",
         "bench.settings",

@@ -100,17 +100,26 @@ def check_ranker(what: str, ranker: str) -> None:
         )
 
 
+def ablation_runs(what: str, base: RunOptions) -> list[RunOptions]:
+    """The `bench run` options of every variant of ``what`` (what ``bench ablate --plan``
+    plans)."""
+    spec = ablation(what)
+    check_ranker(what, base.ranker)
+    return [
+        dataclasses.replace(base, options={**base.options, **spec.options(index)})
+        for index in range(len(spec.values))
+    ]
+
+
 def run_ablation(what: str, base: RunOptions, ctx: RunContext | None = None) -> list[ResultRecord]:
     """Run every variant of ``what`` with ``base.ranker`` (cached variants are reused), all in
     ``ctx`` (default: ``base``'s context); records carry variant labels."""
     from bench.runner import run
 
     spec = ablation(what)
-    check_ranker(what, base.ranker)
     ctx = ctx or base.context()
     records = []
-    for index in range(len(spec.values)):
-        opts = dataclasses.replace(base, options={**base.options, **spec.options(index)})
+    for index, opts in enumerate(ablation_runs(what, base)):
         log.info("ablation %s: %s", what, spec.label(index))
         rec = run(opts, ctx)
         records.append(dataclasses.replace(rec, label=f"{base.ranker} {spec.label(index)}"))

@@ -4,7 +4,8 @@ entries that prove they are whole before they are reused, and one writer per key
 * **Keys.** A :class:`CacheKey` is a hash over named components: ``config`` (ranker settings and
   run options), ``data`` (file checksums, relevance level, the dataset card's facts), ``model`` /
   ``teacher`` (the trained model's own key) and ``code`` (:func:`bench.provenance.code_fingerprint`:
-  the ``bench``/``rankers`` sources and the scoring packages' versions). The components are stored
+  the sources the job imports, its ranker's settings file and the scoring packages' versions;
+  :mod:`bench.keys` says which modules each job runs). The components are stored
   with the entry, so a miss next to an entry of the same config can say what changed
   (:func:`explain_miss`).
 * **Verification.** A result record lists its files with their SHA-256; a trained-model folder
@@ -84,12 +85,14 @@ def explain_miss(
     entry: Path,
     meta_file: str,
     code_of: Callable[[Mapping[str, Any]], Any],
+    code: Mapping[str, Any] | None = None,
 ) -> str | None:
     """Why ``entry`` is computed although a sibling entry has the same config, or None.
 
     Siblings are the folders beside ``entry`` holding ``meta_file`` (a JSON object with
     ``key_parts``); ``code_of`` finds the code fingerprint in it. The newest such sibling is
-    compared component by component: e.g. ``code changed since DIR (torch 2.1 -> 2.2)``.
+    compared component by component: e.g. ``code changed since DIR (torch 2.1 -> 2.2)``;
+    ``code`` is the job's code fingerprint now, which names the files that changed.
     """
     if not entry.parent.is_dir():
         return None
@@ -114,7 +117,7 @@ def explain_miss(
         return None
     text = " and ".join(PART_NAMES.get(n, n) for n in changed) + f" changed since {sibling}"
     if "code" in changed:
-        text += f" ({provenance.code_changes(code_of(data), provenance.code_fingerprint())})"
+        text += f" ({provenance.code_changes(code_of(data), code or {})})"
     return text
 
 

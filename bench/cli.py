@@ -4,20 +4,40 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from collections.abc import Callable
-from functools import wraps
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.logging import RichHandler
 from rich.markup import escape
 
-from bench.ablate import ABLATIONS
+from bench import cli_experiments
+from bench.cli_options import (
+    AllRecords,
+    DataDir,
+    Device,
+    RankerSets,
+    ResultsDir,
+    Seed,
+    Subset,
+    Threads,
+    TrainSubset,
+    console,
+    dataset_option,
+    emit,
+    err_console,
+    format_option,
+    friendly_errors,
+    open_unit,
+    parse_sets,
+    print_parts,
+    ranker_option,
+    ranker_overrides,
+    threads_option,
+)
+from bench.cli_reference import reference_app
 from bench.policy import DEFAULT_RANKERS
-from bench.reports import error_text
 
 app = typer.Typer(
     help=(
@@ -29,51 +49,6 @@ app = typer.Typer(
     rich_markup_mode="markdown",
     pretty_exceptions_enable=False,
 )
-# Wide enough for the comparison tables when output is piped (rich would default to 80 columns).
-console = Console(width=None if sys.stdout.isatty() else 160)
-err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
-log = logging.getLogger("bench")
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-#: options several commands share (those whose help differs per command take it as an argument)
-DataDir = Annotated[
-    Path | None,
-    typer.Option("--data-dir", help="Data root (default: $BENCH_DATA_DIR, else ./datasets)."),
-]
-ResultsDir = Annotated[
-    Path | None,
-    typer.Option(
-        "--results-dir", help="Results root (default: $BENCH_RESULTS_DIR, else ./results)."
-    ),
-]
-Device = Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")]
-AllRecords = Annotated[
-    bool,
-    typer.Option(
-        "--all-records",
-        help="Every record, also those of other data, card or code than now (default: only the "
-        "records `bench run` would reuse now).",
-    ),
-]
-RankerSets = Annotated[
-    list[str] | None, typer.Option("--set", help="Ranker option key=value (repeatable).")
-]
-
-
-def _dataset_option(help: str) -> Any:
-    """``--dataset/-d`` with this command's help."""
-    return typer.Option("--dataset", "-d", help=help)
-
-
-def _ranker_option(help: str) -> Any:
-    """``--ranker/-r`` with this command's help."""
-    return typer.Option("--ranker", "-r", help=help)
-
-
-def _format_option(help: str) -> Any:
-    """``--format/-f`` with this command's help."""
-    return typer.Option("--format", "-f", help=help)
 
 
 @app.callback()
@@ -102,95 +77,9 @@ def _main(
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
 
 
-#: what Ctrl-C leaves behind, said when it happens (exit code 130, as a shell would give)
-INTERRUPTED = (
-    "interrupted: finished results and trained models are kept and nothing half-written is "
-    "taken for finished; rerun the same command to go on (training resumes from its last "
-    "checkpoint)"
-)
-
-
-def _friendly_errors(func: F) -> F:
-    """Known input errors, unwritable folders and OS errors become one red line and exit code 2
-    instead of a traceback (-v re-raises them); Ctrl-C says what was kept and exits 130."""
-
-    @wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from bench.data import DatasetError
-        from bench.results import StorageError
-        from rankers import RankerError
-
-        try:
-            return func(*args, **kwargs)
-        except (DatasetError, RankerError, StorageError, ValueError, OSError, ImportError) as exc:
-            if log.isEnabledFor(logging.DEBUG):
-                raise
-            err_console.print(f"[bold red]error:[/] {escape(error_text(exc))}")
-            raise typer.Exit(2) from None
-        except KeyboardInterrupt:
-            err_console.print(f"[bold yellow]{escape(INTERRUPTED)}[/]")
-            raise typer.Exit(130) from None
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _open_unit(value: float) -> float:
-    """A probability strictly between 0 and 1 (Typer's ranges are closed)."""
-    if not 0.0 < value < 1.0:
-        raise typer.BadParameter(f"{value} is not in the open range 0 < x < 1.")
-    return value
-
-
-#: count options shared by several commands, with their declared ranges
-Seed = Annotated[int, typer.Option(min=0, help="Seed for python, numpy and torch.")]
-
-
-def _threads_option(help: str) -> Any:
-    """``--threads`` with this command's help and the one declared range (at least 1), so that
-    no command hands torch a count it rejects (-1) or silently reads as "not set" (0)."""
-    return typer.Option(min=1, help=help)
-
-
-Threads = Annotated[int | None, _threads_option("torch intra-op threads (default: torch's).")]
-Subset = Annotated[int | None, typer.Option(min=1, help="Rank only the first N queries.")]
-TrainSubset = Annotated[int | None, typer.Option(min=1, help="Train on the first N queries.")]
-
-
-def _parse_sets(pairs: list[str] | None, merge: bool = False) -> dict[str, str]:
-    """``--set key=value`` pairs as a mapping. A key given twice is an error naming it (the last
-    value silently winning would run what the user did not ask for); with ``merge`` (a sweep's
-    values) its values are joined instead: ``--set lr=1e-4 --set lr=3e-5`` is ``lr=1e-4,3e-5``."""
-    options: dict[str, str] = {}
-    for pair in pairs or []:
-        if "=" not in pair:
-            raise ValueError(f"--set expects key=value, got {pair!r}")
-        key, value = (part.strip() for part in pair.split("=", 1))
-        if key in options and merge:
-            options[key] = f"{options[key]},{value}"
-        elif key in options:
-            raise ValueError(
-                f"--set {key} is given twice ({key}={options[key]}, {key}={value}); give it once"
-            )
-        else:
-            options[key] = value
-    return options
-
-
-def _ranker_overrides(sets: list[str] | None, **flags: str | None) -> dict[str, str]:
-    """``--set key=value`` pairs, then the option flags given (``--model``, ``--loss``...)."""
-    options = _parse_sets(sets)
-    options.update({key: value for key, value in flags.items() if value})
-    return options
-
-
-def _print(parts: list[Any]) -> None:
-    for part in parts:
-        console.print(part)
-
-
 # -- datasets ------------------------------------------------------------------------------------
 @app.command()
-@_friendly_errors
+@friendly_errors
 def datasets(
     data_dir: DataDir = None,
     wordpiece: Annotated[
@@ -205,21 +94,21 @@ def datasets(
 
 # -- rankers -------------------------------------------------------------------------------------
 @app.command()
-@_friendly_errors
+@friendly_errors
 def rankers() -> None:
     """List registered rankers with their options (set with --set key=value): default, role,
     valid range and what each does."""
     from bench.reports import ranker_options_report
 
-    _print(ranker_options_report())
+    print_parts(ranker_options_report())
 
 
 # -- run / train ---------------------------------------------------------------------------------
 @app.command()
-@_friendly_errors
+@friendly_errors
 def run(
-    ranker: Annotated[str, _ranker_option("Ranker name (bench rankers).")],
-    dataset: Annotated[str, _dataset_option("Dataset (bench datasets).")],
+    ranker: Annotated[str, ranker_option("Ranker name (bench rankers).")],
+    dataset: Annotated[str, dataset_option("Dataset (bench datasets).")],
     split: Annotated[
         str | None, typer.Option(help="Split to rank (default: the dataset's).")
     ] = None,
@@ -244,13 +133,15 @@ def run(
     force: Annotated[bool, typer.Option(help="Recompute even if a result exists.")] = False,
     data_dir: DataDir = None,
     results_dir: ResultsDir = None,
+    plan: cli_experiments.PlanOnly = False,
 ) -> None:
     """Rank a dataset split with one ranker; write run file, per-query metrics and a record.
 
     Settings: rankers/configs/RANKER.yaml, then --model/--loss/--teacher/--set. Rankers with an
     untrained head (crossjem, monobert) are trained first unless --set checkpoint=DIR. Results go
     to results/runs/DATASET/RANKER/SPLIT-HASH/; a rerun with the same configuration reuses the
-    record unless --force.
+    record unless --force. --plan lists the jobs (teachers, dev baselines, training, scoring,
+    evaluation), cached or not and why, and exits without work.
     """
     from bench.reports import record_report
     from bench.runner import RunOptions
@@ -260,7 +151,7 @@ def run(
         ranker=ranker,
         dataset=dataset,
         split=split,
-        options=_ranker_overrides(set_, model=model, loss=loss, teacher=teacher),
+        options=ranker_overrides(set_, model=model, loss=loss, teacher=teacher),
         device=device,
         seed=seed,
         threads=threads,
@@ -274,14 +165,16 @@ def run(
         results_dir=results_dir,
         progress=True,  # a bar on a terminal, else a log line every tenth
     )
-    _print(record_report(run_one(opts, opts.context())))
+    if plan:
+        return cli_experiments.show_plan([opts], opts.context())
+    print_parts(record_report(run_one(opts, opts.context())))
 
 
 @app.command()
-@_friendly_errors
+@friendly_errors
 def train(
-    ranker: Annotated[str, _ranker_option("Trainable ranker name.")],
-    dataset: Annotated[str, _dataset_option("Dataset with a train split.")],
+    ranker: Annotated[str, ranker_option("Trainable ranker name.")],
+    dataset: Annotated[str, dataset_option("Dataset with a train split.")],
     model: Annotated[str | None, typer.Option(help="Base model alias, hub id or path.")] = None,
     loss: Annotated[
         str | None,
@@ -300,6 +193,7 @@ def train(
     force: Annotated[bool, typer.Option(help="Retrain even if a model exists.")] = False,
     data_dir: DataDir = None,
     results_dir: ResultsDir = None,
+    plan: cli_experiments.PlanOnly = False,
 ) -> None:
     """Train a ranker on the train split (dev selects the epoch) and cache the model.
 
@@ -307,13 +201,13 @@ def train(
     A teacher given by name (CROSS-JEM's default: monobert) is trained first on the same data.
     An interrupted training resumes. `bench run` with the same options reuses the model.
     """
-    from bench.runner import RunOptions
+    from bench.runner import RunOptions, plan_train
     from bench.runner import train as train_one
 
     opts = RunOptions(
         ranker=ranker,
         dataset=dataset,
-        options=_ranker_overrides(set_, model=model, loss=loss, teacher=teacher),
+        options=ranker_overrides(set_, model=model, loss=loss, teacher=teacher),
         device=device,
         seed=seed,
         threads=threads,
@@ -323,15 +217,19 @@ def train(
         data_dir=data_dir,
         results_dir=results_dir,
     )
+    if plan:
+        from bench.reports import plan_table
+
+        return console.print(plan_table(plan_train(opts, opts.context())))
     summary = train_one(opts, opts.context())
     console.print_json(data={k: v for k, v in summary.items() if k not in ("train", "dev")})
 
 
 # -- compare / check -----------------------------------------------------------------------------
 @app.command()
-@_friendly_errors
+@friendly_errors
 def compare(
-    dataset: Annotated[str | None, _dataset_option("Only this dataset.")] = None,
+    dataset: Annotated[str | None, dataset_option("Only this dataset.")] = None,
     split: Annotated[str | None, typer.Option(help="Only this split.")] = None,
     metrics: Annotated[
         str | None, typer.Option(help="Comma-separated metric names (default: all recorded).")
@@ -341,12 +239,12 @@ def compare(
     ] = None,
     test: Annotated[str, typer.Option(help="ttest or randomisation (Holm-corrected).")] = "ttest",
     alpha: Annotated[
-        float, typer.Option(callback=_open_unit, help="Significance level, 0 < alpha < 1.")
+        float, typer.Option(callback=open_unit, help="Significance level, 0 < alpha < 1.")
     ] = 0.05,
     reference: Annotated[
         bool, typer.Option(help="Show the paper's numbers for sodq / msmarco-titles.")
     ] = True,
-    fmt: Annotated[str, _format_option("table, markdown, csv, latex or json.")] = "table",
+    fmt: Annotated[str, format_option("table, markdown, csv, latex or json.")] = "table",
     all_records: AllRecords = False,
     data_dir: DataDir = None,
     results_dir: ResultsDir = None,
@@ -382,7 +280,7 @@ def compare(
         if fmt == "json":
             json_out.extend(json.loads(render_json(table)))
         else:
-            _emit(render(table, fmt))
+            emit(render(table, fmt))
     if fmt == "json":
         typer.echo(json.dumps(json_out, indent=2))
     if left_out:
@@ -390,7 +288,7 @@ def compare(
 
 
 @app.command()
-@_friendly_errors
+@friendly_errors
 def check(
     expected: Annotated[
         list[Path] | None,
@@ -472,9 +370,9 @@ def _batch_size_sets(pairs: list[str] | None) -> dict[str, tuple[int | str, ...]
 
 
 @app.command()
-@_friendly_errors
+@friendly_errors
 def latency(
-    dataset: Annotated[str, _dataset_option("Dataset whose collection feeds BM25.")],
+    dataset: Annotated[str, dataset_option("Dataset whose collection feeds BM25.")],
     split: Annotated[str | None, typer.Option(help="Split (default: the dataset's).")] = None,
     rankers_: Annotated[
         str,
@@ -510,7 +408,7 @@ def latency(
         ),
     ] = "minilm-l6",
     device: Device = "cpu",
-    threads: Annotated[int | None, _threads_option("torch intra-op threads.")] = 2,
+    threads: Annotated[int | None, threads_option("torch intra-op threads.")] = 2,
     seed: Annotated[int, typer.Option(help="Seed (also of --arch's random weights).")] = 0,
     stat: Annotated[
         str,
@@ -519,7 +417,7 @@ def latency(
             "(pairs/s)."
         ),
     ] = "p50_ms",
-    fmt: Annotated[str, _format_option("table, markdown or json.")] = "table",
+    fmt: Annotated[str, format_option("table, markdown or json.")] = "table",
     sets: Annotated[
         list[str] | None,
         typer.Option(
@@ -563,7 +461,7 @@ def latency(
         **_batch_size_sets(batch_sizes_),
     }
     timed = _csv(rankers_)
-    overrides = options_per_ranker(_parse_sets(sets), timed)
+    overrides = options_per_ranker(parse_sets(sets), timed)
     runs = [
         BenchOptions(
             dataset=dataset,
@@ -592,15 +490,15 @@ def latency(
     ctx = runs[0].context()  # the runs differ only in --batch-queries
     for opts in runs:
         record = run_benchmark(opts, ctx)
-        _emit(render_latency(build_latency_table(record, stat), fmt))
+        emit(render_latency(build_latency_table(record, stat), fmt))
         if fmt == "table":
-            _print(latency_summary(record))
+            print_parts(latency_summary(record))
 
 
 @app.command()
-@_friendly_errors
+@friendly_errors
 def plot(
-    dataset: Annotated[str, _dataset_option("Dataset with results.")],
+    dataset: Annotated[str, dataset_option("Dataset with results.")],
     split: Annotated[str | None, typer.Option(help="Split (default: test).")] = None,
     metric: Annotated[str | None, typer.Option(help="AP@10 or RR@10 (default: AP@10).")] = None,
     out: Annotated[
@@ -635,217 +533,10 @@ def plot(
 
 
 # -- main job ------------------------------------------------------------------------------------
-@app.command()
-@_friendly_errors
-def demo(
-    dataset: Annotated[
-        str | None, _dataset_option("Dataset (default: sodq, else a local set).")
-    ] = None,
-    device: Device = "auto",
-    seed: Seed = 0,
-    subset: Annotated[
-        int | None, typer.Option(min=1, help="Rank only the first N test queries.")
-    ] = None,
-    force: Annotated[bool, typer.Option(help="Recompute cached rows.")] = False,
-    fmt: Annotated[str, _format_option("Table format.")] = "table",
-    data_dir: DataDir = None,
-    results_dir: ResultsDir = None,
-) -> None:
-    """The main job: run every registered ranker on one dataset and print the comparison."""
-    from bench.results import load_records
-    from bench.runner import RunOptions
-    from bench.settings import results_root
-    from bench.suite import choose_dataset, run_suite
-    from bench.tables import build_comparison, render
-
-    name, why = choose_dataset(dataset, data_dir)
-    console.print(f"[bold]dataset:[/] {name} - {why}")
-    base = RunOptions(
-        ranker="",
-        dataset=name,
-        device=device,
-        seed=seed,
-        subset=subset,
-        force=force,
-        data_dir=data_dir,
-        results_dir=results_dir,
-        progress=True,
-    )
-    records = run_suite(name, base, ctx=base.context())
-    wanted = {r.path for r in records}
-    recs = [r for r in load_records(results_root(results_dir), dataset=name) if r.path in wanted]
-    _emit(render(build_comparison(recs), fmt))
-
-
-@app.command()
-@_friendly_errors
-def ablate(
-    dataset: Annotated[str, _dataset_option("Dataset with train/dev/test.")],
-    what: Annotated[
-        str,
-        typer.Option(
-            help="What to vary: "
-            + "; ".join(f"{k}: {a.describe()}" for k, a in ABLATIONS.items())
-            + "."
-        ),
-    ] = "loss",
-    ranker: Annotated[
-        str | None,
-        _ranker_option(
-            "Ranker to ablate; it must declare the varied option (default: the ablation's own)."
-        ),
-    ] = None,
-    set_: Annotated[
-        list[str] | None, typer.Option("--set", help="Shared option key=value (repeatable).")
-    ] = None,
-    device: Device = "auto",
-    seed: Annotated[int, typer.Option(min=0, help="Seed shared by every variant.")] = 0,
-    threads: Threads = None,
-    subset: Subset = None,
-    train_subset: TrainSubset = None,
-    fmt: Annotated[str, _format_option("Table format.")] = "table",
-    data_dir: DataDir = None,
-    results_dir: ResultsDir = None,
-) -> None:
-    """Reproduce the paper's ablation table: one training setting varied, all else equal."""
-    from bench.ablate import ablation, check_ranker, run_ablation
-    from bench.runner import RunOptions
-    from bench.tables import build_comparison, render
-
-    spec = ablation(what)
-    ranker = ranker or spec.ranker
-    check_ranker(what, ranker)
-    base = RunOptions(
-        ranker=ranker,
-        dataset=dataset,
-        options=_parse_sets(set_),
-        device=device,
-        seed=seed,
-        threads=threads,
-        subset=subset,
-        train_subset=train_subset,
-        fit=True,
-        data_dir=data_dir,
-        results_dir=results_dir,
-        progress=True,
-    )
-    records = run_ablation(what, base, base.context())
-    table = build_comparison(records, baseline=records[0].label, reference=False)
-    _emit(render(table, fmt))
-    if what == "item-order" and fmt == "table":
-        from bench.reports import list_tokens_table, wordpiece_tokenizer
-
-        splits = list(dict.fromkeys(r.split for r in records))
-        console.print(list_tokens_table(dataset, splits, data_dir, wordpiece_tokenizer()))
-
-
-@app.command()
-@_friendly_errors
-def sweep(
-    ranker: Annotated[str, _ranker_option("Ranker to tune.")],
-    dataset: Annotated[str, _dataset_option("Dataset with train/dev/test.")],
-    set_: Annotated[
-        list[str],
-        typer.Option(
-            "--set",
-            help="Option and its values to try, key=v1,v2 (repeatable: a grid; a key given "
-            "again adds values).",
-        ),
-    ],
-    measure: Annotated[str, typer.Option(help="Dev measure that chooses.")] = "AP@10",
-    write: Annotated[
-        bool,
-        typer.Option(
-            "--write/--no-write",
-            help="Write the chosen settings into the ranker's settings file (datasets.DATASET).",
-        ),
-    ] = True,
-    replace: Annotated[
-        bool,
-        typer.Option(
-            "--replace",
-            help="Write this sweep's choice even when an earlier sweep's choice, still in the "
-            "settings file, scored better on the same dev split.",
-        ),
-    ] = False,
-    device: Device = "auto",
-    seed: Annotated[int, typer.Option(min=0, help="Seed shared by every combination.")] = 0,
-    threads: Threads = None,
-    train_subset: TrainSubset = None,
-    data_dir: DataDir = None,
-    results_dir: ResultsDir = None,
-) -> None:
-    """Tune a ranker on dev: train every combination of the --set values, score dev and test,
-    choose the best dev score. Test is reported, never used to choose.
-
-    Example: bench sweep -r crossjem -d wikiqa --set lr=3e-5,1e-4 --set epochs=3,6
-
-    Trained models and runs are cached as with `bench run`, so a repeated or extended sweep
-    trains only what is new. The chosen settings are merged into rankers/configs/RANKER.yaml
-    under datasets.DATASET with the sweep table as a comment above them, after the earlier
-    sweeps' (--no-write: print only); an earlier choice that scored better on the same dev split
-    stays unless --replace. The sweep is kept in results/sweeps/DATASET/. An option that only
-    changes speed (role runtime, e.g. batch_size) cannot be swept.
-    """
-    from bench.results import ensure_writable
-    from bench.runner import RunOptions, settings_file
-    from bench.sweep import (
-        check_settings_writable,
-        parse_grid,
-        run_sweep,
-        save_sweep,
-        table_lines,
-        write_chosen,
-    )
-    from rankers import canonical_name
-
-    grid = parse_grid(_parse_sets(set_, merge=True))
-    command = " ".join(
-        [
-            f"bench sweep -r {ranker} -d {dataset}",
-            *(f"--set {k}={','.join(v)}" for k, v in grid.items()),
-            *([f"--train-subset {train_subset}"] if train_subset else []),
-            *([f"--seed {seed}"] if seed else []),
-        ]
-    )
-    base = RunOptions(
-        ranker=ranker,
-        dataset=dataset,
-        device=device,
-        seed=seed,
-        threads=threads,
-        train_subset=train_subset,
-        data_dir=data_dir,
-        results_dir=results_dir,
-        progress=True,
-    )
-    ctx = base.context()
-    if write and not train_subset:
-        check_settings_writable(settings_file(canonical_name(ranker)))
-    ensure_writable(ctx.results_root / "sweeps")  # the sweep record is written after the work
-    done = run_sweep(base, grid, measure=measure, command=command, ctx=ctx)
-    typer.echo("\n".join(table_lines(done)))
-    saved = save_sweep(done, ctx.results_root)
-    typer.echo(f"sweep record: {saved}")
-    if write and train_subset:
-        typer.echo(
-            "settings file not changed: a sweep on --train-subset would set the whole "
-            f"dataset's settings; add the chosen settings under datasets.{dataset} if meant"
-        )
-    elif write:
-        written = write_chosen(done, replace=replace)
-        if written.kept:
-            log.warning("%s: datasets.%s %s", written.path, dataset, written.kept)
-        else:
-            typer.echo(f"wrote datasets.{dataset} = {written.settings} to {written.path}")
-
-
-def _emit(out: Any) -> None:
-    """Print a rendered table: rich objects through the console, text as is."""
-    if isinstance(out, str):
-        typer.echo(out)
-    else:
-        console.print(out)
+# the commands that run many jobs (bench/cli_experiments.py) and the README tables
+for command in (cli_experiments.demo, cli_experiments.ablate, cli_experiments.sweep):
+    app.command()(friendly_errors(command))
+app.add_typer(reference_app, name="reference")
 
 
 def main() -> None:  # pragma: no cover
@@ -854,54 +545,3 @@ def main() -> None:  # pragma: no cover
 
 if __name__ == "__main__":  # pragma: no cover
     main()
-
-
-# -- reference (README figures) ------------------------------------------------------------------
-reference_app = typer.Typer(
-    help=(
-        "README result tables rendered from records. Each table sits between "
-        "`<!-- reference: NAME from RECORD[, RECORD] -->` and `<!-- /reference -->`; NAME is a "
-        "renderer in bench/published_tables.py, the records are files under results/ (paths "
-        "from the repository root). `render` rewrites the tables from their records; `check` "
-        "exits 1 naming the first figure that differs from its record (part of `make test`)."
-    ),
-    no_args_is_help=True,
-)
-app.add_typer(reference_app, name="reference")
-
-ReadmePath = Annotated[Path, typer.Option("--readme", help="Markdown file with reference markers.")]
-RootPath = Annotated[
-    Path | None,
-    typer.Option("--root", help="Where record paths start (default: the README's folder)."),
-]
-
-
-@reference_app.command("render")
-@_friendly_errors
-def reference_render(readme: ReadmePath = Path("README.md"), root: RootPath = None) -> None:
-    """Rewrite every marked table of the README from its records (atomically; only the text
-    between markers changes). Run it after adding or replacing a record."""
-    from bench.published import render_file
-
-    changed = render_file(readme, root or readme.resolve().parent)
-    log.info("%s: %s", readme, f"re-rendered {', '.join(changed)}" if changed else "up to date")
-
-
-@reference_app.command("check")
-@_friendly_errors
-def reference_check(readme: ReadmePath = Path("README.md"), root: RootPath = None) -> None:
-    """Exit 1 when a marked README table differs from what its records give, naming the table,
-    row, column, both values and the record files. Loads no model."""
-    from bench.published import check_document, find_blocks
-
-    text = readme.read_text(encoding="utf-8")
-    if not find_blocks(text):
-        err_console.print(f"[bold red]FAIL[/] {escape(str(readme))}: no rendered tables (markers)")
-        raise typer.Exit(1)
-    mismatches = check_document(text, root or readme.resolve().parent)
-    for mismatch in mismatches:
-        err_console.print(f"[bold red]FAIL[/] {escape(mismatch.message())}", highlight=False)
-    if mismatches:
-        err_console.print(f"fix the record or run `bench reference render --readme {readme}`")
-        raise typer.Exit(1)
-    log.info("%s: %d rendered tables match their records", readme, len(find_blocks(text)))

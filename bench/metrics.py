@@ -7,6 +7,10 @@
 
 Binary measures (AP, RR, P) use the dataset's relevance level (``rel=``); nDCG uses the grades.
 The names are ir-measures' own: AP@10 is the paper's MAP@10 averaged over queries.
+
+Turning scores into a run (:func:`build_run`, :func:`rank_order`) is :mod:`bench.ranking`'s (re-
+exported here): a run file is cached by what scored it, and the measures are computed again from
+it, so a new or changed measure here never re-scores (:mod:`bench.keys`).
 """
 
 from __future__ import annotations
@@ -15,14 +19,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import ir_measures
-import numpy as np
 
-from bench.data.model import CandidateList, Qrels
+from bench.data.model import Qrels
+from bench.ranking import Run, build_run, rank_order
+
+__all__ = ["DEFAULT_MEASURES", "Evaluation", "Run", "build_run", "evaluate", "parse", "rank_order"]
 
 DEFAULT_MEASURES: tuple[str, ...] = ("AP@5", "AP@10", "AP", "RR@5", "RR@10", "nDCG@10", "P@1")
-
-# Run: qid -> docid -> score
-Run = dict[str, dict[str, float]]
 
 _GRADED = ("nDCG",)
 
@@ -33,31 +36,6 @@ class Evaluation:
 
     aggregate: dict[str, float]
     per_query: dict[str, dict[str, float]] = field(default_factory=dict)
-
-
-def rank_order(docids: Sequence[str], scores: Sequence[float] | np.ndarray) -> list[int]:
-    """Indices sorted by score descending, then docid ascending (the harness's tie rule)."""
-    scores = np.asarray(scores, dtype=np.float64)
-    if len(scores) != len(docids):
-        raise ValueError(f"{len(scores)} scores for {len(docids)} candidates")
-    if np.isnan(scores).any():
-        raise ValueError("NaN score: a ranker returned an invalid score")
-    return sorted(range(len(docids)), key=lambda i: (-scores[i], docids[i]))
-
-
-def build_run(lists: Sequence[CandidateList], scores: Sequence[np.ndarray]) -> Run:
-    """Ranker scores -> a run whose scores encode the tie-broken order (N, N-1, ..., 1).
-
-    Duplicate docids within a list keep their best-ranked occurrence.
-    """
-    run: Run = {}
-    for cl, s in zip(lists, scores, strict=True):
-        order = rank_order(cl.docids, s)
-        ranked: dict[str, float] = {}
-        for rank, i in enumerate(order):
-            ranked.setdefault(cl.candidates[i].docid, float(len(order) - rank))
-        run[cl.query.qid] = ranked
-    return run
 
 
 def _rank_scores(docs: dict[str, float]) -> dict[str, float]:

@@ -222,3 +222,28 @@ def record_report(record: Any) -> list[RenderableType]:
         )
     out.append(f"record: {record.path}")
     return out
+
+
+#: how each status of a planned job is shown
+PLAN_STYLES = {"cached": "green", "to compute": "bold yellow", "not needed": "dim"}
+
+
+def plan_table(plan: Any) -> Table:
+    """A :class:`bench.plan.Plan` as `--plan` prints it: one row per job (kind, what, key,
+    cached / to compute / not needed, and why it is computed), in the order it would run."""
+    rows = plan.rows()
+    counts = {s: sum(r["status"] == s for r in rows) for s in PLAN_STYLES}
+    caption = ", ".join(f"{n} {s}" for s, n in counts.items() if n) + "; nothing was run"
+    table = Table(title="plan", caption=caption, show_lines=False)
+    for column in ("job", "what", "key", "status", "why"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        style = PLAN_STYLES.get(row["status"], "")
+        table.add_row(
+            row["job"],
+            escape(row["what"]),
+            row["key"],
+            f"[{style}]{row['status']}[/]",
+            escape(row["why"]),
+        )
+    return table

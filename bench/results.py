@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from bench.metrics import Run
+from bench.ranking import Run
 
 log = logging.getLogger(__name__)
 

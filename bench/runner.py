@@ -1,59 +1,51 @@
-"""Executing one ranker on one dataset split: the `bench run` pipeline.
+"""A command as a plan of jobs: `bench run` and `bench train` (and, run by run, the main job,
+ablations and sweeps).
 
-dataset adapter -> candidate lists -> (train or load) -> index -> warm-up -> timed scoring ->
-metrics -> result record. Expensive work is cached by a hash of everything it depends on: a
-trained model under ``results/models/``, a finished result under ``results/runs/``. What the
-caches promise (keys that cover config, data and code; entries verified before reuse; one writer
-per key) is :mod:`bench.cache`'s. Rendering tables is :mod:`bench.tables`' job; nothing here
+:func:`plan_run` and :func:`plan_training` resolve everything first - settings (the ranker's
+settings file, then the command line), data, teachers (each member checked, then planned as a
+training job of its own), the dev baselines a training compares with, cache keys (config, data,
+the trained model's or teachers' keys, and the code each job imports, :mod:`bench.keys`) - into
+a :class:`bench.plan.Plan`; :func:`execute` runs it. The jobs are :mod:`bench.scoring`'s and
+:mod:`bench.fitting`'s and never call back into this module. What the caches promise is
+:mod:`bench.cache`'s; rendering is :mod:`bench.tables`' and :mod:`bench.reports`'; nothing here
 prints.
 """
 
 from __future__ import annotations
 
-import contextlib
-import datetime as _dt
-import json
 import logging
-import shutil
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-import numpy as np
 import yaml
 
-from bench import provenance
-from bench.cache import (
-    CacheKey,
-    entry_lock,
-    explain_miss,
-    manifest_problem,
-    move_aside,
-    state_problem,
-    write_manifest,
-)
+from bench.cache import CacheKey, component_hash, explain_miss
 from bench.context import RunContext
 from bench.data import dev_split_name, load_split
 from bench.data.files import read_text
-from bench.data.model import CandidateList, RankingSplit
-from bench.device import device_info
-from bench.latency.tracker import LatencyTracker
-from bench.metrics import DEFAULT_MEASURES, build_run, evaluate
-from bench.policy import DEV_BASELINE_ALPHA, DEV_BASELINES
-from bench.progress import progress_bar
-from bench.results import (
-    RECORD,
-    ResultRecord,
-    atomic_write_json,
-    ensure_writable,
-    read_record,
-    record_problem,
-    run_dir,
-    storage_errors,
-    write_result,
+from bench.data.model import RankingSplit
+from bench.fitting import (
+    TRAINING_FILE,
+    TrainJob,
+    baseline_verdict,
+    model_cached,
+    training_advice,
 )
-from bench.trained import SELECTION_MEASURE, TrainingSummary
+from bench.keys import evaluation_stamp, scoring_code, training_code
+from bench.metrics import DEFAULT_MEASURES
+from bench.plan import BASELINE, EVALUATE, SCORE, TEACHER, TRAIN, Executor, Job, Plan
+from bench.policy import DEV_BASELINES
+from bench.results import RECORD, ResultRecord, ensure_writable, read_record, run_dir
+from bench.scoring import (
+    ScoreJob,
+    batches,
+    evaluate_entry,
+    evaluation_current,
+    reusable_now,
+    score_split,
+)
 from rankers import (
     Ranker,
     RankerError,
@@ -62,13 +54,29 @@ from rankers import (
     config_file,
     create_ranker,
     get_ranker_class,
+    module_of,
 )
 from rankers.targets import ENSEMBLE_SEPARATOR, teacher_parts
 
+__all__ = [
+    "TRAINING_FILE",
+    "RunOptions",
+    "baseline_verdict",
+    "batches",
+    "fit_or_load",
+    "plan_run",
+    "plan_runs",
+    "plan_train",
+    "ranker_options",
+    "run",
+    "score_split",
+    "settings_file",
+    "train",
+    "training_advice",
+]
+
 log = logging.getLogger(__name__)
 
-#: the training summary of a trained-model folder
-TRAINING_FILE = "training.json"
 #: smallest value of each count option (None, where allowed, means "not set")
 MINIMUMS = {
     "subset": 1,
@@ -114,49 +122,6 @@ class RunOptions:
         """The run context of these options, resolved once: the device, torch's threads (set
         now), the seed and the data and results roots."""
         return RunContext.of(self)
-
-
-def batches(lists: Sequence[CandidateList], size: int) -> Iterator[list[CandidateList]]:
-    """Whole candidate lists, ``size`` queries at a time (a list is never split)."""
-    if size < 1:
-        raise ValueError(f"batch size must be >= 1, not {size}")
-    for i in range(0, len(lists), size):
-        yield list(lists[i : i + size])
-
-
-def score_split(
-    ranker: Ranker,
-    split: RankingSplit,
-    *,
-    batch_queries: int = 1,
-    warmup: int = 5,
-    progress: bool = True,
-) -> tuple[list[np.ndarray], LatencyTracker]:
-    """Warm up on the first lists (untimed), then score every list under the latency tracker."""
-    if warmup:
-        ranker.warmup(split.lists[:warmup])
-    tracker = LatencyTracker(ranker.device)
-    scores: list[np.ndarray] = []
-    bar = progress_bar(
-        len(split.lists), f"{ranker.name} on {split.dataset}/{split.split}", "q", enabled=progress
-    )
-    with bar:
-        for batch in batches(split.lists, batch_queries):
-            with tracker.track(queries=len(batch), candidates=sum(len(cl) for cl in batch)):
-                out = ranker.score(batch)
-            if len(out) != len(batch):
-                raise RankerError(
-                    f"{ranker.name} returned {len(out)} score arrays for {len(batch)}"
-                )
-            for cl, s in zip(batch, out, strict=True):
-                if len(s) != len(cl):
-                    raise RankerError(
-                        f"{ranker.name} returned {len(s)} scores for {len(cl)} candidates "
-                        f"of query {cl.query.qid}"
-                    )
-            scores.extend(np.asarray(s, dtype=np.float64) for s in out)
-            bar.update(len(batch))
-    return scores, tracker
 
 
 def label_for(
@@ -273,26 +238,6 @@ def _looks_like_path(value: str) -> bool:
     return "/" in value or "\\" in value or value.startswith((".", "~"))
 
 
-def _resolve_teacher(ranker: Ranker, opts: RunOptions, root: Path) -> str | None:
-    """A teacher named by ranker name is trained (or loaded) on the same data first; the student
-    then distils from its saved folder. An ensemble (``monobert+colbert``) resolves each member.
-    Returns the teachers' model keys joined by ``+`` (None: no named teacher).
-
-    Every member is checked (:func:`check_teacher`) before the first is trained, so a bad second
-    member fails at once, not after the first member's training."""
-    teacher = getattr(ranker.config, "teacher", None)
-    if not teacher:
-        return None
-    folders, keys = [], []
-    for part, teacher_name in check_teacher(ranker.name, str(teacher), opts.dataset):
-        folder, key = _resolve_member(ranker, part, teacher_name, opts, root)
-        folders.append(folder)
-        if key:
-            keys.append(key)
-    ranker.config.teacher = ENSEMBLE_SEPARATOR.join(folders)
-    return ENSEMBLE_SEPARATOR.join(keys) if keys else None
-
-
 def check_teacher(student: str, teacher: str, dataset: str) -> list[tuple[str, str | None]]:
     """Each member of ``teacher`` (``+``-joined) with the ranker to train for it (None: an
     existing folder), all checked before any training.
@@ -338,324 +283,6 @@ def check_teacher(student: str, teacher: str, dataset: str) -> list[tuple[str, s
     return members
 
 
-def _resolve_member(
-    ranker: Ranker, teacher: str, teacher_name: str | None, opts: RunOptions, root: Path
-) -> tuple[str, str]:
-    """One checked teacher: an existing folder as it is (no key), or ranker ``teacher_name``
-    trained on the data (or loaded from the cache) with its settings file's options."""
-    if teacher_name is None:
-        return teacher, ""
-    options = ranker_options(teacher_name, opts.dataset)
-    teacher_ranker = create_ranker(teacher_name, options, device=ranker.device)
-    log.info("teacher for %s: %s trained on %s", ranker.name, teacher_name, opts.dataset)
-    summary = fit_or_load(teacher_ranker, replace(opts, ranker=teacher_name, options=options), root)
-    return str(summary["model_dir"]), str(summary["key"])
-
-
-def fit_or_load(ranker: Ranker, opts: RunOptions, root: Path) -> dict[str, Any]:
-    """Train on the train split (dev selects), or load the model cached for this config.
-
-    The cache key covers the ranker config, the train and dev data (with relevance level and
-    card), the seed, the subset, the teacher's own key and the code, so changing any of them
-    trains anew. The entry is locked while it is checked and trained, so a second identical
-    training waits and then loads. Training writes into ``<key>.tmp`` (where a resumable trainer
-    keeps its checkpoints, checked before it is resumed) and renames it when done, with a
-    manifest of checksums; a folder that fails it, or fails to load, is moved aside and retrained.
-    """
-    if not ranker.trainable:
-        raise RankerError(f"ranker {ranker.name!r} is not trainable; drop --fit")
-    ensure_writable(root / "models", "models")
-    # what training runs itself (teachers, the dev baselines) writes under the same root
-    opts = replace(opts, results_dir=root)
-    train, dev = _load_splits_for_fit(opts)
-    config = ranker.config.to_dict()
-    # the training options as asked, before the teacher is resolved to its folder below;
-    # options that change only speed or placement make no new model
-    training_config = ranker.config.to_dict(Role.TRAINING)
-    teacher_key = _resolve_teacher(ranker, opts, root)
-    key = CacheKey.of(
-        config={
-            "ranker": ranker.name,
-            "config": training_config,
-            "train_subset": opts.train_subset,
-            "seed": opts.seed,
-        },
-        data={"train": train.fingerprint(), "dev": dev.fingerprint() if dev else None},
-        teacher=teacher_key,
-        code=provenance.code_fingerprint(),
-    )
-    model_dir = root / "models" / opts.dataset / ranker.name / key.digest
-    main, wait = _process_role()
-    what = f"{ranker.name} trained on {opts.dataset}"
-    with entry_lock(model_dir, what) if main else contextlib.nullcontext():
-        wait()  # the other processes go on once the main one holds the lock
-        if not opts.force:
-            summary = _load_trained(ranker, model_dir, main, wait)
-            if summary is not None:
-                return summary
-            why = explain_miss(key, model_dir, TRAINING_FILE, lambda data: data.get("code"))
-            if why and main:
-                log.info("training %s anew: %s", ranker.name, why)
-        return _train(ranker, opts, train, dev, model_dir, key, teacher_key, config)
-
-
-def _load_errors() -> tuple[type[BaseException], ...]:
-    """What loading a damaged model folder raises, beyond what the manifest catches first."""
-    import pickle
-    import zipfile
-
-    errors: tuple[type[BaseException], ...] = (
-        OSError,
-        ValueError,
-        EOFError,
-        RankerError,
-        pickle.UnpicklingError,
-        zipfile.BadZipFile,
-    )
-    try:
-        from safetensors import SafetensorError
-    except ImportError:  # pragma: no cover - a transformers dependency
-        return errors
-    return (*errors, SafetensorError)
-
-
-def _load_trained(
-    ranker: Ranker, model_dir: Path, main: bool, wait: Callable[[], None]
-) -> dict[str, Any] | None:
-    """The summary of the trained model in ``model_dir``, loaded into ``ranker``; None when there
-    is none. A folder whose files fail the manifest or that cannot be loaded is moved aside."""
-    if not model_dir.exists():
-        return None
-    problem = manifest_problem(model_dir)
-    if problem is None:
-        try:
-            summary = json.loads((model_dir / TRAINING_FILE).read_text(encoding="utf-8"))
-            log.info("loading trained %s from %s", ranker.name, model_dir)
-            ranker.load(model_dir)
-            return summary
-        except _load_errors() as exc:
-            problem = f"it cannot be loaded ({type(exc).__name__}: {exc})"
-    wait()  # every process has looked at the folder before it moves
-    if main:
-        move_aside(model_dir, problem)
-    wait()
-    return None
-
-
-def _train(
-    ranker: Ranker,
-    opts: RunOptions,
-    train: RankingSplit,
-    dev: RankingSplit | None,
-    model_dir: Path,
-    key: CacheKey,
-    teacher_key: str | None,
-    config: dict[str, Any],
-) -> dict[str, Any]:
-    """Fit into ``<model_dir>.tmp`` (resuming a sound checkpoint there), save with a manifest,
-    then rename into place."""
-    from rankers.resume import CHECKPOINT_DIR
-
-    log.info(
-        "training %s on %s/train (%d queries)%s",
-        ranker.name,
-        opts.dataset,
-        len(train),
-        f", selecting on {dev.split} ({len(dev)} queries)" if dev else ", no dev split",
-    )
-    main, wait = _process_role()
-    work = model_dir.with_name(model_dir.name + ".tmp")
-    if main:
-        if opts.force:
-            shutil.rmtree(work, ignore_errors=True)
-        state = work / CHECKPOINT_DIR
-        problem = _resumable_state_problem(state)
-        if problem:
-            move_aside(state, f"{problem}; training starts from scratch", stem=work)
-        with storage_errors(work):
-            work.mkdir(parents=True, exist_ok=True)
-    wait()
-    ranker.work_dir = work  # a resumable trainer keeps its checkpoints here
-    fitted = TrainingSummary.of(ranker.fit(train, dev))
-    summary = fitted.to_json()
-    if main:
-        summary["dev_baselines"] = dev_baselines(ranker, fitted, opts, dev)
-    summary.update(
-        key=key.digest,
-        key_parts=key.parts,
-        code=provenance.code_fingerprint(),
-        model_dir=str(model_dir),
-        config=config,
-        teacher_key=teacher_key,
-        train=train.info(),
-        dev=dev.info() if dev else None,
-    )
-    if "checkpoint" in summary:
-        # the resumable state is deleted once the model is saved; do not point at it
-        summary["checkpoint"] = None
-    if main:
-        with storage_errors(work):
-            ranker.save(work)
-            atomic_write_json(work / TRAINING_FILE, summary)
-            # the resumable state (optimizer, RNG) is no longer needed once the model is saved
-            shutil.rmtree(work / CHECKPOINT_DIR, ignore_errors=True)
-            write_manifest(work)
-            shutil.rmtree(model_dir, ignore_errors=True)
-            work.rename(model_dir)
-    wait()
-    return summary
-
-
-def dev_baselines(
-    ranker: Ranker, summary: TrainingSummary, opts: RunOptions, dev: RankingSplit | None
-) -> dict[str, Any] | None:
-    """The kept epoch's dev AP@10 against :data:`DEV_BASELINES` on the same dev split (their
-    runs are cached like any other), judged by :func:`baseline_verdict`; its warnings go to the
-    log. None without a dev split or dev score.
-
-    ``ranker`` holds the kept epoch's weights; it scores dev once more for the per-query values.
-    """
-    from rankers.training import dev_per_query
-
-    kept = summary.kept_dev_score()
-    if dev is None or kept is None:
-        return None
-    baselines: dict[str, tuple[float, dict[str, float]]] = {}
-    for baseline in DEV_BASELINES:
-        if baseline == ranker.name:
-            continue
-        try:
-            record = run(
-                replace(
-                    opts,
-                    ranker=baseline,
-                    split=dev.split,
-                    options={},
-                    subset=None,
-                    fit=False,
-                    train_subset=None,
-                    force=False,
-                    progress=False,
-                    measures=DEFAULT_MEASURES,
-                )
-            )
-        except (RankerError, OSError, ValueError) as exc:
-            log.warning("%s: no %s baseline on %s (%s)", ranker.name, baseline, dev.split, exc)
-            continue
-        per_query = {q: v[SELECTION_MEASURE] for q, v in record.per_query().items()}
-        baselines[baseline] = (record.metrics[SELECTION_MEASURE], per_query)
-    if not baselines:
-        return baseline_verdict(kept, {}, {})
-    own = dev_per_query(ranker, dev) or {}
-    verdict = baseline_verdict(kept, own, baselines)
-    scores_of, p_of = verdict["scores"], verdict["p_values"]
-    parts = []
-    if verdict["below"]:
-        parts.append("below " + ", ".join(f"{b} ({scores_of[b]:.4f})" for b in verdict["below"]))
-    if verdict["not_significantly_above"]:
-        parts.append(
-            "above "
-            + ", ".join(
-                f"{b} ({scores_of[b]:.4f}, p={p_of[b]:.2f})"
-                for b in verdict["not_significantly_above"]
-            )
-            + f" but not significantly on {len(own)} dev queries (paired t-test, p >= "
-            f"{DEV_BASELINE_ALPHA:.2f}), so on test it may score below them"
-        )
-    if parts:
-        log.warning(
-            "%s trained on %s: the kept epoch %d scores dev %s %.4f, %s; those rankers need no "
-            "training here; %s",
-            ranker.name,
-            opts.dataset,
-            summary.best_epoch,
-            SELECTION_MEASURE,
-            kept,
-            "; ".join(parts),
-            training_advice(summary, getattr(ranker.config, "patience", 0)),
-        )
-    return verdict
-
-
-def training_advice(summary: TrainingSummary, patience: int) -> str:
-    """What may help a trained model that did not beat the rankers needing no training, from
-    how its training ended: when ``patience`` stopped it, more steps (``min_steps``) change
-    nothing, so the advice names patience and the step it stopped at."""
-    if summary.stopped_early and patience:
-        epochs = "epoch" if patience == 1 else "epochs"
-        planned = "?" if summary.steps_planned is None else summary.steps_planned
-        return (
-            f"patience stopped training at step {summary.steps} of "
-            f"{planned} (no better dev {SELECTION_MEASURE} for "
-            f"{patience} {epochs} after epoch {summary.best_epoch}), so more steps "
-            "(min_steps) would change nothing; more train queries, a larger patience (--set "
-            "patience=N) or another learning rate may help"
-        )
-    return "more train queries, more steps (--set min_steps=N) or another learning rate may help"
-
-
-def baseline_verdict(
-    kept: float,
-    own: Mapping[str, float],
-    baselines: Mapping[str, tuple[float, Mapping[str, float]]],
-    alpha: float = DEV_BASELINE_ALPHA,
-) -> dict[str, Any]:
-    """Where a trained model's kept dev score stands against rankers that need no training.
-
-    ``own`` and each baseline's second element are per-query values of the selection measure;
-    ``kept`` and each baseline's first element the aggregates. A baseline is ``below`` (the model
-    scores less than it) or ``not_significantly_above`` (the model leads, but the paired t-test
-    over the shared queries gives p >= ``alpha``: with a small train set a dev lead of a point
-    or two often turns into a loss on test). The dict is what the record keeps.
-    """
-    from bench.significance import paired_ttest
-
-    values = {b: float(v) for b, (v, _) in baselines.items()}
-    p_values: dict[str, float] = {}
-    for b, (_, theirs) in baselines.items():
-        shared = sorted(set(own) & set(theirs))
-        p_values[b] = (
-            paired_ttest([theirs[q] for q in shared], [own[q] for q in shared]) if shared else 1.0
-        )
-    return {
-        "measure": SELECTION_MEASURE,
-        "kept": kept,
-        "scores": values,
-        "p_values": p_values,
-        "alpha": alpha,
-        "below": [b for b, v in values.items() if kept < v],
-        "not_significantly_above": [
-            b for b, v in values.items() if kept >= v and p_values[b] >= alpha
-        ],
-    }
-
-
-def _resumable_state_problem(folder: Path) -> str | None:
-    """What is wrong with the published state of a resumable checkpoint folder (None: nothing
-    to resume, or it is sound). A missing or unreadable ``latest.json`` is the trainer's to
-    report; here the state's files are checked, so a truncated one is not loaded."""
-    from rankers.resume import LATEST_FILE
-
-    try:
-        meta = json.loads((folder / LATEST_FILE).read_text(encoding="utf-8"))
-        state = folder / str(meta["state"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return state_problem(state) if state.is_dir() else None
-
-
-def _process_role() -> tuple[bool, Callable[[], None]]:
-    """(is this the main process, barrier): under `accelerate launch` only the main one writes."""
-    try:
-        from accelerate import PartialState
-    except ImportError:
-        return True, lambda: None
-    from rankers.resume import wait_for_everyone
-
-    state = PartialState()
-    return state.is_main_process, lambda: wait_for_everyone(state)
-
-
 def _overrides(
     name: str, config: Mapping[str, Any], opts: RunOptions, fit: bool, needs_training: bool
 ) -> dict[str, Any]:
@@ -675,26 +302,155 @@ def _overrides(
     return out
 
 
-def _reusable(out_dir: Path) -> ResultRecord | None:
-    """The finished record in ``out_dir`` if its files are whole; a damaged entry is moved
-    aside (with a warning) so it is recomputed. An unfinished one (no record) is overwritten."""
-    if not (out_dir / RECORD).exists():
-        return None
-    problem = record_problem(out_dir)
-    if problem is None:
-        return read_record(out_dir)
-    move_aside(out_dir, problem)
-    return None
+# -- the plan ------------------------------------------------------------------------------------
+def _code_root(ranker: Ranker) -> str:
+    """The module a ranker's code key starts from: its registered module, else its class's."""
+    try:
+        return module_of(ranker.name)
+    except RankerError:
+        return type(ranker).__module__
 
 
-def run(opts: RunOptions, ctx: RunContext | None = None) -> ResultRecord:
-    """Run (or reuse) one ranker on one dataset split and write its result record.
+def _why(
+    key: CacheKey, entry: Path, meta: str, code_of: Any, code: Mapping[str, Any], force: bool
+) -> str:
+    """Why ``entry`` must be computed, for the plan table."""
+    if force:
+        return "--force"
+    return explain_miss(key, entry, meta, code_of, code) or "no entry with this config yet"
 
-    ``ctx``: the command's run context (:meth:`RunOptions.context` when not given)."""
-    ctx = ctx or opts.context()
+
+def plan_training(
+    ranker: Ranker,
+    opts: RunOptions,
+    plan: Plan,
+    root: Path,
+    kind: str = TRAIN,
+    students: tuple[str, ...] = (),
+) -> str:
+    """Add the jobs that train ``ranker`` on ``opts.dataset`` (dev selects) to ``plan``: each
+    named teacher member's training (all members checked before any is planned), the dev
+    baselines' runs, and the training itself; returns the training job's id.
+
+    The key covers the ranker's training options as asked (a named teacher by its name, with
+    the teachers' own keys as the ``teacher`` component), the train and dev data, the seed,
+    the subset and the training code (:func:`bench.keys.training_code`). The ranker that trains
+    is a new one whose config names the teachers' model folders (their keys fix them).
+    ``students``: the teachers above this one, each trained with its settings file's options,
+    so a cycle of settings files (A's teacher B, B's teacher A) is an error, not an endless
+    plan (a ranker may still name its own kind, trained as its settings file says)."""
+    if not ranker.trainable:
+        raise RankerError(f"ranker {ranker.name!r} is not trainable; drop --fit")
+    ensure_writable(root / "models", "models")
+    opts = replace(opts, results_dir=root)
+    train, dev = _load_splits_for_fit(opts)
+    config = ranker.config.to_dict()
+    training_config = ranker.config.to_dict(Role.TRAINING)
+    teacher = getattr(ranker.config, "teacher", None)
+    deps: list[str] = []
+    folders: list[str] = []
+    keys: list[str] = []
+    for part, name in check_teacher(ranker.name, str(teacher), opts.dataset) if teacher else []:
+        if name is None:
+            folders.append(part)
+            continue
+        options = ranker_options(name, opts.dataset)
+        member = create_ranker(name, options, device=ranker.device)
+        member_opts = replace(opts, ranker=name, options=options)
+        if name in students:
+            cycle = " -> ".join((*students[students.index(name) :], name))
+            raise RankerError(f"teachers form a cycle ({cycle}): no ranker can teach itself")
+        lineage = (*students, name)
+        job = plan.jobs[plan_training(member, member_opts, plan, root, TEACHER, lineage)]
+        deps.append(job.id)
+        folders.append(job.id)
+        keys.append(job.key)
+    if folders:
+        resolved = replace(ranker.config, teacher=ENSEMBLE_SEPARATOR.join(folders))
+        ranker = type(ranker)(resolved, device=ranker.device)
+    teacher_key = ENSEMBLE_SEPARATOR.join(keys) if keys else None
+    code = training_code(_code_root(ranker), settings_file(ranker.name))
+    key = CacheKey.of(
+        config={
+            "ranker": ranker.name,
+            "config": training_config,
+            "train_subset": opts.train_subset,
+            "seed": opts.seed,
+        },
+        data={"train": train.fingerprint(), "dev": dev.fingerprint() if dev else None},
+        teacher=teacher_key,
+        code=code,
+    )
+    model_dir = root / "models" / opts.dataset / ranker.name / key.digest
+    baselines = _plan_baselines(ranker.name, opts, dev, plan) if dev is not None else {}
+    spec = TrainJob(
+        ranker, opts.dataset, train, dev, model_dir, key, code, config, teacher_key, opts.force
+    )
+    cached = not opts.force and model_cached(model_dir)
+    return plan.add(
+        Job(
+            id=str(model_dir),
+            kind=kind,
+            what=f"{ranker.name} on {opts.dataset}/train",
+            key=key.digest,
+            run=lambda inputs: spec.run(lambda: {b: inputs(i) for b, i in baselines.items()}),
+            deps=(*deps, *baselines.values()),
+            cached=cached,
+            why=""
+            if cached
+            else _why(key, model_dir, TRAINING_FILE, _summary_code, code, opts.force),
+            entry=model_dir,
+        )
+    )
+
+
+def _summary_code(data: Mapping[str, Any]) -> Any:
+    return data.get("code")
+
+
+def _record_code(data: Mapping[str, Any]) -> Any:
+    return data.get("provenance", {}).get("code")
+
+
+def _plan_baselines(name: str, opts: RunOptions, dev: RankingSplit, plan: Plan) -> dict[str, str]:
+    """The dev runs of :data:`DEV_BASELINES` (other than ``name``) a training compares its kept
+    epoch with, as optional jobs: baseline -> job id. One that cannot be planned is left out
+    with a warning, as one that fails to run is."""
+    out: dict[str, str] = {}
+    for baseline in DEV_BASELINES:
+        if baseline == name:
+            continue
+        base = replace(
+            opts,
+            ranker=baseline,
+            split=dev.split,
+            options={},
+            subset=None,
+            fit=False,
+            train_subset=None,
+            force=False,
+            progress=False,
+            measures=DEFAULT_MEASURES,
+        )
+        try:
+            out[baseline] = plan_run(base, base.context(), plan, kind=BASELINE)
+        except (RankerError, OSError, ValueError) as exc:
+            log.warning("%s: no %s baseline on %s (%s)", name, baseline, dev.split, exc)
+    return out
+
+
+def plan_run(
+    opts: RunOptions, ctx: RunContext, plan: Plan | None = None, kind: str = EVALUATE
+) -> str:
+    """Add the jobs of one `bench run` to ``plan`` (a new one when None): training when the
+    ranker needs it (with its teachers and dev baselines), scoring the split, evaluating the
+    run; returns the id of the last (the evaluate job), whose result is the record. ``kind``
+    names the scoring job in the table (``dev baseline`` for a training's comparison runs).
+
+    Everything is checked here, before any work: options, data, writable folders, teachers."""
+    plan = plan if plan is not None else Plan()
     root, device, threads = ctx.results_root, ctx.device, ctx.threads
     ensure_writable(root / "runs")
-    ctx.seed_everything()
     name = canonical_name(opts.ranker)
     # the ranker's options are checked before any data is read
     ranker = create_ranker(name, ranker_options(name, opts.dataset, opts.options), device=device)
@@ -707,7 +463,6 @@ def run(opts: RunOptions, ctx: RunContext | None = None) -> ResultRecord:
     fit = opts.fit or untrained is not None
     if fit:
         ensure_writable(root / "models", "models")
-
     split = load_split(opts.dataset, opts.split, ctx.data_root)
     if opts.subset:
         split = split.subset(opts.subset)
@@ -725,8 +480,7 @@ def run(opts: RunOptions, ctx: RunContext | None = None) -> ResultRecord:
     label = label_for(ranker, fit, opts.subset, opts.train_subset, dataset=opts.dataset)
     config = ranker.config.to_dict()
     overrides = _overrides(name, config, opts, fit, untrained is not None)
-    training = fit_or_load(ranker, replace(opts, fit=True), root) if fit else None
-
+    train_id = plan_training(ranker, replace(opts, fit=True), plan, root) if fit else None
     run_config = {
         "seed": opts.seed,
         "device": device,
@@ -736,53 +490,113 @@ def run(opts: RunOptions, ctx: RunContext | None = None) -> ResultRecord:
         "subset": opts.subset,
         "fit": fit,
         "train_subset": opts.train_subset if fit else None,
-        "measures": list(opts.measures),
     }
+    code = scoring_code(_code_root(ranker), settings_file(name))
     key = CacheKey.of(
+        # the measures are not in the key: a stored run is evaluated again (bench.keys)
         config={"ranker": name, "config": config, "run": run_config, "split": split.split},
         data=split.fingerprint(),
-        model=training["key"] if training else None,
-        code=provenance.code_fingerprint(),
+        model=plan.jobs[train_id].key if train_id else None,
+        code=code,
     )
     out_dir = run_dir(root, split.dataset, name, split.split, key.digest)
-    with entry_lock(out_dir, f"{name} on {split.dataset}/{split.split}"):
-        cached = None if opts.force else _reusable(out_dir)
-        if cached is not None:
-            log.info("reusing %s (same config, data and code; --force to recompute)", out_dir)
-            return cached
-        why = explain_miss(
-            key, out_dir, RECORD, lambda data: data.get("provenance", {}).get("code")
+    record = ResultRecord(
+        ranker=name,
+        dataset=split.dataset,
+        split=split.split,
+        family=ranker.family,
+        label=label,
+        metrics={},
+        latency={},
+        config=config,
+        run_config={**run_config, "measures": list(opts.measures)},
+        config_hash=key.digest,
+        data=split.info(),
+        provenance={},
+        key_parts=key.parts,
+        overrides=overrides,
+    )
+    stamp = evaluation_stamp(opts.measures)
+    score = ScoreJob(
+        ranker, split, out_dir, key, code, record, opts.measures, stamp,
+        opts.batch_queries, opts.warmup, opts.progress, opts.force,
+    )  # fmt: skip
+    cached = not opts.force and reusable_now(out_dir)
+    what = f"{name} on {split.dataset}/{split.split}"
+    score_id = plan.add(
+        Job(
+            id=str(out_dir),
+            kind=SCORE if kind == EVALUATE else kind,
+            what=what,
+            key=key.digest,
+            run=lambda inputs: score.run(
+                (lambda: inputs(train_id)) if train_id is not None else None
+            ),
+            deps=(train_id,) if train_id else (),
+            cached=cached,
+            why="" if cached else _why(key, out_dir, RECORD, _record_code, code, opts.force),
+            optional=kind == BASELINE,
+            entry=out_dir,
+            on_demand=kind == BASELINE,
         )
-        if why:
-            log.info("computing %s anew: %s", out_dir.name, why)
-        record = ResultRecord(
-            ranker=name,
-            dataset=split.dataset,
-            split=split.split,
-            family=ranker.family,
-            label=label,
-            metrics={},
-            latency={},
-            config=config,
-            run_config=run_config,
-            config_hash=key.digest,
-            data=split.info(),
-            provenance={},
-            training=training,
-            key_parts=key.parts,
-            overrides=overrides,
+    )
+    evaluated = cached and evaluation_current(read_record(out_dir), stamp)
+    measures = evaluation_why(out_dir, stamp) if cached and not evaluated else "with the scores"
+    return plan.add(
+        Job(
+            id=f"{out_dir}#evaluate",
+            kind=EVALUATE,
+            what=f"{what}: {', '.join(opts.measures)}",
+            key=component_hash("evaluation", stamp),
+            run=lambda inputs: evaluate_entry(inputs(score_id), split, opts.measures, stamp),
+            deps=(score_id,),
+            cached=evaluated,
+            why=measures,
+            optional=kind == BASELINE,
+            entry=out_dir,
+            reads_inputs=True,
+            on_demand=kind == BASELINE,
         )
-        return _score_and_write(ranker, split, opts, record, out_dir)
+    )
 
 
-def train(opts: RunOptions, ctx: RunContext | None = None) -> dict[str, Any]:
-    """Train one ranker on ``opts.dataset``'s train split (dev selects the epoch), or load the
-    model cached for the same settings; returns the training summary. Settings are resolved as
-    for :func:`run`: the ranker's config file, then ``opts.options``.
+def evaluation_why(out_dir: Path, stamp: Mapping[str, Any]) -> str:
+    """Why a cached run's metrics are computed again: measures added or dropped, or the
+    measures' code changed."""
+    old = (read_record(out_dir).provenance or {}).get("evaluation") or {}
+    before, now = list(old.get("measures") or []), list(stamp["measures"])
+    parts = []
+    if added := [m for m in now if m not in before]:
+        parts.append("measures added: " + ", ".join(added))
+    if dropped := [m for m in before if m not in now]:
+        parts.append("measures dropped: " + ", ".join(dropped))
+    if old.get("code") != stamp["code"]:
+        parts.append("the measures' code changed (bench/metrics.py)")
+    return "; ".join(parts) or "the record has no evaluation stamp"
+
+
+def execute(plan: Plan, ctx: RunContext) -> list[Any]:
+    """Run ``plan``'s needed jobs (:class:`bench.plan.Executor`), seeding before each."""
+    return Executor(plan, before_job=ctx.seed_everything).execute()
+
+
+def run(opts: RunOptions, ctx: RunContext | None = None) -> ResultRecord:
+    """Run (or reuse) one ranker on one dataset split and write its result record: the plan of
+    :func:`plan_run`, executed.
 
     ``ctx``: the command's run context (:meth:`RunOptions.context` when not given)."""
     ctx = ctx or opts.context()
     ctx.seed_everything()
+    plan = Plan()
+    plan.target(plan_run(opts, ctx, plan))
+    (record,) = execute(plan, ctx)
+    return cast(ResultRecord, record)
+
+
+def plan_train(opts: RunOptions, ctx: RunContext, plan: Plan | None = None) -> Plan:
+    """The plan of `bench train`: the training job of ``opts.ranker`` (settings resolved as for
+    :func:`run`) and what it needs, as the target."""
+    plan = plan if plan is not None else Plan()
     name = canonical_name(opts.ranker)
     ranker = create_ranker(
         name, ranker_options(name, opts.dataset, opts.options), device=ctx.device
@@ -792,42 +606,33 @@ def train(opts: RunOptions, ctx: RunContext | None = None) -> dict[str, Any]:
             f"ranker {ranker.name!r} is not trainable, so `bench train` has nothing to do "
             "(`bench rankers` shows which are)"
         )
-    return fit_or_load(ranker, replace(opts, fit=True), ctx.results_root)
+    plan.target(plan_training(ranker, replace(opts, fit=True), plan, ctx.results_root))
+    return plan
 
 
-def _score_and_write(
-    ranker: Ranker, split: RankingSplit, opts: RunOptions, record: ResultRecord, out_dir: Path
-) -> ResultRecord:
-    """Index, warm up, score under the latency tracker, evaluate; fill in ``record``'s metrics,
-    latency and provenance and write the entry."""
-    device, threads = record.run_config["device"], record.run_config["threads"]
-    log.info("indexing %s/%s for %s", split.dataset, split.split, ranker.name)
-    ranker.index(split)
-    scores, tracker = score_split(
-        ranker,
-        split,
-        batch_queries=opts.batch_queries,
-        warmup=min(opts.warmup, len(split.lists)),
-        progress=opts.progress,
-    )
-    result_run = build_run(split.lists, scores)
-    ev = evaluate(split.qrels, result_run, split.relevance_level, opts.measures)
-    record.metrics = ev.aggregate
-    record.latency = tracker.summary(
-        batch_queries=opts.batch_queries,
-        warmup_queries=min(opts.warmup, len(split.lists)),
-        device=device,
-        threads=threads,
-        scope="ranker.score per call (tokenisation included)",
-        mode=ranker.scoring_mode(),
-        dtype=ranker.compute_dtype(),
-    ).to_dict()
-    record.provenance = {
-        **provenance.collect(),
-        "device": device_info(device),
-        "ranker": ranker.describe(),
-    }
-    record.created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    write_result(record, result_run, ev.per_query, out_dir)
-    log.info("wrote %s", out_dir)
-    return record
+def train(opts: RunOptions, ctx: RunContext | None = None) -> dict[str, Any]:
+    """Train one ranker on ``opts.dataset``'s train split (dev selects the epoch), or load the
+    model cached for the same settings; returns the training summary.
+
+    ``ctx``: the command's run context (:meth:`RunOptions.context` when not given)."""
+    ctx = ctx or opts.context()
+    ctx.seed_everything()
+    ((_, summary),) = execute(plan_train(opts, ctx), ctx)
+    return cast(dict[str, Any], summary)
+
+
+def fit_or_load(ranker: Ranker, opts: RunOptions, root: Path) -> dict[str, Any]:
+    """Train ``ranker`` (this instance: it ends up holding the weights) or load its cached
+    model; the training summary. The plan of :func:`plan_training`, executed."""
+    plan = Plan()
+    plan.target(plan_training(ranker, opts, plan, root))
+    ((_, summary),) = execute(plan, opts.context())
+    return cast(dict[str, Any], summary)
+
+
+def plan_runs(runs: Sequence[RunOptions], ctx: RunContext) -> Plan:
+    """One plan for several runs (a demo, an ablation, a sweep): shared jobs appear once."""
+    plan = Plan()
+    for opts in runs:
+        plan.target(plan_run(opts, ctx, plan))
+    return plan

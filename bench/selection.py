@@ -10,9 +10,14 @@ components that do not come from its own options match what they are now
 
 * ``data``: the split's checksum, relevance level and card facts
   (:meth:`~bench.data.model.RankingSplit.fingerprint`, the same for every ``--subset``);
-* ``code``: :func:`bench.provenance.code_fingerprint` (the sources, the settings files under
-  ``rankers/configs/`` and the scoring packages' versions);
-* for a trained model, its own ``data`` component (the train and dev splits).
+* ``code``: the scoring job's code fingerprint for the record's ranker, by the same rule as
+  `bench run` (:func:`bench.keys.scoring_code`: the sources the job imports, the ranker's
+  settings file, the scoring packages' versions), and the metrics' evaluation stamp
+  (:func:`bench.keys.evaluation_stamp`: a run whose measures' code changed shows metrics `bench
+  run` would compute again);
+* for a trained model, its own ``data`` and ``code`` components (the train and dev splits; the
+  training code, :func:`bench.keys.training_code`), and for a distilled one its teachers' code
+  (:func:`teachers_current`).
 
 The ``config`` component is the record's own options, and the ``model`` one follows from the
 model's config, data and code, so with these equal `bench run` with the record's options would
@@ -24,13 +29,13 @@ once per command (:class:`CurrentInputs`).
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import provenance
 from bench.cache import component_hash
 from bench.data import dataset_splits, dev_split_name, load_split
 from bench.results import RUN_KIND, ResultRecord, load_records
@@ -46,17 +51,37 @@ ALL_RECORDS_HINT = "--all-records shows them"
 
 
 class CurrentInputs:
-    """The key components of the inputs as they are now, each computed once: one split's
-    fingerprint per (dataset, split), the code fingerprint once per process."""
+    """The key components of the inputs as they are now, each computed once per command: one
+    split's fingerprint per (dataset, split), one code fingerprint per (job, ranker)."""
 
     def __init__(self, data_dir: str | Path | None = None) -> None:
         self.data_dir = data_dir
         self._data: dict[tuple[str, str], str | None] = {}
         self._splits: dict[str, list[str]] = {}
+        self._code: dict[tuple[str, str], str | None] = {}
 
-    @property
-    def code(self) -> str:
-        return component_hash("code", provenance.code_fingerprint())
+    def code(self, ranker: str, job: str = "score") -> str | None:
+        """The ``code`` component a ``job`` (``score`` or ``train``) of ``ranker`` would have
+        now (None: the ranker is not registered now)."""
+        if (job, ranker) not in self._code:
+            from bench.keys import scoring_code, training_code
+            from bench.runner import settings_file
+            from rankers import RankerError, module_of
+
+            try:
+                module = module_of(ranker)
+            except RankerError:
+                self._code[job, ranker] = None
+            else:
+                of = scoring_code if job == "score" else training_code
+                self._code[job, ranker] = component_hash("code", of(module, settings_file(ranker)))
+        return self._code[job, ranker]
+
+    def evaluation(self, measures: Sequence[str]) -> dict[str, Any]:
+        """The evaluation stamp of ``measures`` now."""
+        from bench.keys import evaluation_stamp
+
+        return evaluation_stamp(measures)
 
     def fingerprint(self, dataset: str, split: str) -> dict[str, Any] | None:
         """The split's fingerprint now; None (logged) when it cannot be read or is not on disk
@@ -108,7 +133,11 @@ def record_problem(record: ResultRecord, inputs: CurrentInputs) -> str | None:
         return UNREADABLE_DATA
     if parts["data"] != data:
         return OTHER_DATA
-    if parts["code"] != inputs.code:
+    if parts["code"] != inputs.code(record.ranker):
+        return OTHER_CODE
+    stamp = (record.provenance or {}).get("evaluation")
+    measures = (record.run_config or {}).get("measures") or []
+    if stamp is None or stamp != inputs.evaluation(measures):
         return OTHER_CODE
     model_parts = (record.training or {}).get("key_parts")
     if isinstance(model_parts, dict) and model_parts.get("data"):
@@ -117,7 +146,39 @@ def record_problem(record: ResultRecord, inputs: CurrentInputs) -> str | None:
             return UNREADABLE_DATA
         if model_parts["data"] != trained_on:
             return OTHER_DATA
+        if model_parts.get("code") != inputs.code(record.ranker, "train"):
+            return OTHER_CODE
+        if not teachers_current(record, inputs):
+            return OTHER_CODE
     return None
+
+
+def teachers_current(record: ResultRecord, inputs: CurrentInputs) -> bool:
+    """Whether the teachers a record's model was distilled from were trained by the training
+    code of now (a student's key holds its teachers' keys, so `bench run` retrains it when a
+    teacher's code changes). Each named teacher's model folder sits beside the student's,
+    ``models/DATASET/TEACHER/KEY``; one that cannot be read counts as other code."""
+    training = record.training or {}
+    keys = str(training.get("teacher_key") or "")
+    if not keys or record.path is None:
+        return True
+    from rankers.targets import ENSEMBLE_SEPARATOR, teacher_parts
+
+    names = [
+        p
+        for p in teacher_parts(str((record.config or {}).get("teacher") or ""))
+        if "/" not in p and "\\" not in p
+    ]
+    models = record.path.parents[3] / "models" / record.dataset
+    for name, key in zip(names, keys.split(ENSEMBLE_SEPARATOR), strict=False):
+        try:
+            summary = json.loads((models / name / key / "training.json").read_text("utf-8"))
+            code = summary["key_parts"]["code"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
+        if code != inputs.code(name, "train"):
+            return False
+    return True
 
 
 @dataclass

@@ -66,6 +66,23 @@ def choose_dataset(requested: str | None, data_dir: str | Path | None) -> tuple[
     return "sodq", "SODQ (the paper's dataset) is available"
 
 
+def suite_runs(
+    dataset: str, base: RunOptions, entries: tuple[SuiteEntry, ...] = MAIN_SUITE
+) -> list[RunOptions]:
+    """The `bench run` options of every entry, with the shared options in ``base`` (what
+    ``bench demo --plan`` plans)."""
+    return [
+        replace(
+            base,
+            ranker=entry.ranker,
+            dataset=dataset,
+            options={**entry.options, **base.options},
+            fit=entry.fit,
+        )
+        for entry in entries
+    ]
+
+
 def run_suite(
     dataset: str,
     base: RunOptions,
@@ -76,16 +93,7 @@ def run_suite(
     ``ctx`` (default: ``base``'s context)."""
     ctx = ctx or base.context()
     records = []
-    for entry in entries:
-        opts = replace(
-            base,
-            ranker=entry.ranker,
-            dataset=dataset,
-            options={**entry.options, **base.options},
-            fit=entry.fit,
-        )
-        log.info(
-            "main job: %s%s on %s", entry.ranker, " (fine-tuned)" if entry.fit else "", dataset
-        )
+    for opts in suite_runs(dataset, base, entries):
+        log.info("main job: %s%s on %s", opts.ranker, " (fine-tuned)" if opts.fit else "", dataset)
         records.append(run(opts, ctx))
     return records

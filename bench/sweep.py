@@ -135,16 +135,14 @@ def _dev_score(record: ResultRecord, measure: str) -> float:
     return float(record.metrics[measure])
 
 
-def run_sweep(
+def sweep_runs(
     base: RunOptions,
     grid: Mapping[str, Sequence[str]],
     measure: str = DEFAULT_MEASURE,
-    command: str = "",
-    on_row: Callable[[int, int, SweepRow], None] | None = None,
     ctx: RunContext | None = None,
-) -> Sweep:
-    """Train and score every combination of ``grid`` on top of ``base.options``, all in ``ctx``
-    (default: ``base``'s context)."""
+) -> tuple[str, list[tuple[dict[str, str], RunOptions, RunOptions]]]:
+    """The dev split, and each combination of ``grid`` with its test and dev run options, all
+    checked before any work (what ``bench sweep --plan`` plans)."""
     if measure not in DEFAULT_MEASURES:
         raise ValueError(f"--measure {measure!r}: expected one of {', '.join(DEFAULT_MEASURES)}")
     ranker = canonical_name(base.ranker)
@@ -161,14 +159,33 @@ def run_sweep(
         raise ValueError("nothing to sweep: give at least one --set key=value[,value...]")
     _check_changes_results(ranker, grid)
     _check(ranker, base.dataset, [{**base.options, **c} for c in combos])
+    out = []
+    for combo in combos:
+        opts = dataclasses.replace(base, ranker=ranker, options={**base.options, **combo})
+        out.append((dict(combo), opts, dataclasses.replace(opts, split=dev_name, subset=None)))
+    return dev_name, out
+
+
+def run_sweep(
+    base: RunOptions,
+    grid: Mapping[str, Sequence[str]],
+    measure: str = DEFAULT_MEASURE,
+    command: str = "",
+    on_row: Callable[[int, int, SweepRow], None] | None = None,
+    ctx: RunContext | None = None,
+) -> Sweep:
+    """Train and score every combination of ``grid`` on top of ``base.options``, all in ``ctx``
+    (default: ``base``'s context)."""
+    ctx = ctx or base.context()
+    dev_name, runs = sweep_runs(base, grid, measure, ctx)
+    ranker = canonical_name(base.ranker)
     rows: list[SweepRow] = []
     test_split = base.split
-    for i, combo in enumerate(combos, 1):
+    for i, (combo, test_opts, dev_opts) in enumerate(runs, 1):
         settings = ", ".join(f"{k}={v}" for k, v in combo.items())
-        log.info("sweep %d/%d: %s", i, len(combos), settings)
-        opts = dataclasses.replace(base, ranker=ranker, options={**base.options, **combo})
-        test = run(opts, ctx)  # trains first when needed, then ranks test
-        dev = run(dataclasses.replace(opts, split=dev_name, subset=None), ctx)
+        log.info("sweep %d/%d: %s", i, len(runs), settings)
+        test = run(test_opts, ctx)  # trains first when needed, then ranks test
+        dev = run(dev_opts, ctx)
         test_split = test.split
         training = TrainingSummary.from_json(test.training or {})
         row = SweepRow(
@@ -182,7 +199,7 @@ def run_sweep(
         )
         rows.append(row)
         if on_row is not None:
-            on_row(i, len(combos), row)
+            on_row(i, len(runs), row)
     created = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     return Sweep(
         ranker, base.dataset, measure, dev_name, test_split or "test", command, rows, created

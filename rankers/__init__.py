@@ -80,6 +80,12 @@ def canonical_name(name: str) -> str:
     return key
 
 
+def module_of(name: str) -> str:
+    """The module that defines ranker ``name`` (not imported): the root of its code for a cache
+    key (:mod:`bench.keys`)."""
+    return _REGISTRY[canonical_name(name)].split(":")[0]
+
+
 def get_ranker_class(name: str) -> type[Ranker]:
     key = canonical_name(name)
     module_name, cls_name = _REGISTRY[key].split(":")
@@ -109,5 +115,6 @@ __all__ = [
     "config_file",
     "create_ranker",
     "get_ranker_class",
+    "module_of",
     "register",
 ]

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from bench.data.model import CandidateList, RankingSplit, relevant
-from bench.metrics import rank_order
+from bench.ranking import rank_order
 from bench.trained import TrainingSummary
 from rankers.base import (
     RUNTIME,
@@ -53,8 +53,8 @@ from rankers.base import (
     option,
 )
 from rankers.itemorder import item_texts, sort_items_option
-from rankers.listtrain import ListTrainingConfig
 from rankers.models import ModelRef, resolve_model, state_hash, weights_hash
+from rankers.trainconfig import ListTrainingConfig
 
 if TYPE_CHECKING:
     import torch
@@ -608,7 +608,7 @@ class DPRRanker(DenseRanker):
     def _score_pool(
         self, queries: Sequence[str], pools: Sequence[Sequence[str]], collection: dict[str, str]
     ) -> list[np.ndarray]:
-        from rankers.bm25 import BM25Index
+        from rankers.bm25 import BM25Index  # key: training (mines negatives in fit)
 
         bm25 = BM25Index(collection)
         return [bm25.score(q, pool) for q, pool in zip(queries, pools, strict=True)]

@@ -43,10 +43,10 @@ from rankers.base import (
     option,
 )
 from rankers.itemorder import item_texts
-from rankers.listtrain import ListTrainingConfig
 from rankers.losses import ANY_REAL_TARGETS, TEACHER_SCORES
 from rankers.models import resolve_model, state_hash, weights_hash
 from rankers.tokens import ItemTokens
+from rankers.trainconfig import ListTrainingConfig
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel

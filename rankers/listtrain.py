@@ -1,6 +1,7 @@
 """The list trainer: monoBERT, CROSS-JEM and RankT5 fine-tuned on whole candidate lists with any
 loss of :mod:`rankers.losses` and fixed targets (:mod:`rankers.targets`), on the one loop of
-:mod:`rankers.training`, and :class:`ListTrainingConfig`, the options every list ranker shares.
+:mod:`rankers.training`; the options every list ranker shares are declared in
+:mod:`rankers.trainconfig`.
 
 Batches are *split*: each process takes an equal contiguous slice of every global batch, so
 ``train_batch_queries`` lists make one optimisation step whatever the process count; the last,
@@ -26,17 +27,13 @@ import numpy as np
 from bench.data.model import CandidateList, RankingSplit
 from bench.trained import ListTraining, TrainingSummary
 from rankers.base import (
-    DTYPE_NAMES,
-    RUNTIME,
-    TRAINING,
     Ranker,
     RankerError,
-    TrainingConfig,
-    option,
 )
-from rankers.losses import LOSSES, RankingLoss, get_loss
+from rankers.losses import RankingLoss, get_loss
 from rankers.resume import list_ids
 from rankers.targets import TEACHER_CACHE_DIR, Targets, extend_lists, training_targets
+from rankers.trainconfig import list_config
 from rankers.training import BatchLoss, LoopPlan, accelerated_device, make_accelerator, train_loop
 
 if TYPE_CHECKING:
@@ -46,56 +43,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _NO_SIGNAL = "no query in the batch has signal"
-
-
-@dataclasses.dataclass
-class ListTrainingConfig(TrainingConfig):
-    """The options the list trainer reads (:func:`fit_lists`), declared once with their roles,
-    ranges and help: monoBERT, CROSS-JEM (:class:`rankers.encoders.EncoderConfig`) and RankT5
-    subclass it and give their own defaults with :func:`~rankers.base.inherit_option`; the other
-    trainable rankers take ``dtype`` and ``warmup_ratio`` from here the same way, so every
-    ``dtype`` accepts the same values and every ``warmup_ratio`` is range-checked."""
-
-    dtype: str = option(
-        "auto",
-        role=TRAINING | RUNTIME,
-        choices=DTYPE_NAMES,
-        help="scoring: weights cast once to it (auto: bf16 on a GPU with native bf16, else fp16; "
-        "fp32 on CPU); training on CUDA: the autocast dtype over float32 master weights (auto: "
-        "bf16 where native, else fp32; CPU: float32)",
-    )
-    warmup_ratio: float = option(
-        0.1, role=TRAINING, min=0, below=1, help="share of steps warming the lr up"
-    )
-    loss: str = option(
-        "bce",
-        role=TRAINING,
-        choices=tuple(LOSSES),
-        help="rankers.losses name (rpl needs graded or teacher scores)",
-    )
-    teacher: str | None = option(
-        None,
-        role=TRAINING,
-        help="ranker name or save() folder whose sigmoid(scores) are the targets (else qrels)",
-    )
-    train_batch_queries: int = option(
-        8,
-        role=TRAINING,
-        min=1,
-        help="candidate lists per step (split across processes under `accelerate launch`)",
-    )
-
-
-def list_config(ranker: Ranker) -> ListTrainingConfig:
-    """The ranker's config as the list trainer reads it; a clear error for a config that does not
-    declare the list-training options."""
-    cfg = ranker.config
-    if not isinstance(cfg, ListTrainingConfig):
-        raise RankerError(
-            f"{ranker.name}: the list trainer needs a config derived from ListTrainingConfig "
-            f"(rankers.listtrain), not {type(cfg).__name__}"
-        )
-    return cfg
 
 
 # -- data ----------------------------------------------------------------------------------------

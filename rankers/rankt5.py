@@ -43,8 +43,8 @@ from rankers.base import (
     option,
 )
 from rankers.itemorder import item_texts, sort_items_option
-from rankers.listtrain import ListTrainingConfig
 from rankers.models import expected_new_weights, resolve_model, weights_hash
+from rankers.trainconfig import ListTrainingConfig
 
 if TYPE_CHECKING:
     import torch

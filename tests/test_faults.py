@@ -37,6 +37,7 @@ from bench.checks import MISSING, OK, run_checks
 from bench.cli import app
 from bench.data import get_card, load_split
 from bench.data.model import CandidateList, RankingSplit
+from bench.keys import scoring_code
 from bench.results import (
     PER_QUERY,
     RECORD,
@@ -45,7 +46,7 @@ from bench.results import (
     file_sha256,
     load_records,
 )
-from bench.runner import RunOptions, fit_or_load, ranker_options, run
+from bench.runner import RunOptions, fit_or_load, ranker_options, run, settings_file
 from rankers import RankerError, create_ranker
 from rankers.base import Ranker, RankerConfig
 from rankers.persist import read_saved
@@ -133,8 +134,8 @@ def env(shared_data: Path, results_dir: Path, monkeypatch: pytest.MonkeyPatch) -
 
 @pytest.fixture()
 def fresh_code() -> Iterator[None]:
-    """Recompute the code fingerprint in this test and after it (it is cached per process)."""
-    cached = provenance.code_fingerprint  # a test may replace it; clear the real one
+    """Read the package versions again in this test and after it (read once per process)."""
+    cached = provenance.key_versions  # a test may replace it; clear the real one
     cached.cache_clear()
     yield
     cached.cache_clear()
@@ -166,7 +167,7 @@ def test_code_fingerprint_changes_when_a_ranker_source_changes(tmp_path: Path) -
     config = rankers / "configs" / "crossjem.yaml"
     config.write_text(config.read_text() + "# edited\n")
     assert provenance.sources_digest({"rankers": rankers}) not in (before, edited)
-    versions = provenance.code_fingerprint()["versions"]
+    versions = provenance.key_versions()
     assert set(versions) == set(provenance.KEY_PACKAGES) and versions["torch"]
 
 
@@ -179,7 +180,7 @@ def test_changed_ranker_code_recomputes_a_cached_result_and_says_why(
 ) -> None:
     opts = toy_options(tmp_path)
     first = run(opts)
-    assert first.provenance["code"] == provenance.code_fingerprint()
+    assert first.provenance["code"] == scoring_code("rankers.bm25", settings_file("bm25"))
     assert set(first.key_parts) == {"config", "data", "model", "code"}
     assert run(opts).path == first.path  # same code: reused
 
@@ -194,14 +195,13 @@ def test_changed_ranker_code_recomputes_a_cached_result_and_says_why(
     monkeypatch.setattr(
         provenance, "package_folder", lambda name: edited if name == "rankers" else real(name)
     )
-    provenance.code_fingerprint.cache_clear()
     caplog.set_level(logging.INFO)
     caplog.clear()  # only the rerun's log (a CLI test run before may have left INFO on)
     second = run(opts)
     assert second.path != first.path and second.created >= first.created
     assert second.key_parts["config"] == first.key_parts["config"]
     assert second.key_parts["code"] != first.key_parts["code"]
-    assert f"code changed since {first.path} (bench/rankers sources changed)" in caplog.text
+    assert f"code changed since {first.path} (rankers/bm25.py changed)" in caplog.text
     assert "reusing" not in caplog.text
 
 
@@ -217,17 +217,18 @@ def test_changed_package_version_retrains_a_cached_model(
     first = fit_or_load(ranker, opts, results_dir)
     assert fit_or_load(FakeTrainable(), opts, results_dir)["key"] == first["key"]  # loaded
 
-    real = provenance.code_fingerprint()
-    changed = {**real, "versions": {**real["versions"], "torch": "0.0.1"}}
-    monkeypatch.setattr(provenance, "code_fingerprint", lambda: changed)
+    real = provenance.key_versions()
+    changed = {**real, "torch": "0.0.1"}
+    monkeypatch.setattr(provenance, "key_versions", lambda: changed)
     caplog.set_level(logging.INFO)
     again = FakeTrainable()
     second = fit_or_load(again, opts, results_dir)
     assert again.fits and second["key"] != first["key"]
-    assert second["code"] == changed
+    assert second["code"]["versions"] == changed
+    assert second["code"]["files"] == first["code"]["files"]
     assert (
         f"training fake anew: code changed since {first['model_dir']} "
-        f"(torch {real['versions']['torch']} -> 0.0.1)"
+        f"(torch {real['torch']} -> 0.0.1)"
     ) in caplog.text
 
 
@@ -691,8 +692,12 @@ def test_truncated_model_weights_are_moved_aside_and_retrained(
     shutil.copytree(model, copy)
 
     caplog.set_level(logging.WARNING)
-    again = run(opts)
-    assert again.metrics == first.metrics
+    assert run(opts).path == first.path  # the cached run needs no model: nothing is loaded
+    assert "does not match" not in caplog.text
+    # the plan needs the model for a run not cached yet: it is checked, moved aside, retrained
+    again = run(dataclasses.replace(opts, subset=3))
+    assert again.training is not None
+    assert again.training["dev_AP@10"] == first.training["dev_AP@10"]
     assert f"{weights} does not match its recorded checksum" in flat(caplog.text)
     assert manifest_problem(model) is None  # retrained into place
     (moved,) = model.parent.glob(f"{model.name}.damaged-*")
@@ -843,7 +848,7 @@ def test_ctrl_c_says_what_was_kept_and_exits_130(
     def interrupted(*args: Any, **kwargs: Any) -> Any:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("bench.runner.score_split", interrupted)
+    monkeypatch.setattr("bench.scoring.score_split", interrupted)
     out = flat(invoke("run", "-r", "bm25", "-d", "semeval16b", code=130))
     assert "interrupted: finished results and trained models are kept" in out
     assert "rerun the same command to go on" in out
@@ -941,7 +946,7 @@ def no_training(monkeypatch: pytest.MonkeyPatch) -> None:
     def train(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a model was trained before the inputs were checked")
 
-    monkeypatch.setattr("bench.runner._train", train)
+    monkeypatch.setattr("bench.fitting._train", train)
 
 
 @pytest.mark.parametrize(

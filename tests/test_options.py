@@ -293,7 +293,7 @@ def test_warmup_ratio_is_range_checked_in_every_config(ranker: str) -> None:
 def test_shared_list_training_options_have_one_declaration() -> None:
     """dtype, warmup_ratio, loss, teacher and train_batch_queries: one spec (role and valid
     values) in rankers.listtrain.ListTrainingConfig, whatever default or help a ranker gives."""
-    from rankers.listtrain import ListTrainingConfig
+    from rankers.trainconfig import ListTrainingConfig
 
     def spec(config: type, name: str) -> tuple[object, ...]:
         (field,) = (f for f in dataclasses.fields(config) if f.name == name)

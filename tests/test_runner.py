@@ -181,6 +181,25 @@ def test_a_dev_lead_the_queries_cannot_tell_from_noise_is_not_a_lead() -> None:
     assert verdict["scores"] == {"a": 0.8, "b": 0.6, "c": 2 / 3} and verdict["alpha"] == 0.05
 
 
+def _oracle_baseline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dev baselines of every training: one job, "oracle", whose record scores AP@10 1.0
+    (it ranks the positives first: no student beats it), planned in place of bm25 and dpr."""
+    from bench import runner
+    from bench.plan import BASELINE, Job
+
+    class Perfect:
+        metrics = {"AP@10": 1.0}
+
+        def per_query(self) -> dict[str, dict[str, float]]:
+            return {}
+
+    def plan(name: str, opts: RunOptions, dev: object, plan: runner.Plan) -> dict[str, str]:
+        plan.add(Job(id="oracle", kind=BASELINE, what="oracle", key="-", run=lambda _: Perfect()))
+        return {"oracle": "oracle"}
+
+    monkeypatch.setattr(runner, "_plan_baselines", plan)
+
+
 def test_a_student_below_a_baseline_is_told(
     configs: Path,
     tmp_path: Path,
@@ -190,25 +209,8 @@ def test_a_student_below_a_baseline_is_told(
 ) -> None:
     """A model whose kept dev score is below a baseline's gets the warning and the record says so
     (the baseline here is a ranker that scores the positives first: no student beats it)."""
-    from bench import runner
-
-    monkeypatch.setattr(runner, "DEV_BASELINES", ("oracle",))
-    real_run = runner.run
-
-    def fake(opts: RunOptions):  # noqa: ANN202 - the oracle's record, metrics only
-        if opts.ranker != "oracle":
-            return real_run(opts)
-
-        class Perfect:
-            metrics = {"AP@10": 1.0}
-
-            def per_query(self) -> dict[str, dict[str, float]]:
-                return {}
-
-        return Perfect()
-
-    monkeypatch.setattr(runner, "run", fake)
-    record = real_run(_toy_run(tmp_path, "monobert", warmup=0, options={"lr": 1e-9}))
+    _oracle_baseline(monkeypatch)
+    record = run(_toy_run(tmp_path, "monobert", warmup=0, options={"lr": 1e-9}))
     baselines = record.training["dev_baselines"]
     assert baselines["below"] == ["oracle"] and baselines["scores"] == {"oracle": 1.0}
     assert any("below oracle (1.0000)" in r.getMessage() for r in caplog.records)
@@ -223,21 +225,9 @@ def test_advice_names_patience_when_patience_stopped_the_run(
 ) -> None:
     """Issue 24 item 5: a model below a baseline whose training patience stopped is told so,
     with the step, and not to raise min_steps (which changes nothing then)."""
-    from bench import runner
-
-    class Perfect:
-        metrics = {"AP@10": 1.0}
-
-        def per_query(self) -> dict[str, dict[str, float]]:
-            return {}
-
-    real_run = runner.run
-    monkeypatch.setattr(runner, "DEV_BASELINES", ("oracle",))
-    monkeypatch.setattr(
-        runner, "run", lambda opts: Perfect() if opts.ranker == "oracle" else real_run(opts)
-    )
+    _oracle_baseline(monkeypatch)
     options = {"lr": 1e-9, "epochs": 4, "patience": 1}
-    record = real_run(_toy_run(tmp_path, "monobert", warmup=0, options=options))
+    record = run(_toy_run(tmp_path, "monobert", warmup=0, options=options))
     training = record.training
     assert training["stopped_early"] and training["steps"] < training["steps_planned"]
     (warning,) = [r.getMessage() for r in caplog.records if "below oracle" in r.getMessage()]

@@ -1,0 +1,71 @@
+"""The options every list-trained ranker shares (:class:`ListTrainingConfig`), declared once.
+
+Kept apart from the list trainer (:mod:`rankers.listtrain`) because every ranker imports its
+config at module level while the trainer runs only in ``fit``: a scoring job's cache key covers
+the modules its ranker imports (:mod:`bench.keys`), so the training loop stays out of it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from rankers.base import (
+    DTYPE_NAMES,
+    RUNTIME,
+    TRAINING,
+    Ranker,
+    RankerError,
+    TrainingConfig,
+    option,
+)
+from rankers.losses import LOSSES
+
+
+@dataclasses.dataclass
+class ListTrainingConfig(TrainingConfig):
+    """The options the list trainer reads (:func:`fit_lists`), declared once with their roles,
+    ranges and help: monoBERT, CROSS-JEM (:class:`rankers.encoders.EncoderConfig`) and RankT5
+    subclass it and give their own defaults with :func:`~rankers.base.inherit_option`; the other
+    trainable rankers take ``dtype`` and ``warmup_ratio`` from here the same way, so every
+    ``dtype`` accepts the same values and every ``warmup_ratio`` is range-checked."""
+
+    dtype: str = option(
+        "auto",
+        role=TRAINING | RUNTIME,
+        choices=DTYPE_NAMES,
+        help="scoring: weights cast once to it (auto: bf16 on a GPU with native bf16, else fp16; "
+        "fp32 on CPU); training on CUDA: the autocast dtype over float32 master weights (auto: "
+        "bf16 where native, else fp32; CPU: float32)",
+    )
+    warmup_ratio: float = option(
+        0.1, role=TRAINING, min=0, below=1, help="share of steps warming the lr up"
+    )
+    loss: str = option(
+        "bce",
+        role=TRAINING,
+        choices=tuple(LOSSES),
+        help="rankers.losses name (rpl needs graded or teacher scores)",
+    )
+    teacher: str | None = option(
+        None,
+        role=TRAINING,
+        help="ranker name or save() folder whose sigmoid(scores) are the targets (else qrels)",
+    )
+    train_batch_queries: int = option(
+        8,
+        role=TRAINING,
+        min=1,
+        help="candidate lists per step (split across processes under `accelerate launch`)",
+    )
+
+
+def list_config(ranker: Ranker) -> ListTrainingConfig:
+    """The ranker's config as the list trainer reads it; a clear error for a config that does not
+    declare the list-training options."""
+    cfg = ranker.config
+    if not isinstance(cfg, ListTrainingConfig):
+        raise RankerError(
+            f"{ranker.name}: the list trainer needs a config derived from ListTrainingConfig "
+            f"(rankers.listtrain), not {type(cfg).__name__}"
+        )
+    return cfg

@@ -1,0 +1,196 @@
+"""Cache keys follow the code a result depends on (issue 19 item 2): an edit recomputes what
+imports the edited file and nothing else, and new measures are computed from the stored run.
+
+The code the keys read is a copy of ``bench/`` and ``rankers/`` in ``tmp_path``
+(``provenance.package_folder`` points there), so the tests edit the copy, never the checkout.
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from toydata import write_toy_mteb
+
+from bench import provenance
+from bench.metrics import DEFAULT_MEASURES
+from bench.results import RUN_FILE
+from bench.runner import RunOptions, run
+from bench.selection import select_records
+
+Edit = Callable[[str], None]
+
+
+def _toy(tmp_path: Path, ranker: str, **fields: object) -> RunOptions:
+    data = tmp_path / "data"
+    if not (data / "toy").exists():
+        write_toy_mteb(data / "toy")
+    base: dict[str, object] = {"warmup": 1, "progress": False, "device": "cpu"}
+    return RunOptions(ranker=ranker, dataset="toy", data_dir=data, **{**base, **fields})
+
+
+@pytest.fixture()
+def edit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Edit:
+    """``edit("bench/plot.py")`` appends a comment line to that file of a copy of the code the
+    cache keys read; any per-process cache of the code is dropped, as a new process would."""
+    real = provenance.package_folder
+    copies = {name: tmp_path / "code" / name for name in provenance.CODE_PACKAGES}
+    for name, copy in copies.items():
+        shutil.copytree(real(name), copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(provenance, "package_folder", lambda n: copies.get(n) or real(n))
+
+    def apply(path: str) -> None:
+        top, rest = path.split("/", 1)
+        source = copies[top] / rest
+        assert source.is_file(), source
+        source.write_text(source.read_text() + "\n# edited by a test\n")
+        for value in list(vars(provenance).values()):
+            if callable(getattr(value, "cache_clear", None)):
+                value.cache_clear()
+
+    return apply
+
+
+@pytest.fixture()
+def configs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_bert: Path) -> Path:
+    """Settings files: monoBERT on labels, CROSS-JEM distilled from monoBERT, tiny BERT."""
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    for name, extra in (
+        ("monobert", "loss: bce"),
+        ("crossjem", "loss: listnet\n  teacher: monobert"),
+    ):
+        (folder / f"{name}.yaml").write_text(
+            f"default:\n  model: {tiny_bert}\n  epochs: 1\n  min_steps: 0\n  {extra}\n"
+            "datasets:\n  toy: {max_item_len: 8}\n"
+        )
+    monkeypatch.setattr("bench.runner.CONFIG_DIR", folder)
+    return folder
+
+
+def _entries(root: Path, kind: str, ranker: str) -> list[str]:
+    """The cache entries (trained models or runs) of ``ranker`` on the toy data."""
+    folder = root / kind / "toy" / ranker
+    if not folder.is_dir():
+        return []
+    return sorted(p.name for p in folder.iterdir() if re.fullmatch(r"(\w+-)?[0-9a-f]{12}", p.name))
+
+
+def test_editing_the_plot_module_reuses_a_cached_bm25_run(
+    tmp_path: Path, results_dir: Path, edit: Edit
+) -> None:
+    opts = _toy(tmp_path, "bm25")
+    first = run(opts)
+    for path in ("bench/plot.py", "bench/cli.py", "bench/tables.py", "rankers/monobert.py"):
+        edit(path)
+    again = run(opts)
+    assert again.path == first.path and again.created == first.created
+    # the readers agree: the record is current
+    assert select_records([first], opts.data_dir).records == [first]
+
+
+def test_editing_bm25_recomputes_bm25_but_reuses_dpr(
+    tmp_path: Path, results_dir: Path, edit: Edit, caplog: pytest.LogCaptureFixture
+) -> None:
+    bm25, dpr = _toy(tmp_path, "bm25"), _toy(tmp_path, "dpr")
+    first_bm25, first_dpr = run(bm25), run(dpr)
+    edit("rankers/bm25.py")
+    caplog.set_level(logging.INFO)
+    second_bm25, second_dpr = run(bm25), run(dpr)
+    assert second_bm25.path != first_bm25.path
+    assert second_bm25.key_parts["config"] == first_bm25.key_parts["config"]
+    assert f"code changed since {first_bm25.path} (rankers/bm25.py changed)" in caplog.text
+    assert second_dpr.path == first_dpr.path and second_dpr.created == first_dpr.created
+    kept = select_records([first_bm25, first_dpr], bm25.data_dir)
+    assert kept.records == [first_dpr] and kept.summary() is not None
+
+
+@pytest.mark.slow
+def test_editing_monobert_retrains_it_and_the_student_distilled_from_it(
+    tmp_path: Path, results_dir: Path, configs: Path, edit: Edit
+) -> None:
+    """A tiny teacher -> student setup: CROSS-JEM distilled from monoBERT. Editing
+    rankers/monobert.py retrains monoBERT and CROSS-JEM (whose key holds its teacher's) and
+    ranks again; the dev baseline (BM25) is reused."""
+    opts = _toy(tmp_path, "crossjem")
+    first = run(opts)
+    assert _entries(results_dir, "models", "monobert") and _entries(
+        results_dir, "models", "crossjem"
+    )
+    baselines = _entries(results_dir, "runs", "bm25")
+    assert len(baselines) == 1  # the dev baseline of both trainings, scored once
+    edit("rankers/monobert.py")
+    second = run(opts)
+    assert second.path != first.path
+    assert len(_entries(results_dir, "models", "monobert")) == 2
+    assert len(_entries(results_dir, "models", "crossjem")) == 2
+    assert second.training is not None and first.training is not None
+    assert second.training["teacher_key"] != first.training["teacher_key"]
+    # CROSS-JEM's own code did not change: only its teacher did
+    assert second.training["key_parts"]["code"] == first.training["key_parts"]["code"]
+    assert _entries(results_dir, "runs", "bm25") == baselines
+    # the readers agree: the student's first record is of other code (its teacher's)
+    assert select_records([first, second], opts.data_dir).records == [second]
+
+
+def test_a_new_measure_is_reported_for_a_cached_run_without_rescoring(
+    tmp_path: Path,
+    results_dir: Path,
+    edit: Edit,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    opts = _toy(tmp_path, "bm25")
+    first = run(opts)
+    assert first.path is not None
+    scores = (first.path / RUN_FILE).read_bytes()
+    # a measure added to bench/metrics.py: its source changes, and runs ask for it
+    edit("bench/metrics.py")
+    measures = (*DEFAULT_MEASURES, "nDCG@5")
+    # until it is evaluated again, its metrics are those of other code: readers leave it out
+    assert select_records([first], opts.data_dir).left_out == {"other code": [first]}
+
+    caplog.set_level(logging.INFO)
+    again = run(_toy(tmp_path, "bm25", measures=measures))
+    assert again.path == first.path
+    assert set(again.metrics) == set(measures)
+    assert {k: again.metrics[k] for k in first.metrics} == first.metrics
+    assert 0.0 < again.metrics["nDCG@5"] <= 1.0
+    # not scored again: the same run file, the same timings, the same creation time
+    assert (first.path / RUN_FILE).read_bytes() == scores
+    assert again.latency == first.latency and again.created == first.created
+    assert "evaluating" in caplog.text and "again from its run file" in caplog.text
+    assert set(next(iter(again.per_query().values()))) == set(measures)
+    assert select_records([again], opts.data_dir).records == [again]
+
+
+def test_rankers_import_training_only_modules_inside_functions() -> None:
+    """What :data:`bench.keys.TRAINING_ONLY_MODULES` promises: no ranker module imports them
+    at module level, so scoring a ranker never runs them."""
+    from bench.keys import TRAINING_ONLY_MODULES
+
+    folder = provenance.package_folder("rankers")
+    for path in sorted(folder.rglob("*.py")):
+        if path.stem in {m.rsplit(".", 1)[-1] for m in TRAINING_ONLY_MODULES}:
+            continue
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ImportFrom) and node.module in TRAINING_ONLY_MODULES:
+                raise AssertionError(f"{path} imports {node.module} at module level")
+
+
+def test_the_scoring_closure_leaves_out_the_cli_plots_measures_and_other_rankers() -> None:
+    from bench.keys import scoring_code, training_code
+
+    files = scoring_code("rankers.dense", Path("rankers/configs/dpr.yaml"))["files"]
+    assert {"rankers/dense.py", "bench/scoring.py", "bench/ranking.py"} <= set(files)
+    for absent in ("bench/cli.py", "bench/plot.py", "bench/tables.py", "bench/runner.py"):
+        assert absent not in files
+    assert "bench/metrics.py" not in files and "rankers/bm25.py" not in files
+    assert "rankers/monobert.py" not in files
+    trained = training_code("rankers.dense", Path("rankers/configs/dpr.yaml"))["files"]
+    # DPR mines its negatives with BM25 while it trains, and dev selects with the measures
+    assert {"rankers/bm25.py", "bench/metrics.py", "bench/fitting.py"} <= set(trained)

@@ -1,0 +1,150 @@
+"""A command is a plan of jobs, then one executor loop (issue 19 item 1): ``--plan`` lists the
+jobs, their keys, cached or to compute and why, and does no work."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from toydata import write_toy_mteb
+from typer.testing import CliRunner
+
+from bench.cli import app
+from bench.plan import CACHED, NOT_NEEDED, TO_COMPUTE, Executor, Job, Plan
+from bench.provenance import CodeScope, import_closure
+
+cli = CliRunner()
+
+
+def bench(*args: str) -> str:
+    result = cli.invoke(app, ["-q", *args])
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    return " ".join(result.output.split())
+
+
+@pytest.fixture()
+def toy(tmp_path: Path, results_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    write_toy_mteb(tmp_path / "data" / "toy")
+    monkeypatch.setenv("BENCH_DATA_DIR", str(tmp_path / "data"))
+    return results_dir
+
+
+@pytest.fixture()
+def configs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_bert: Path) -> Path:
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    for name, extra in (("monobert", "loss: bce"), ("crossjem", "teacher: monobert")):
+        (folder / f"{name}.yaml").write_text(
+            f"default:\n  model: {tiny_bert}\n  epochs: 1\n  min_steps: 0\n  {extra}\n"
+        )
+    monkeypatch.setattr("bench.runner.CONFIG_DIR", folder)
+    return folder
+
+
+def _rows(out: str) -> list[str]:
+    return [line for line in out.split("│") if line.strip()]
+
+
+def test_run_plan_lists_the_jobs_then_after_the_run_lists_them_cached(toy: Path) -> None:
+    out = bench("run", "-r", "bm25", "-d", "toy", "--plan")
+    assert "score bm25 on toy/test" in out.replace("│", "").replace("  ", " ")
+    assert "2 to compute; nothing was run" in out and "no entry with this config yet" in out
+    assert not list((toy / "runs").rglob("record.json"))  # no work done
+    bench("run", "-r", "bm25", "-d", "toy")
+    out = bench("run", "-r", "bm25", "-d", "toy", "--plan")
+    assert "to compute" not in out and "2 cached; nothing was run" in out
+
+
+def test_a_student_plan_lists_teacher_dev_baseline_training_and_scoring(
+    toy: Path, configs: Path
+) -> None:
+    out = bench("run", "-r", "crossjem", "-d", "toy", "--plan")
+    flat = out.replace("│", " ")
+    for job in (
+        "dev baseline bm25 on toy/dev",
+        "teacher monobert on toy/train",
+        "train crossjem on toy/train",
+        "score crossjem on toy/test",
+    ):
+        assert job in " ".join(flat.split()), job
+    # the dev baseline's score and evaluate jobs, the teacher, the training, score, evaluate
+    assert "6 to compute; nothing was run" in out
+    assert not (toy / "models").exists() or not list((toy / "models").rglob("training.json"))
+
+
+def test_a_plan_needs_only_what_a_job_to_compute_reads() -> None:
+    """A cached run needs no model; a model to train needs its teacher and baselines."""
+    ran: list[str] = []
+
+    def job(name: str, cached: bool, *deps: str) -> Job:
+        def run(inputs: object) -> str:
+            # like the real jobs: a job reads its inputs only when it computes
+            for dep in plan.jobs[name].deps if not plan.jobs[name].cached else ():
+                assert callable(inputs)
+                inputs(dep)
+            ran.append(name)
+            return name
+
+        return Job(id=name, kind="k", what=name, key=name, run=run, deps=deps, cached=cached)
+
+    plan = Plan()
+    plan.add(job("teacher", True))
+    plan.add(job("train", False, "teacher"))
+    plan.add(job("score", True, "train"))
+    plan.target(plan.add(job("evaluate", False, "score")))
+    status = {row["what"]: row["status"] for row in plan.rows()}
+    assert status == {
+        "teacher": CACHED,
+        "train": NOT_NEEDED,
+        "score": CACHED,
+        "evaluate": TO_COMPUTE,
+    }
+    assert Executor(plan).execute() == ["evaluate"]
+    assert ran == ["score", "evaluate"]
+
+    plan.jobs["score"].cached = False  # the run is not cached: the model is needed
+    ran.clear()
+    assert Executor(plan).execute() == ["evaluate"]
+    assert ran == ["teacher", "train", "score", "evaluate"]
+    # a job run on demand (a dev baseline) runs only when a job asks for it
+    plan.add(job("baseline", False))
+    plan.jobs["baseline"].on_demand = True
+    plan.jobs["train"].deps = ("teacher", "baseline")
+    ran.clear()
+    Executor(plan).execute()
+    assert ran == ["teacher", "baseline", "train", "score", "evaluate"]
+    plan.jobs["train"].deps = ("teacher",)
+    ran.clear()
+    Executor(plan).execute()
+    assert "baseline" not in ran
+    with pytest.raises(ValueError, match="not yet planned"):
+        Plan().add(job("x", False, "missing"))
+
+
+def test_no_job_imports_the_runner() -> None:
+    """The jobs (and the executor) never call back into bench.runner: no recursion."""
+    files = import_closure(CodeScope(("bench.scoring", "bench.fitting", "bench.plan")))
+    assert "bench/runner.py" not in files and "bench/cli.py" not in files
+
+
+def test_sweep_and_ablate_plans_do_no_work(toy: Path, configs: Path) -> None:
+    out = bench("sweep", "-r", "bm25", "-d", "toy", "--set", "k1=0.9,1.2", "--plan")
+    # two combinations, each ranked on test and dev: four score and four evaluate jobs
+    assert "8 to compute; nothing was run" in out
+    out = bench("ablate", "-d", "toy", "--what", "item-order", "--plan")
+    assert "train monobert on toy/train" in " ".join(out.replace("│", " ").split())
+    assert not list(toy.rglob("record.json")) and not list(toy.rglob("training.json"))
+
+
+def test_teachers_that_form_a_cycle_are_refused_before_any_work(
+    toy: Path, configs: Path, tiny_bert: Path
+) -> None:
+    """crossjem's teacher is monobert, whose settings file names crossjem: the plan says so."""
+    (configs / "monobert.yaml").write_text(
+        f"default:\n  model: {tiny_bert}\n  epochs: 1\n  teacher: crossjem\n"
+    )
+    result = cli.invoke(app, ["-q", "run", "-r", "crossjem", "-d", "toy", "--plan"])
+    assert result.exit_code == 2, result.output
+    assert "teachers form a cycle (monobert -> crossjem -> monobert)" in " ".join(
+        result.output.split()
+    )
