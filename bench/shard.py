@@ -93,3 +93,27 @@ def gather_to_main(local: Any, role: Role) -> list[Any] | None:
     received: list[Any] | None = [None] * role.world if role.main else None
     dist.gather_object(local, received, dst=0)
     return received
+
+
+def score_sharded(
+    items: Sequence[Any],
+    counts: Sequence[int],
+    score: Any,
+    role: Role | None = None,
+) -> list[Any] | None:
+    """Score ``items`` (one per query, ``counts`` candidates each) across the launch's processes.
+
+    ``score(shard_items) -> list`` scores one shard (it may be empty) and returns one result per
+    item. Every process scores its shard; the main process gets all results in the original
+    order, the others None. A scorer that raises on any rank fails on that rank; the launcher
+    then ends the others (the runner wiring that turns this into one line naming the rank is
+    not built yet, see the shard branch report).
+    """
+    role = role or current_role()
+    shards = assign_shards(counts, role.world)
+    mine = [items[index] for index in shards[role.rank]]
+    local = list(score(mine))
+    if len(local) != len(mine):
+        raise ValueError(f"rank {role.rank}: {len(local)} results for {len(mine)} queries")
+    parts = gather_to_main(local, role)
+    return merge_shards(shards, parts) if parts is not None else None

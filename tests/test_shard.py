@@ -7,7 +7,7 @@ import socket
 import pytest
 import torch.multiprocessing as mp
 
-from bench.shard import Role, assign_shards, gather_to_main, merge_shards
+from bench.shard import Role, assign_shards, gather_to_main, merge_shards, score_sharded
 
 
 def test_shards_balance_candidates_not_queries() -> None:
@@ -80,3 +80,35 @@ def test_two_gloo_processes_gather_on_the_main_one() -> None:
     )
     results = sorted((queue.get(timeout=30) for _ in range(2)), key=lambda r: r is None)
     assert results == [[0.0, 0.5, 1.0], None]
+
+
+def _sharded_worker(rank: int, world: int, port: int, queue: mp.Queue) -> None:
+    import torch.distributed as dist
+
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
+    )
+    try:
+        for items in (["a", "bb", "ccc"], ["only"]):  # the second leaves rank 1 no query
+            out = score_sharded(items, [len(x) for x in items], lambda xs: [x.upper() for x in xs])
+            queue.put((rank, out))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_sharded_scoring_matches_one_process_including_an_empty_shard() -> None:
+    one = [
+        score_sharded(
+            items, [len(x) for x in items], lambda xs: [x.upper() for x in xs], Role(0, 1)
+        )
+        for items in (["a", "bb", "ccc"], ["only"])
+    ]
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    mp.start_processes(
+        _sharded_worker, args=(2, _free_port(), queue), nprocs=2, start_method="spawn"
+    )
+    got = [queue.get(timeout=30) for _ in range(4)]
+    main = sorted(out for rank, out in got if rank == 0)
+    assert main == sorted(one) and one == [["A", "BB", "CCC"], ["ONLY"]]
+    assert [out for rank, out in got if rank == 1] == [None, None]
