@@ -10,7 +10,7 @@ divided by total measured time, never an average of per-call rates.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from itertools import pairwise
@@ -38,6 +38,12 @@ class LatencySummary:
     candidates_per_s: float
     device_mean_ms: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # the raw per-call values (issue 19 item 5), so records can be pooled and re-summarised
+    # (:func:`pool`); records written before these fields read them as empty
+    call_s: list[float] = field(default_factory=list)
+    call_queries: list[int] = field(default_factory=list)
+    call_candidates: list[int] = field(default_factory=list)
+    call_device_s: list[float] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -208,4 +214,45 @@ def summarise(
         candidates_per_s=n_candidates / total if total > 0 else float("inf"),
         device_mean_ms=float(np.sum(device_s) * 1000.0 / n_queries) if len(device_s) else None,
         extra=dict(extra),
+        call_s=[float(x) for x in call_s],
+        call_queries=[int(x) for x in queries],
+        call_candidates=[int(x) for x in candidates],
+        call_device_s=[float(x) for x in device_s],
     )
+
+
+def pool(summaries: Sequence[Mapping[str, Any]]) -> LatencySummary:
+    """One summary over the raw calls of several (``LatencySummary.to_dict()``) summaries, as if
+    one process had made all the calls in turn; a summary without raw values (a record written
+    before they were kept) is refused by name, since percentiles cannot be pooled."""
+    calls: list[float] = []
+    queries: list[int] = []
+    candidates: list[int] = []
+    device: list[float] = []
+    for index, summary in enumerate(summaries):
+        if not summary.get("call_s"):
+            raise ValueError(
+                f"summary {index} keeps no raw per-call timings (written before they were "
+                "kept); time it again to pool it"
+            )
+        calls += summary["call_s"]
+        queries += summary["call_queries"]
+        candidates += summary["call_candidates"]
+        device += summary.get("call_device_s") or []
+    return summarise(calls, queries, candidates, device if len(device) == len(calls) else ())
+
+
+def aggregate_throughput(summaries: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Pairs/s and queries/s of processes that ran *at the same time* (throughput mode,
+    issue 20 item 5): all their work over the longest process's wall time."""
+    if not summaries:
+        raise ValueError("no per-process summaries to aggregate")
+    wall = max(float(summary["total_s"]) for summary in summaries)
+    pairs = sum(int(summary["candidates"]) for summary in summaries)
+    n_queries = sum(int(summary["queries"]) for summary in summaries)
+    return {
+        "processes": float(len(summaries)),
+        "wall_s": wall,
+        "candidates_per_s": pairs / wall if wall > 0 else float("inf"),
+        "queries_per_s": n_queries / wall if wall > 0 else float("inf"),
+    }

@@ -1,0 +1,62 @@
+"""Raw per-call timings kept in latency summaries; pooling and throughput over processes
+(issue 19 item 5, issue 20 item 5)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.latency.records import LatencyRow
+from bench.latency.tracker import aggregate_throughput, pool, summarise
+
+
+def test_summary_keeps_raw_calls() -> None:
+    out = summarise([0.1, 0.4], [1, 2], [10, 20]).to_dict()
+    assert out["call_s"] == [0.1, 0.4]
+    assert out["call_queries"] == [1, 2]
+    assert out["call_candidates"] == [10, 20]
+    assert out["call_device_s"] == []
+
+
+def test_pooling_two_records_equals_summarising_all_calls() -> None:
+    a = summarise([0.1, 0.3], [1, 1], [10, 10]).to_dict()
+    b = summarise([0.2, 0.6, 0.5], [1, 2, 1], [10, 20, 10]).to_dict()
+    pooled = pool([a, b])
+    whole = summarise([0.1, 0.3, 0.2, 0.6, 0.5], [1, 1, 1, 2, 1], [10, 10, 10, 20, 10])
+    assert pooled == whole
+    assert pooled.p50_ms == pytest.approx(300.0)  # per query: 100, 300, 200, 300, 500
+    assert pooled.calls == 5 and pooled.candidates == 60
+
+
+def test_a_record_without_raw_values_still_reads_but_cannot_be_pooled() -> None:
+    old = summarise([0.1], [1], [10]).to_dict()
+    for key in ("call_s", "call_queries", "call_candidates", "call_device_s"):
+        del old[key]
+    row = LatencyRow.from_json(
+        {
+            "label": "x",
+            "ranker": "bm25",
+            "column": "bm25",
+            "family": "lexical",
+            "n": 10,
+            "batch_queries": 1,
+            "options": {},
+            "weights": "",
+            "dtype": "float32",
+            "latency": old,
+        }
+    )
+    assert row.latency["p50_ms"] == pytest.approx(100.0)
+    with pytest.raises(ValueError, match="summary 0 keeps no raw per-call timings"):
+        pool([row.latency])
+
+
+def test_throughput_of_concurrent_processes_is_all_pairs_over_the_longest_wall_time() -> None:
+    a = summarise([1.0, 1.0], [1, 1], [100, 100]).to_dict()  # 200 pairs in 2 s
+    b = summarise([1.0, 1.5], [1, 1], [100, 100]).to_dict()  # 200 pairs in 2.5 s
+    out = aggregate_throughput([a, b])
+    assert out == {
+        "processes": 2.0,
+        "wall_s": 2.5,
+        "candidates_per_s": 160.0,
+        "queries_per_s": 1.6,
+    }

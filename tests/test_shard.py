@@ -1,0 +1,114 @@
+"""Shard assignment balanced by candidate count and the gather (issue 20 items 1-2)."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+import torch.multiprocessing as mp
+
+from bench.shard import Role, assign_shards, gather_to_main, merge_shards, score_sharded
+
+
+def test_shards_balance_candidates_not_queries() -> None:
+    # one big query (10 pairs) against four small ones: the big one alone on rank 0
+    assert assign_shards([1, 10, 2, 3, 4], 2) == [[1], [0, 2, 3, 4]]
+
+
+def test_ties_go_to_the_earlier_query_and_the_lowest_rank() -> None:
+    assert assign_shards([5, 5, 5, 5], 2) == [[0, 2], [1, 3]]
+    assert assign_shards([3, 3, 3], 3) == [[0], [1], [2]]
+
+
+def test_more_processes_than_queries_leaves_a_shard_empty() -> None:
+    assert assign_shards([7], 2) == [[0], []]
+    assert assign_shards([], 3) == [[], [], []]
+
+
+def test_one_process_gets_everything_in_order() -> None:
+    assert assign_shards([4, 1, 9], 1) == [[0, 1, 2]]
+
+
+def test_bad_process_count_is_refused() -> None:
+    with pytest.raises(ValueError, match="processes must be at least 1, got 0"):
+        assign_shards([1], 0)
+
+
+def test_merge_restores_query_order() -> None:
+    shards = assign_shards([1, 10, 2, 3, 4], 2)
+    parts = [[f"q{index}" for index in shard] for shard in shards]
+    assert merge_shards(shards, parts) == ["q0", "q1", "q2", "q3", "q4"]
+
+
+def test_merge_refuses_a_short_part() -> None:
+    with pytest.raises(ValueError, match="rank 1 returned 1 results for 2 queries"):
+        merge_shards([[0], [1, 2]], [["a"], ["b"]])
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _gather_worker(rank: int, world: int, port: int, queue: mp.Queue) -> None:
+    import torch.distributed as dist
+
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
+    )
+    try:
+        counts = [3, 1, 2]
+        shards = assign_shards(counts, world)
+        local = [float(index) * 0.5 for index in shards[rank]]
+        parts = gather_to_main(local, Role(rank, world))
+        if rank == 0:
+            assert parts is not None
+            queue.put(merge_shards(shards, parts))
+        else:
+            queue.put(parts)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_two_gloo_processes_gather_on_the_main_one() -> None:
+    # 2 ranks, 3 queries: rank 0 gets query 0 (3 pairs), rank 1 queries 1 and 2 (1 + 2 pairs)
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    mp.start_processes(
+        _gather_worker, args=(2, _free_port(), queue), nprocs=2, start_method="spawn"
+    )
+    results = sorted((queue.get(timeout=30) for _ in range(2)), key=lambda r: r is None)
+    assert results == [[0.0, 0.5, 1.0], None]
+
+
+def _sharded_worker(rank: int, world: int, port: int, queue: mp.Queue) -> None:
+    import torch.distributed as dist
+
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
+    )
+    try:
+        for items in (["a", "bb", "ccc"], ["only"]):  # the second leaves rank 1 no query
+            out = score_sharded(items, [len(x) for x in items], lambda xs: [x.upper() for x in xs])
+            queue.put((rank, out))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_sharded_scoring_matches_one_process_including_an_empty_shard() -> None:
+    one = [
+        score_sharded(
+            items, [len(x) for x in items], lambda xs: [x.upper() for x in xs], Role(0, 1)
+        )
+        for items in (["a", "bb", "ccc"], ["only"])
+    ]
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    mp.start_processes(
+        _sharded_worker, args=(2, _free_port(), queue), nprocs=2, start_method="spawn"
+    )
+    got = [queue.get(timeout=30) for _ in range(4)]
+    main = sorted(out for rank, out in got if rank == 0)
+    assert main == sorted(one) and one == [["A", "BB", "CCC"], ["ONLY"]]
+    assert [out for rank, out in got if rank == 1] == [None, None]
