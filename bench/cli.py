@@ -188,18 +188,47 @@ def _print(parts: list[Any]) -> None:
 
 
 # -- datasets ------------------------------------------------------------------------------------
-@app.command()
+datasets_app = typer.Typer(no_args_is_help=False, rich_markup_mode="markdown")
+app.add_typer(datasets_app, name="datasets")
+
+
+@datasets_app.callback(invoke_without_command=True)
 @_friendly_errors
 def datasets(
+    ctx: typer.Context,
     data_dir: DataDir = None,
     wordpiece: Annotated[
         bool, typer.Option(help="Also count WordPiece tokens (MiniLM-L6 tokenizer).")
     ] = True,
 ) -> None:
-    """List datasets under the data root with split sizes, candidates per query and lengths."""
+    """List datasets under the data root with split sizes, candidates per query and lengths
+    (`bench datasets synth` writes a synthetic one)."""
+    if ctx.invoked_subcommand is not None:
+        return
     from bench.reports import datasets_table, wordpiece_tokenizer
 
     console.print(datasets_table(data_dir, wordpiece_tokenizer() if wordpiece else None))
+
+
+@datasets_app.command("synth")
+@_friendly_errors
+def datasets_synth(
+    out: Annotated[Path, typer.Option(help="New folder to write (its name is the dataset's).")],
+    queries: Annotated[int, typer.Option(help="Queries.")] = 100,
+    items: Annotated[int, typer.Option(help="Candidates per query (N).")] = 100,
+    collection: Annotated[int, typer.Option(help="Items in the collection (M >= N).")] = 10_000,
+    layout: Annotated[str, typer.Option(help="trec or mteb.")] = "trec",
+    length: Annotated[
+        str, typer.Option(help="titles (semeval16b lengths) or sentences (wikiqa lengths).")
+    ] = "titles",
+    seed: Annotated[int, typer.Option(help="Seed: the same seed writes the same files.")] = 0,
+) -> None:
+    """Write a synthetic data set (TREC or MTEB layout, with a card) for measuring cost as the
+    work grows, offline; its texts are pseudo-words, so quality figures on it mean nothing."""
+    from bench.data.synth import SynthSpec, write_synth
+
+    spec = SynthSpec(queries, items, collection, layout, length, seed)
+    typer.echo(f"wrote {write_synth(spec, out)}")
 
 
 # -- rankers -------------------------------------------------------------------------------------
