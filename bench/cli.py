@@ -641,11 +641,27 @@ def plot(
         int | None, typer.Option(min=1, help="With --use-benchmark: the N to take.")
     ] = None,
     all_records: AllRecords = False,
+    growth: Annotated[
+        bool,
+        typer.Option(
+            help="Instead: latency against N for every ranker, from `bench latency` records "
+            "(one line per column, log-log), and the table of it."
+        ),
+    ] = False,
     data_dir: DataDir = None,
     results_dir: ResultsDir = None,
 ) -> None:
-    """Accuracy against p50 latency for every ranker with results; Pareto front marked."""
+    """Accuracy against p50 latency for every ranker with results; Pareto front marked (or,
+    with --growth, latency against N)."""
     from bench.plot import pareto_front, plot_dataset
+
+    if growth:
+        from bench.plot_growth import growth_table, plot_latency_growth
+
+        grown, series = plot_latency_growth(dataset, split, out=out, results_dir=results_dir)
+        typer.echo(growth_table(series))
+        console.print(f"wrote {grown} ({len(series)} columns)")
+        return
 
     path, points = plot_dataset(
         dataset,
