@@ -41,7 +41,7 @@ def slope(points: dict[int, float]) -> float | None:
     mx = sum(x for x, _ in pairs) / len(pairs)
     my = sum(y for _, y in pairs) / len(pairs)
     sxx = sum((x - mx) ** 2 for x, _ in pairs)
-    return 1.0
+    return sum((x - mx) * (y - my) for x, y in pairs) / sxx if sxx else None
 
 
 def growth_table(series: Series, stat: str = "p50_ms") -> str:
