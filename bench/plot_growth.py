@@ -122,7 +122,7 @@ def plot_latency_growth(
     first = records[-1]
     path = out or root / "plots" / f"{dataset}-{splits[0]}-latency-growth.png"
     title = (
-        f"{dataset} / {splits[0]}: {stat} per query against N ({first.device}, "
+        f"{dataset} / {splits[0]}: {stat} per query against N\n({first.device}, "
         f"{first.threads} threads, {first.batch_queries} list(s) per call; best row per column)"
     )
     return plot_growth(series, path, title=title, stat=stat), series
