@@ -9,8 +9,10 @@ another's:
   with offsets, filled chunk by chunk);
 * ``padded``: :class:`rankers.tokens.PaddedItemTokens`, the padded store it replaced (the test
   oracle), for comparison;
-* ``bm25``: :class:`rankers.bm25.BM25Index` (rank-bm25 Okapi: one Python dict of term counts
-  per item), what BM25 and the latency benchmark's first stage index.
+* ``bm25``: :class:`rankers.bm25.BM25Index`, what BM25 and the latency benchmark's first stage
+  index (postings in flat arrays);
+* ``rank-bm25``: rank-bm25's ``BM25Okapi`` (one Python dict of term counts per item), the index
+  it replaced (the test oracle), for comparison.
 
 Each process reports the wall time of the indexing call, the peak resident memory it added
 (``ru_maxrss`` after minus before: texts and tokenizer are loaded first), and, in a second
@@ -41,7 +43,7 @@ from bench.settings import results_root
 
 log = logging.getLogger(__name__)
 
-STORES = ("flat", "padded", "bm25")
+STORES = ("flat", "padded", "bm25", "rank-bm25")
 
 
 def _maxrss_mb() -> float:
@@ -68,6 +70,12 @@ def _build(store: str, texts: list[str], max_len: int) -> tuple[Any, Any]:
 
         collection = {f"d{i}": t for i, t in enumerate(texts)}
         return (lambda: BM25Index(collection)), None
+    if store == "rank-bm25":
+        from rank_bm25 import BM25Okapi
+
+        from rankers.bm25 import tokenize
+
+        return (lambda: BM25Okapi([tokenize(t) or ["\x00"] for t in texts], k1=0.9, b=0.4)), None
     from transformers import AutoTokenizer
 
     from rankers.models import resolve_model
@@ -79,7 +87,7 @@ def _build(store: str, texts: list[str], max_len: int) -> tuple[Any, Any]:
 
 
 def _held(store: str, obj: Any) -> dict[str, Any]:
-    """What a token store holds after indexing: array bytes and held tokens."""
+    """What a store holds after indexing: array bytes and held tokens (rank-bm25: unknown)."""
     if store == "flat":
         return {"array_bytes": obj.nbytes, "tokens": int(obj.ids.size)}
     if store == "padded":
@@ -87,6 +95,8 @@ def _held(store: str, obj: Any) -> dict[str, Any]:
         nbytes = sum(getattr(arrays, f).nbytes for f in ("ids", "lens", "distinct", "first"))
         nbytes += arrays.n_distinct.nbytes
         return {"array_bytes": nbytes, "tokens": int(arrays.lens.sum())}
+    if store == "bm25":
+        return {"array_bytes": obj.nbytes, "tokens": int(obj.doc_len.sum())}
     return {}
 
 
@@ -118,7 +128,7 @@ def measure_one(collection: Path, items: int, store: str, max_len: int, trace: b
         out["traced_peak_mb"] = peak / 2**20
         out["traced_held_mb"] = current / 2**20
     out["peak_added_mb"] = out["maxrss_after_mb"] - before
-    out.update(_held(store, obj))
+    out.update(_held(store, built if obj is None else obj))
     del built
     return out
 
@@ -155,7 +165,7 @@ def table(rows: list[dict[str, Any]]) -> str:
         t = traced.get(key, {})
         tokens = f"{r['tokens']:,}" if "tokens" in r else "-"
         out.append(
-            f"| {r['items']:,} | {r['store']} | {r['seconds']:.1f} | {r['peak_added_mb']:,.0f} | "
+            f"| {r['items']:,} | {r['store']} | {r['seconds']:.2f} | {r['peak_added_mb']:,.0f} | "
             f"{t.get('traced_peak_mb', float('nan')):,.0f} | "
             f"{t.get('traced_held_mb', float('nan')):,.0f} | {tokens} | "
             f"{r['load_before'][0]:.2f} |"
