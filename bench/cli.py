@@ -222,12 +222,25 @@ def datasets_synth(
         str, typer.Option(help="titles (semeval16b lengths) or sentences (wikiqa lengths).")
     ] = "titles",
     seed: Annotated[int, typer.Option(help="Seed: the same seed writes the same files.")] = 0,
+    vocab: Annotated[
+        str,
+        typer.Option(
+            help="Words: pseudo (syllables, no file), wordpiece (MiniLM-L6's vocab.txt: one "
+            "WordPiece token per word) or a word-list file, most frequent first."
+        ),
+    ] = "pseudo",
 ) -> None:
     """Write a synthetic data set (TREC or MTEB layout, with a card) for measuring cost as the
     work grows, offline; its texts are pseudo-words, so quality figures on it mean nothing."""
     from bench.data.synth import SynthSpec, write_synth
 
-    spec = SynthSpec(queries, items, collection, layout, length, seed)
+    if vocab == "wordpiece":
+        from rankers.models import resolve_model
+
+        vocab = str(Path(resolve_model("minilm-l6").path) / "vocab.txt")
+    spec = SynthSpec(
+        queries, items, collection, layout, length, seed, "" if vocab == "pseudo" else vocab
+    )
     typer.echo(f"wrote {write_synth(spec, out)}")
 
 

@@ -7,11 +7,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from bench.cli import app
 from bench.data import DatasetError, load_split
-from bench.data.synth import LENGTHS, TARGETS, SynthSpec, generate, vocabulary, write_synth
+from bench.data.synth import (
+    LENGTHS,
+    TARGETS,
+    SynthSpec,
+    generate,
+    load_vocabulary,
+    vocabulary,
+    write_synth,
+)
 
 
 def _files(folder: Path) -> dict[str, bytes]:
@@ -108,9 +117,39 @@ def test_cli_writes_refuses_bad_values_and_never_overwrites(tmp_path: Path) -> N
     assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["card.yaml", "test.jsonl"]
     before = _files(tmp_path / "s")
     again = runner.invoke(app, [*base, "--seed", "1", "--out", str(tmp_path / "s")])
-    assert again.exit_code == 2 and "--out" in again.output and "not an empty folder" in again.output
+    assert (
+        again.exit_code == 2 and "--out" in again.output and "not an empty folder" in again.output
+    )
     assert _files(tmp_path / "s") == before
     bad = runner.invoke(app, [*base[:-1], "3", "--out", str(tmp_path / "t")])
     assert bad.exit_code == 2 and "--items 6 exceeds --collection 3" in bad.output
     assert not (tmp_path / "t").exists()
     assert list(tmp_path.iterdir()) == [tmp_path / "s"]  # no temporary folder left behind
+
+
+def _word_list(path: Path, n: int) -> Path:
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    words = [letters[i // 26 % 26] + letters[i % 26] + letters[i // 676 % 26] for i in range(n)]
+    path.write_text("[PAD]\n##ing\n7\nx\nThe\n" + "\n".join(words) + "\naaa\n")
+    return path
+
+
+def test_vocab_file_words_in_file_order_deterministic(tmp_path: Path) -> None:
+    vocab = _word_list(tmp_path / "vocab.txt", 1200)
+    words = load_vocabulary(vocab)
+    # special tokens, continuations, digits, single letters, capitals and repeats left out
+    assert len(words) == 1200 and words[:3] == ["aaa", "aba", "aca"]
+    spec = SynthSpec(5, 10, 200, seed=4, vocab=str(vocab))
+    data = generate(spec)
+    assert {w for t in data.items for w in t.split()} <= set(words)
+    assert generate(spec).items == data.items
+    card = yaml.safe_load((write_synth(spec, tmp_path / "v") / "card.yaml").read_text())
+    assert "items of words of vocab.txt (sha256" in card["description"]
+    assert f"--vocab {vocab} --out v" in card["source"]
+
+
+def test_vocab_file_too_short_or_missing_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(DatasetError, match=r"--vocab .*short.txt: 999 usable words"):
+        generate(SynthSpec(1, 1, 10, vocab=str(_word_list(tmp_path / "short.txt", 999))))
+    with pytest.raises(DatasetError, match=r"--vocab .*nothing.txt: .*cannot read"):
+        generate(SynthSpec(1, 1, 10, vocab=str(tmp_path / "nothing.txt")))

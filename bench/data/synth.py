@@ -9,19 +9,24 @@ short-text sets this harness ships with:
 * ``titles``: word counts of SemEval-2016 3B question subjects (``semeval16b``);
 * ``sentences``: word counts of WikiQA answer sentences (``wikiqa``, cut at 40 tokens upstream).
 
-Words are pseudo-words (syllables) drawn from a Zipfian vocabulary with the exponent fitted on
-the same set. Each query is written from one collection item (its grade-2 judgement): about half
-its words are taken from that item, the rest drawn from the vocabulary; other candidates sharing
-at least two of the query's non-common words are judged grade 1, the rest grade 0 (binary in
-the MTEB layout: grade >= 1 is positive). The first-stage run orders each query's N candidates by
-their word overlap with the query plus Gaussian noise, so BM25 and the metrics are defined and
-non-trivial, but the texts mean nothing: figures on this data measure cost, never quality.
+Words are drawn from a Zipfian vocabulary with the exponent fitted on the same set: pseudo-words
+(syllables; no file needed, but WordPiece cuts most of them in two or more pieces, so items have
+about twice as many WordPiece tokens as words, and lists share more pieces than real ones do), or
+the words of a word list (``--vocab``, e.g. MiniLM's ``vocab.txt``: one WordPiece token per
+word, in the vocabulary's own frequency order). Each query is written from one collection item
+(its grade-2 judgement): about half its words are taken from that item, the rest drawn from the
+vocabulary; other candidates sharing at least two of the query's non-common words are judged
+grade 1, the rest grade 0 (binary in the MTEB layout: grade >= 1 is positive). The first-stage
+run orders each query's N candidates by their word overlap with the query plus Gaussian noise,
+so BM25 and the metrics are defined and non-trivial, but the texts mean nothing: figures on this
+data measure cost, never quality.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import shutil
 import tempfile
 from dataclasses import asdict, dataclass
@@ -32,7 +37,7 @@ import yaml
 
 from bench.data import mteb, trec
 from bench.data.cards import CARD_FILE
-from bench.data.files import DatasetError
+from bench.data.files import DatasetError, read_text, sha256_16
 from bench.results import current_umask
 
 log = logging.getLogger(__name__)
@@ -99,6 +104,7 @@ OVERLAP = 0.5
 RUN_NAME = "run.synth.trec"
 _ONSETS = [*"bdfghklmnprstvz", "ch", "st", "tr", "br", "pl"]
 _VOWELS = ["a", "e", "i", "o", "u", "ai", "ou"]
+_WORD = re.compile(r"[a-z]{2,}")
 
 
 @dataclass(frozen=True)
@@ -111,6 +117,9 @@ class SynthSpec:
     layout: str = trec.LAYOUT
     length: str = "titles"
     seed: int = 0
+    #: a word list (one per line, most frequent first, e.g. a BERT ``vocab.txt``) instead of
+    #: pseudo-words; "" for pseudo-words
+    vocab: str = ""
 
     def check(self) -> None:
         """A DatasetError naming the option for any value that cannot make a data set."""
@@ -137,6 +146,31 @@ class SynthSpec:
             raise DatasetError(f"--length must be one of {', '.join(LENGTHS)}, got {self.length!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise DatasetError(f"--seed must be a whole number >= 0, got {self.seed!r}")
+        if self.vocab:
+            load_vocabulary(Path(self.vocab))
+
+
+#: fewest words a --vocab file must give (a Zipfian vocabulary needs a long tail)
+MIN_WORDS = 1000
+
+
+def load_vocabulary(path: Path) -> list[str]:
+    """The words of a word list, in file order (rank 1 first): lines that are lower-case
+    alphabetic words of two letters or more, each once. A BERT WordPiece ``vocab.txt`` lists its
+    whole words roughly by corpus frequency after its special tokens and characters, which this
+    keeps (``[PAD]``, ``##ing``, digits and single characters are dropped), so every word is one
+    WordPiece token of that tokenizer, as most words of real titles are."""
+    try:
+        lines = read_text(path).splitlines()
+    except DatasetError as exc:
+        raise DatasetError(f"--vocab {path}: {exc}") from exc
+    words = list(dict.fromkeys(w.strip() for w in lines if w.strip()))
+    if len(words) < MIN_WORDS:
+        raise DatasetError(
+            f"--vocab {path}: {len(words)} usable words (lower-case letters, two or more), need "
+            f"at least {MIN_WORDS}; give a word list such as a BERT vocab.txt"
+        )
+    return words
 
 
 def vocabulary(size: int = VOCAB) -> list[str]:
@@ -186,8 +220,10 @@ def generate(spec: SynthSpec) -> SynthData:
     spec.check()
     model = LENGTHS[spec.length]
     rng = np.random.default_rng(spec.seed)
-    words = np.array(vocabulary(), dtype=object)
-    cdf = _zipf_cdf(VOCAB, model.zipf)
+    words = np.array(
+        load_vocabulary(Path(spec.vocab)) if spec.vocab else vocabulary(), dtype=object
+    )
+    cdf = _zipf_cdf(len(words), model.zipf)
     item_ids = _word_ids(rng, cdf, model.item.sample(rng, spec.collection))
     items = [" ".join(words[ids]) for ids in item_ids]
     # the MTEB layout names a text by its hash: a repeated text would merge two candidates
@@ -228,11 +264,16 @@ def generate(spec: SynthSpec) -> SynthData:
 
 def _card(spec: SynthSpec, name: str) -> str:
     options = " ".join(
-        f"--{k} {v}" for k, v in asdict(spec).items() if k not in ("layout", "length", "seed")
+        f"--{k} {v}" for k, v in asdict(spec).items() if k in ("queries", "items", "collection")
     )
     command = (
         f"bench datasets synth {options} --layout {spec.layout} --length {spec.length} "
-        f"--seed {spec.seed} --out {name}"
+        f"--seed {spec.seed}" + (f" --vocab {spec.vocab}" if spec.vocab else "") + f" --out {name}"
+    )
+    words = (
+        f"words of {Path(spec.vocab).name} (sha256 {sha256_16(Path(spec.vocab).read_bytes())})"
+        if spec.vocab
+        else "pseudo-words"
     )
     card = {
         "name": name,
@@ -241,7 +282,7 @@ def _card(spec: SynthSpec, name: str) -> str:
         "default_split": "test",
         "description": (
             f"Synthetic {spec.length}: {spec.queries} queries x {spec.items} candidates from a "
-            f"collection of {spec.collection} pseudo-word items (seed {spec.seed}); lengths "
+            f"collection of {spec.collection} items of {words} (seed {spec.seed}); lengths "
             "and Zipf exponent fitted on semeval16b (titles) or wikiqa (sentences). For "
             "measuring cost; its texts mean nothing, so its quality figures mean nothing."
         ),
