@@ -164,7 +164,7 @@ def load_vocabulary(path: Path) -> list[str]:
         lines = read_text(path).splitlines()
     except DatasetError as exc:
         raise DatasetError(f"--vocab {path}: {exc}") from exc
-    words = list(dict.fromkeys(w.strip() for w in lines if w.strip()))
+    words = list(dict.fromkeys(w.strip() for w in lines if _WORD.fullmatch(w.strip())))
     if len(words) < MIN_WORDS:
         raise DatasetError(
             f"--vocab {path}: {len(words)} usable words (lower-case letters, two or more), need "
