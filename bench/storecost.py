@@ -34,7 +34,7 @@ import subprocess
 import sys
 import time
 import tracemalloc
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     rows = measure(args.collection, sizes, stores, args.max_len)
-    created = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    created = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
     record = {
         "kind": "token-store-cost",
         "created": created,
