@@ -78,18 +78,60 @@ def _main(
 
 
 # -- datasets ------------------------------------------------------------------------------------
-@app.command()
+datasets_app = typer.Typer(no_args_is_help=False, rich_markup_mode="markdown")
+app.add_typer(datasets_app, name="datasets")
+
+
+@datasets_app.callback(invoke_without_command=True)
 @friendly_errors
 def datasets(
+    ctx: typer.Context,
     data_dir: DataDir = None,
     wordpiece: Annotated[
         bool, typer.Option(help="Also count WordPiece tokens (MiniLM-L6 tokenizer).")
     ] = True,
 ) -> None:
-    """List datasets under the data root with split sizes, candidates per query and lengths."""
+    """List datasets under the data root with split sizes, candidates per query and lengths
+    (`bench datasets synth` writes a synthetic one)."""
+    if ctx.invoked_subcommand is not None:
+        return
     from bench.reports import datasets_table, wordpiece_tokenizer
 
     console.print(datasets_table(data_dir, wordpiece_tokenizer() if wordpiece else None))
+
+
+@datasets_app.command("synth")
+@friendly_errors
+def datasets_synth(
+    out: Annotated[Path, typer.Option(help="New folder to write (its name is the dataset's).")],
+    queries: Annotated[int, typer.Option(help="Queries.")] = 100,
+    items: Annotated[int, typer.Option(help="Candidates per query (N).")] = 100,
+    collection: Annotated[int, typer.Option(help="Items in the collection (M >= N).")] = 10_000,
+    layout: Annotated[str, typer.Option(help="trec or mteb.")] = "trec",
+    length: Annotated[
+        str, typer.Option(help="titles (semeval16b lengths) or sentences (wikiqa lengths).")
+    ] = "titles",
+    seed: Annotated[int, typer.Option(help="Seed: the same seed writes the same files.")] = 0,
+    vocab: Annotated[
+        str,
+        typer.Option(
+            help="Words: pseudo (syllables, no file), wordpiece (MiniLM-L6's vocab.txt: one "
+            "WordPiece token per word) or a word-list file, most frequent first."
+        ),
+    ] = "pseudo",
+) -> None:
+    """Write a synthetic data set (TREC or MTEB layout, with a card) for measuring cost as the
+    work grows, offline; its texts are pseudo-words, so quality figures on it mean nothing."""
+    from bench.data.synth import SynthSpec, write_synth
+
+    if vocab == "wordpiece":
+        from rankers.models import resolve_model
+
+        vocab = str(Path(resolve_model("minilm-l6").path) / "vocab.txt")
+    spec = SynthSpec(
+        queries, items, collection, layout, length, seed, "" if vocab == "pseudo" else vocab
+    )
+    typer.echo(f"wrote {write_synth(spec, out)}")
 
 
 # -- rankers -------------------------------------------------------------------------------------
@@ -511,11 +553,27 @@ def plot(
         int | None, typer.Option(min=1, help="With --use-benchmark: the N to take.")
     ] = None,
     all_records: AllRecords = False,
+    growth: Annotated[
+        bool,
+        typer.Option(
+            help="Instead: latency against N for every ranker, from `bench latency` records "
+            "(one line per column, log-log), and the table of it."
+        ),
+    ] = False,
     data_dir: DataDir = None,
     results_dir: ResultsDir = None,
 ) -> None:
-    """Accuracy against p50 latency for every ranker with results; Pareto front marked."""
+    """Accuracy against p50 latency for every ranker with results; Pareto front marked (or,
+    with --growth, latency against N)."""
     from bench.plot import pareto_front, plot_dataset
+
+    if growth:
+        from bench.plot_growth import growth_table, plot_latency_growth
+
+        grown, series = plot_latency_growth(dataset, split, out=out, results_dir=results_dir)
+        typer.echo(growth_table(series))
+        console.print(f"wrote {grown} ({len(series)} columns)")
+        return
 
     path, points = plot_dataset(
         dataset,

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bench.results import ResultRecord
 from bench.selection import newest_per_row
@@ -112,6 +112,19 @@ def accuracy_latency_points(
     return points
 
 
+def pyplot() -> Any:
+    """matplotlib.pyplot on the Agg backend (no display needed), or an ImportError saying how
+    to install the optional extra."""
+    try:
+        import matplotlib
+    except ImportError as exc:
+        raise ImportError("plots need matplotlib: pip install 'crossjem-bench[plot]'") from exc
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def plot_accuracy_latency(
     points: Sequence[Point], path: Path, *, metric: str, title: str = ""
 ) -> Path:
@@ -119,12 +132,7 @@ def plot_accuracy_latency(
     are long), the Pareto front joined and ringed."""
     if not points:
         raise ValueError("nothing to plot: no record has both the metric and a p50 latency")
-    try:
-        import matplotlib
-    except ImportError as exc:
-        raise ImportError("plots need matplotlib: pip install 'crossjem-bench[plot]'") from exc
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     front = pareto_front(points)
     # long row labels (options, fine-tuning) do not fit beside a point: number them instead

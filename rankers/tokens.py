@@ -6,19 +6,26 @@ item of ``index()`` once, so scoring only tokenises the query and gathers item r
 not seen are tokenised at lookup time (and not kept), so a store never changes scores: looked-up
 ids are exactly what the tokenizer gives, in both modes.
 
-Everything is held in padded int64 matrices (pad ``-1``), so a list's items are gathered with one
-fancy index instead of a Python loop over tokens:
+Lookups return padded int64 matrices (pad ``-1``), so a list's items are gathered with one fancy
+index instead of a Python loop over tokens:
 
 * ``ids``: the item's WordPiece ids in text order, cut to ``max_len``;
 * ``distinct``: its distinct ids sorted ascending (what CROSS-JEM's union and pooling use), with
   ``first``: the position in the item of each one's first occurrence (CROSS-JEM item positions).
+
+The store itself holds no Python object per token and no padding (issue 20: a collection of 10^6
+items): flat int32 arrays of every item's ids and of its distinct ids and first positions, with
+int64 offsets per item, filled chunk by chunk so that the tokenizer's Python lists exist for one
+chunk at a time. The one Python object per item is the text -> row dictionary. The simple padded
+store it replaced, :class:`PaddedItemTokens`, is kept as the test oracle: both give the same
+arrays for every lookup.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -77,8 +84,35 @@ def distinct_sorted(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return distinct, first, keep.sum(axis=1)
 
 
-class ItemTokens:
-    """WordPiece ids of items (no special tokens, cut to ``max_len``), kept per text."""
+def tokenise_items(tokenizer: Any, texts: Sequence[str], max_len: int) -> ItemArrays:
+    """Arrays of ``texts`` (no special tokens, each cut to ``max_len``), one tokenizer call."""
+    if texts:
+        enc = tokenizer(list(texts), add_special_tokens=False, truncation=True, max_length=max_len)
+        rows = enc["input_ids"]
+    else:
+        rows = []
+    ids, lens = pad_ragged(rows, max_len)
+    distinct, first, n_distinct = distinct_sorted(ids)
+    return ItemArrays(ids, lens, distinct, first, n_distinct)
+
+
+def _with_misses(
+    held: ItemArrays,
+    missing: np.ndarray,
+    texts: Sequence[str],
+    tokenise: Callable[[Sequence[str]], ItemArrays],
+) -> ItemArrays:
+    """``held`` with the rows ``missing`` from the store tokenised now (and not kept)."""
+    if len(missing):
+        fresh = tokenise([texts[i] for i in missing.tolist()])
+        for f in dataclasses.fields(ItemArrays):
+            getattr(held, f.name)[missing] = getattr(fresh, f.name)
+    return held
+
+
+class PaddedItemTokens:
+    """The simple store (padded int64 matrices per item, all texts tokenised in one call): the
+    test oracle of :class:`ItemTokens`, which must give the same arrays."""
 
     def __init__(self, tokenizer: Any, max_len: int) -> None:
         self.tokenizer = tokenizer
@@ -91,16 +125,7 @@ class ItemTokens:
 
     def tokenise(self, texts: Sequence[str]) -> ItemArrays:
         """Tokenise ``texts`` now (one batched tokenizer call), without keeping them."""
-        if texts:
-            enc = self.tokenizer(
-                list(texts), add_special_tokens=False, truncation=True, max_length=self.max_len
-            )
-            rows = enc["input_ids"]
-        else:
-            rows = []
-        ids, lens = pad_ragged(rows, self.max_len)
-        distinct, first, n_distinct = distinct_sorted(ids)
-        return ItemArrays(ids, lens, distinct, first, n_distinct)
+        return tokenise_items(self.tokenizer, texts, self.max_len)
 
     def add(self, texts: Iterable[str]) -> int:
         """Tokenise and keep the texts not yet held; returns how many were new."""
@@ -133,8 +158,102 @@ class ItemTokens:
         held = ItemArrays(
             *(getattr(self._arrays, f.name)[rows] for f in dataclasses.fields(ItemArrays))
         )
-        if len(missing):
-            fresh = self.tokenise([texts[i] for i in missing.tolist()])
-            for f in dataclasses.fields(ItemArrays):
-                getattr(held, f.name)[missing] = getattr(fresh, f.name)
-        return held
+        return _with_misses(held, missing, texts, self.tokenise)
+
+
+#: texts per tokenizer call when filling the store: bounds the tokenizer's Python lists in memory
+CHUNK = 8192
+_FLAT = np.int32
+
+
+def _gather(flat: np.ndarray, starts: np.ndarray, lens: np.ndarray, width: int) -> np.ndarray:
+    """(len(starts), width) int64 matrix of ``flat[start : start + len]`` rows, padded with -1."""
+    cols = np.arange(width, dtype=np.int64)
+    mask = cols[None, :] < lens[:, None]
+    out = np.full((len(starts), width), PAD, dtype=np.int64)
+    if mask.any():
+        out[mask] = flat[(starts[:, None] + cols[None, :])[mask]]
+    return out
+
+
+class ItemTokens:
+    """WordPiece ids of items (no special tokens, cut to ``max_len``), kept per text in flat
+    arrays (see the module docstring); lookups give the same :class:`ItemArrays` as
+    :class:`PaddedItemTokens`."""
+
+    def __init__(self, tokenizer: Any, max_len: int, chunk: int = CHUNK) -> None:
+        self.tokenizer = tokenizer
+        self.max_len = max_len
+        self.chunk = chunk
+        self._row: dict[str, int] = {}
+        empty = np.zeros(0, dtype=_FLAT)
+        #: every held item's ids, end to end; item i is ids[offsets[i]:offsets[i + 1]]
+        self.ids, self.offsets = empty, np.zeros(1, dtype=np.int64)
+        #: every held item's sorted distinct ids and their first positions, end to end
+        self.distinct, self.first = empty, empty
+        self.distinct_offsets = np.zeros(1, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self._row)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held in the flat arrays (the text -> row dictionary not counted)."""
+        arrays = (self.ids, self.offsets, self.distinct, self.first, self.distinct_offsets)
+        return sum(a.nbytes for a in arrays)
+
+    def tokenise(self, texts: Sequence[str]) -> ItemArrays:
+        """Tokenise ``texts`` now (one batched tokenizer call), without keeping them."""
+        return tokenise_items(self.tokenizer, texts, self.max_len)
+
+    def add(self, texts: Iterable[str]) -> int:
+        """Tokenise and keep the texts not yet held, :attr:`chunk` at a time; returns how many
+        were new."""
+        new = [t for t in dict.fromkeys(texts) if t not in self._row]
+        if not new:
+            return 0
+        parts: dict[str, list[np.ndarray]] = {
+            k: [] for k in ("ids", "lens", "distinct", "first", "n")
+        }
+        for start in range(0, len(new), self.chunk):
+            arrays = self.tokenise(new[start : start + self.chunk])
+            if arrays.ids.size and (arrays.ids.max() > np.iinfo(_FLAT).max):
+                raise ValueError(f"token id {arrays.ids.max()} does not fit the store's int32")
+            held = arrays.ids != PAD
+            kept = arrays.distinct != PAD
+            parts["ids"].append(arrays.ids[held].astype(_FLAT))
+            parts["lens"].append(arrays.lens)
+            parts["distinct"].append(arrays.distinct[kept].astype(_FLAT))
+            parts["first"].append(arrays.first[kept].astype(_FLAT))
+            parts["n"].append(arrays.n_distinct)
+        base = len(self._row)
+        self._row.update((text, base + k) for k, text in enumerate(new))
+        self.ids = np.concatenate([self.ids, *parts["ids"]])
+        self.distinct = np.concatenate([self.distinct, *parts["distinct"]])
+        self.first = np.concatenate([self.first, *parts["first"]])
+        for name, counts in (("offsets", parts["lens"]), ("distinct_offsets", parts["n"])):
+            old = getattr(self, name)
+            ends = old[-1] + np.cumsum(np.concatenate(counts))
+            setattr(self, name, np.concatenate([old, ends]))
+        return len(new)
+
+    def lookup(self, texts: Sequence[str]) -> ItemArrays:
+        """Arrays for ``texts`` in order: held rows gathered, the others tokenised now."""
+        get = self._row.get
+        rows = np.fromiter((get(t, -1) for t in texts), dtype=np.int64, count=len(texts))
+        missing = np.flatnonzero(rows < 0)
+        if len(missing) == len(texts):
+            return self.tokenise(texts)
+        safe = np.where(rows < 0, 0, rows)
+        starts, dstarts = self.offsets[safe], self.distinct_offsets[safe]
+        lens = self.offsets[safe + 1] - starts
+        n_distinct = self.distinct_offsets[safe + 1] - dstarts
+        width = self.max_len
+        held = ItemArrays(
+            ids=_gather(self.ids, starts, lens, width),
+            lens=lens,
+            distinct=_gather(self.distinct, dstarts, n_distinct, width),
+            first=_gather(self.first, dstarts, n_distinct, width),
+            n_distinct=n_distinct,
+        )
+        return _with_misses(held, missing, texts, self.tokenise)

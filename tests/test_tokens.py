@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from rankers.crossjem.packed import canonical_order
-from rankers.tokens import ItemTokens, distinct_sorted, pad_ragged
+from rankers.tokens import ItemTokens, PaddedItemTokens, distinct_sorted, pad_ragged
 
 
 def test_pad_ragged_and_distinct_sorted_hand_example() -> None:
@@ -68,3 +69,54 @@ def test_item_tokens_store_looks_up_and_tokenises_misses() -> None:
 def test_item_tokens_edge_cases(texts: list[str]) -> None:
     store = ItemTokens(_Tokenizer(), max_len=4)
     assert len(store.lookup(texts)) == len(texts)
+
+
+def _same(got: object, expected: object) -> None:
+    for name in ("ids", "lens", "distinct", "first", "n_distinct"):
+        a, b = getattr(got, name), getattr(expected, name)
+        assert a.dtype == b.dtype == np.int64, name
+        np.testing.assert_array_equal(a, b, err_msg=name)
+
+
+def _random_texts(rng: random.Random, n: int) -> list[str]:
+    words = ["a", "bb", "ccc", "dd", "e", "fff", "gg", "hhhh", "i", "jj"]
+    texts = [" ".join(rng.choice(words) for _ in range(rng.randrange(0, 9))) for _ in range(n)]
+    return [*texts, "", texts[0], texts[1]]  # an empty item and repeats
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 1000])
+def test_flat_store_gives_the_padded_oracles_arrays(chunk: int) -> None:
+    """The flat store (ids end to end, offsets per item) against the simple padded store it
+    replaced: the same arrays for held items, misses and mixes, over several add() calls whose
+    chunks split them anywhere."""
+    rng = random.Random(chunk)
+    flat, oracle = ItemTokens(_Tokenizer(), 5, chunk=chunk), PaddedItemTokens(_Tokenizer(), 5)
+    for _ in range(3):
+        batch = _random_texts(rng, 20)
+        assert flat.add(batch) == oracle.add(batch)
+        assert len(flat) == len(oracle)
+        asked = [*rng.sample(batch, 10), "never added text", batch[-3]]
+        _same(flat.lookup(asked), oracle.lookup(asked))
+    assert flat.ids.dtype == flat.distinct.dtype == flat.first.dtype == np.int32
+    # no padding held: exactly one int32 per kept token, one int64 offset per item (plus one)
+    kept = oracle.lookup(list(oracle._row))
+    assert flat.ids.size == kept.lens.sum() and flat.distinct.size == kept.n_distinct.sum()
+    assert flat.offsets.size == flat.distinct_offsets.size == len(flat) + 1
+    assert flat.nbytes == 4 * (flat.ids.size + 2 * flat.distinct.size) + 8 * 2 * (len(flat) + 1)
+
+
+def test_flat_store_with_the_real_wordpiece_tokenizer(tiny_bert: Path) -> None:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert)
+    texts = [
+        "how do i reverse a list in python",
+        "",
+        "unbelievably long words tokenise into many word pieces",
+        "list list list reverse",
+    ]
+    flat, oracle = ItemTokens(tokenizer, 6, chunk=2), PaddedItemTokens(tokenizer, 6)
+    flat.add(texts)
+    oracle.add(texts)
+    asked = [texts[2], "a miss", texts[0], texts[1], texts[3]]
+    _same(flat.lookup(asked), oracle.lookup(asked))
