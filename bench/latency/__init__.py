@@ -20,15 +20,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from bench.latency.arch import ARCHS, DEFAULT_ARCH, ArchPreset
     from bench.latency.lists import QueryTokens, bm25_lists, list_tokens, token_summary
     from bench.latency.protocol import (
         ALL,
-        ARCHS,
-        DEFAULT_ARCH,
         DEFAULT_BATCH_SIZES,
         DEFAULT_RANKERS,
         PARTS,
-        ArchPreset,
         BenchOptions,
         Entry,
         column_for,
@@ -71,10 +69,10 @@ if TYPE_CHECKING:
 #: public name -> the submodule that defines it
 _WHERE: dict[str, str] = {
     "ALL": "protocol",
-    "ARCHS": "protocol",
-    "ArchPreset": "protocol",
+    "ARCHS": "arch",
+    "ArchPreset": "arch",
     "BenchOptions": "protocol",
-    "DEFAULT_ARCH": "protocol",
+    "DEFAULT_ARCH": "arch",
     "DEFAULT_BATCH_SIZES": "protocol",
     "DEFAULT_RANKERS": "protocol",
     "Entry": "protocol",

@@ -33,6 +33,7 @@ from typing import Any
 from bench import provenance
 from bench.context import RunContext
 from bench.data.model import CandidateList, RankingSplit
+from bench.latency.arch import ARCHS, DEFAULT_ARCH, arch_model, random_weights_note
 from bench.latency.lists import (
     bm25_lists,
     encoder_shape_and_tokenizer,
@@ -61,29 +62,6 @@ log = logging.getLogger(__name__)
 #: OpenMP's default spin-waiting can make 2-thread forward passes ~30x slower;
 #: OMP_WAIT_POLICY=PASSIVE (set before torch loads) avoids that.
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY", "TOKENIZERS_PARALLELISM")
-
-
-@dataclass(frozen=True)
-class ArchPreset:
-    """A BERT shape to time with random weights (timing does not depend on the weights)."""
-
-    layers: int
-    hidden: int
-    heads: int
-    intermediate: int
-
-
-DEFAULT_ARCH = "minilm-l6"
-#: ``--arch`` presets; None: the rankers' configured (real, pre-trained) weights
-ARCHS: dict[str, ArchPreset | None] = {
-    "minilm-l6": None,
-    "distilbert-6l": ArchPreset(layers=6, hidden=768, heads=12, intermediate=3072),
-    "bert-base": ArchPreset(layers=12, hidden=768, heads=12, intermediate=3072),
-}
-
-
-def random_weights_note(arch: str) -> str:
-    return f"random weights, timing only ({arch})"
 
 
 @dataclass
@@ -561,24 +539,6 @@ def time_entries(
             f"; host step {100 * host['share_of_mean']:.0f}% of the mean" if host else "",
         )
     return rows
-
-
-def arch_model(arch: str, seed: int, root: Path) -> Path | None:
-    """The folder of ``arch``'s random-weight BERT (written on first use), or None for the
-    rankers' configured weights. Vocabulary and tokenizer are MiniLM-L6's."""
-    preset = ARCHS[arch]
-    if preset is None:
-        return None
-    from rankers.models import write_random_bert
-
-    return write_random_bert(
-        root / "models" / "random" / f"{arch}-seed{seed}",
-        hidden=preset.hidden,
-        layers=preset.layers,
-        heads=preset.heads,
-        intermediate=preset.intermediate,
-        seed=seed,
-    )
 
 
 def _with_model(
