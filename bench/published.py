@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import zip_longest
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from bench.latency.records import LatencyRecord, LatencyRow
 from bench.results import ResultRecord, atomic_write_text
@@ -240,6 +240,11 @@ class Records:
         """A ``bench latency`` record."""
         return self._once("latency", name, _read_latency)
 
+    def store_cost(self, name: str) -> list[dict[str, Any]]:
+        """The rows of a ``python -m bench.storecost`` record (index time and memory of the
+        token store and the BM25 index, one row per store, size and traced or timed pass)."""
+        return self._once("store-cost", name, _read_store_cost)
+
     def expected(self, name: str) -> list[Expectation]:
         """The entries of an expected-value file, as ``bench check`` reads them."""
         from bench.checks import load_expectations
@@ -253,6 +258,13 @@ def _read_latency(path: Path) -> LatencyRecord:
 
 Renderer = Callable[[Records], str]
 _RENDERERS: dict[str, Renderer] = {}
+
+
+def _read_store_cost(path: Path) -> list[dict[str, Any]]:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or data.get("kind") != "token-store-cost":
+        raise ReferenceError(f"{path}: not a bench.storecost record (kind token-store-cost)")
+    return list(data["rows"])
 
 
 def renderer(name: str) -> Callable[[Renderer], Renderer]:
@@ -269,6 +281,7 @@ def renderer(name: str) -> Callable[[Renderer], Renderer]:
 
 def renderers() -> dict[str, Renderer]:
     """Every registered renderer by name (the tables module registers the README's)."""
+    import bench.published_scale  # noqa: F401  (registers on import)
     import bench.published_tables  # noqa: F401  (registers on import)
 
     return dict(_RENDERERS)
