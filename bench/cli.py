@@ -176,6 +176,16 @@ def run(
     data_dir: DataDir = None,
     results_dir: ResultsDir = None,
     plan: cli_experiments.PlanOnly = False,
+    processes: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Score in N local processes (CPU, gloo; started with torch.multiprocessing "
+            "spawn), queries split by candidate count; the main one writes. Under torchrun "
+            "(RANK/WORLD_SIZE set) the launch's processes are used instead. Same run file and "
+            "cache entry as one process with the same --threads (each process's threads).",
+        ),
+    ] = 1,
 ) -> None:
     """Rank a dataset split with one ranker; write run file, per-query metrics and a record.
 
@@ -188,6 +198,8 @@ def run(
     from bench.reports import record_report
     from bench.runner import RunOptions
     from bench.runner import run as run_one
+    from bench.scale import run_command
+    from bench.shard import launched
 
     opts = RunOptions(
         ranker=ranker,
@@ -209,6 +221,8 @@ def run(
     )
     if plan:
         return cli_experiments.show_plan([opts], opts.context())
+    if processes > 1 or launched():
+        return run_command(opts, processes, logging.getLogger().getEffectiveLevel())
     print_parts(record_report(run_one(opts, opts.context())))
 
 

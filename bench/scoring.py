@@ -12,7 +12,8 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from contextlib import nullcontext
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from bench.latency.tracker import LatencyTracker
 from bench.metrics import evaluate
 from bench.progress import progress_bar
 from bench.ranking import build_run
+from bench.shard import current_role, from_main, gather_to_main, score_sharded
 from bench.results import (
     RECORD,
     RUN_FILE,
@@ -114,7 +116,7 @@ def evaluate_entry(
     """The evaluate job: ``record`` as it is when its stamp is ``stamp``, else its stored run
     evaluated again (new measures, or their code changed): the run file, the latency and the
     key stay; metrics, per-query values and the stamp are rewritten, under the entry's lock."""
-    if evaluation_current(record, stamp) or record.path is None:
+    if evaluation_current(record, stamp) or record.path is None or not current_role().main:
         return record
     with entry_lock(record.path, f"evaluating {record.path.name}"):
         return _reevaluate(record, split, measures, stamp)
@@ -163,14 +165,19 @@ class ScoreJob:
         """Reuse the entry (evaluating it again when its stamp is old), or score and write it.
         ``model``: the training job's result (the trained ranker and its summary), asked for
         only when the entry must be computed."""
-        with entry_lock(self.out_dir, self.what):
-            cached = None if self.force else reusable(self.out_dir)
-            if cached is not None:
+        role = current_role()
+        # only the main process takes the entry's lock and decides whether the entry is
+        # reused; the decision is broadcast, so every rank then makes the same calls
+        with entry_lock(self.out_dir, self.what) if role.main else nullcontext():
+            cached = None if self.force or not role.main else reusable(self.out_dir)
+            if from_main(cached is not None, role):
+                if cached is None:  # another rank: the main process reuses the entry
+                    return self.record
                 log.info(
                     "reusing %s (same config, data and code; --force to recompute)", self.out_dir
                 )
                 return cached
-            why = explain_miss(
+            why = role.main and explain_miss(
                 self.key,
                 self.out_dir,
                 RECORD,
@@ -190,12 +197,28 @@ class ScoreJob:
         metrics, latency and provenance and write the entry."""
         split, record = self.split, self.record
         device, threads = record.run_config["device"], record.run_config["threads"]
+        role = current_role()
         log.info("indexing %s/%s for %s", split.dataset, split.split, ranker.name)
-        ranker.index(split)
+        ranker.index(split)  # the whole split on every rank: scores must not depend on shards
+        trackers: list[LatencyTracker] = []
+
+        def score_shard(lists: list[CandidateList]) -> list[np.ndarray]:
+            scores, tracker = score_split(
+                ranker,
+                replace(split, lists=lists),
+                batch_queries=self.batch_queries,
+                warmup=min(self.warmup, len(lists)),
+                progress=self.progress and role.main,
+            )
+            trackers.append(tracker)
+            return scores
+
+        merged = score_sharded(split.lists, [len(cl) for cl in split.lists], score_shard, role)
+        shard_trackers = gather_to_main(trackers[0], role)
+        if merged is None or shard_trackers is None:  # another rank: the main one writes
+            return record
+        scores, tracker = merged, pooled(shard_trackers, device)
         warmup = min(self.warmup, len(split.lists))
-        scores, tracker = score_split(
-            ranker, split, batch_queries=self.batch_queries, warmup=warmup, progress=self.progress
-        )
         result_run = build_run(split.lists, scores)
         ev = evaluate(split.qrels, result_run, split.relevance_level, self.measures)
         record.metrics = ev.aggregate
@@ -214,11 +237,24 @@ class ScoreJob:
             "evaluation": dict(self.stamp),
             "device": device_info(device),
             "ranker": ranker.describe(),
+            # how many processes scored it (not in the key: any count gives the same run file)
+            "processes": role.world,
         }
         record.created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         write_result(record, result_run, ev.per_query, self.out_dir)
         log.info("wrote %s", self.out_dir)
         return record
+
+
+def pooled(trackers: Sequence[LatencyTracker], device: str) -> LatencyTracker:
+    """One tracker holding every rank's calls, as if one process had made them in turn."""
+    out = LatencyTracker(device)
+    for tracker in trackers:
+        out.call_s += tracker.call_s
+        out.device_s += tracker.device_s
+        out.queries += tracker.queries
+        out.candidates += tracker.candidates
+    return out
 
 
 def reusable_now(out_dir: Path) -> bool:

@@ -14,9 +14,11 @@ process count.
 
 from __future__ import annotations
 
+import datetime
 import heapq
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,6 +97,28 @@ def gather_to_main(local: Any, role: Role) -> list[Any] | None:
     return received
 
 
+class ShardError(RuntimeError):
+    """A rank failed while scoring its shard; every rank raises this same error."""
+
+
+#: test hook: the rank named here raises in :func:`score_sharded` (fault tests, issue 20 item 3)
+FAIL_RANK_ENV = "BENCH_TEST_FAIL_RANK"
+
+
+def _score_or_error(score: Any, mine: list[Any], rank: int) -> tuple[list[Any], str | None]:
+    """This rank's results, or its error as one line (so every rank still reaches the
+    collective calls that follow, in the same order, and nobody waits forever)."""
+    try:
+        if os.environ.get(FAIL_RANK_ENV) == str(rank):
+            raise RuntimeError(f"injected failure ({FAIL_RANK_ENV}={rank})")
+        local = list(score(mine))
+        if len(local) != len(mine):
+            raise ValueError(f"{len(local)} results for {len(mine)} queries")
+        return local, None
+    except Exception as exc:  # noqa: BLE001 - reported by rank on every process below
+        return [], f"{type(exc).__name__}: {exc}"
+
+
 def score_sharded(
     items: Sequence[Any],
     counts: Sequence[int],
@@ -105,15 +129,101 @@ def score_sharded(
 
     ``score(shard_items) -> list`` scores one shard (it may be empty) and returns one result per
     item. Every process scores its shard; the main process gets all results in the original
-    order, the others None. A scorer that raises on any rank fails on that rank; the launcher
-    then ends the others (the runner wiring that turns this into one line naming the rank is
-    not built yet, see the shard branch report).
+    order, the others None. A scorer that raises on any rank makes every rank raise one
+    :class:`ShardError` naming the first failed rank and its error: the errors are exchanged
+    before the gather, so each rank makes the same collective calls in the same order.
     """
     role = role or current_role()
     shards = assign_shards(counts, role.world)
     mine = [items[index] for index in shards[role.rank]]
-    local = list(score(mine))
-    if len(local) != len(mine):
-        raise ValueError(f"rank {role.rank}: {len(local)} results for {len(mine)} queries")
+    local, error = _score_or_error(score, mine, role.rank)
+    errors = all_gather(error, role)
+    failed = [(rank, err) for rank, err in enumerate(errors) if err is not None]
+    if failed:
+        rank, err = failed[0]
+        raise ShardError(f"rank {rank} of {role.world} failed while scoring: {err}")
     parts = gather_to_main(local, role)
     return merge_shards(shards, parts) if parts is not None else None
+
+
+def all_gather(local: Any, role: Role) -> list[Any]:
+    """Every rank's ``local``, in rank order, on every rank."""
+    if role.world == 1:
+        return [local]
+    import torch.distributed as dist
+
+    received: list[Any] = [None] * role.world
+    dist.all_gather_object(received, local)
+    return received
+
+
+def from_main(value: Any, role: Role) -> Any:
+    """The main process's ``value`` on every rank (a decision only main may take, such as
+    whether a cache entry is reused, so that all ranks then do the same thing)."""
+    if role.world == 1:
+        return value
+    import torch.distributed as dist
+
+    box = [value if role.main else None]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+#: how long a collective call may wait (seconds) before the run fails instead of hanging
+TIMEOUT_ENV = "BENCH_DIST_TIMEOUT_S"
+DEFAULT_TIMEOUT_S = 1800.0
+
+
+def launched() -> bool:
+    """Whether this process is one of several started by a launcher (torchrun, accelerate
+    launch, or :func:`spawn`): ``WORLD_SIZE`` > 1 in the environment."""
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+
+
+@contextmanager
+def process_group() -> Iterator[Role]:
+    """This process's role, with a process group set up when launched and none is yet (gloo,
+    time-limited by ``$BENCH_DIST_TIMEOUT_S`` so a rank left waiting fails instead of hanging);
+    the group is taken down on the way out."""
+    if not launched():
+        yield current_role()
+        return
+    import torch.distributed as dist
+
+    mine = not dist.is_initialized()
+    if mine:
+        seconds = float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S))
+        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=seconds))
+    try:
+        yield current_role()
+    finally:
+        if mine and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _spawned(rank: int, world: int, port: int, target: Callable[..., Any], args: tuple) -> None:
+    os.environ.update(
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(world),
+        LOCAL_WORLD_SIZE=str(world),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+    )
+    target(*args)
+
+
+def spawn(processes: int, target: Callable[..., Any], *args: Any) -> None:
+    """Run ``target(*args)`` in ``processes`` new local processes (torch.multiprocessing,
+    spawn start method), each launched as torchrun would (RANK, WORLD_SIZE, MASTER_ADDR/PORT
+    on 127.0.0.1 and a free port). ``target`` must be importable (a module-level function)."""
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    mp.start_processes(
+        _spawned, args=(processes, port, target, args), nprocs=processes, start_method="spawn"
+    )

@@ -1,0 +1,79 @@
+"""`bench run` over several processes (issue 20 item 1): started here (``--processes N``) or by
+a launcher (``torchrun --nproc_per_node N -m bench.cli run ...``), one code path for both.
+
+Every rank plans the same run (same options, data and key), scores its shard of the queries
+(:func:`bench.shard.score_sharded`, inside :meth:`bench.scoring.ScoreJob.score_and_write`) and
+the main rank gathers, writes and prints. The process count is not in the cache key: the run
+file does not depend on it. Training, dev scoring inside training and teacher scoring are not
+sharded yet, so a run that must train is refused with ``--processes`` > 1.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any
+
+from bench.shard import ShardError, launched, process_group, spawn
+
+log = logging.getLogger(__name__)
+
+
+def run_command(opts: Any, processes: int, level: int) -> None:
+    """`bench run` with ``opts`` (:class:`bench.runner.RunOptions`): in ``processes`` new local
+    processes when more than one is asked for and none was launched already, else in this one
+    (which may be one rank of a torchrun launch). A failed rank ends the command with one line
+    naming the rank and its error, and a non-zero exit code."""
+    if processes > 1 and not launched():
+        import torch.multiprocessing as mp
+
+        try:
+            spawn(processes, run_rank, opts, level)
+        except mp.ProcessExitedException as exc:
+            if exc.signal_name:  # killed: the rank could not say why itself
+                log.error("rank %d was ended by %s", exc.error_index, exc.signal_name)
+            sys.exit(exc.exit_code or 1)
+        return
+    run_rank(opts, level)
+
+
+def run_rank(opts: Any, level: int) -> None:
+    """One rank's `bench run`: only the main rank logs below warnings, prints the report and
+    reports a failure (every rank raises the same :class:`ShardError`); exit code 1 for a
+    failed rank, 2 for bad input (as :func:`bench.cli_options.friendly_errors`)."""
+    from rich.logging import RichHandler
+    from rich.markup import escape
+
+    from bench.cli_options import err_console, error_text, print_parts
+    from bench.data import DatasetError
+    from bench.reports import record_report
+    from bench.results import StorageError
+    from bench.runner import run
+    from rankers import RankerError
+
+    main = int(os.environ.get("RANK", "0")) == 0
+    logging.basicConfig(
+        level=level if main else max(level, logging.WARNING),
+        format="%(message)s",
+        handlers=[RichHandler(console=err_console, show_path=False, rich_tracebacks=False)],
+        force=True,
+    )
+    try:
+        with process_group() as role:
+            if role.world > 1 and (opts.fit or opts.train_subset):
+                raise ValueError(
+                    "--processes: training is not sharded yet; train with one process (or "
+                    "accelerate launch bench train), then score with --set checkpoint=DIR"
+                )
+            record = run(opts, opts.context())
+            if role.main:
+                print_parts(record_report(record))
+    except ShardError as exc:
+        if main:
+            err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
+        sys.exit(1)
+    except (DatasetError, RankerError, StorageError, ValueError, OSError, ImportError) as exc:
+        if main:
+            err_console.print(f"[bold red]error:[/] {escape(error_text(exc))}")
+        sys.exit(2)
