@@ -1,0 +1,95 @@
+"""`bench run --processes N` end to end (issue 20 items 1-3): the run file and metrics do not
+depend on the process count, one cache entry serves any count, a shard may be empty, and a
+failed rank ends the run with one line naming it and nothing cached.
+
+The commands run as real processes (the spawned ranks need their own interpreters); every run
+has one thread per process, so the 1- and 2-process runs make the same per-process computation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def bench_run(
+    root: Path, data: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "bench.cli", "run", "-d", "wikiqa", "--threads", "1", *args]
+    return subprocess.run(
+        command,
+        cwd=PROJECT_ROOT,
+        env={
+            **os.environ,
+            "BENCH_DATA_DIR": str(data),
+            "BENCH_RESULTS_DIR": str(root),
+            "HF_HUB_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            **(env or {}),
+        },
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
+def entry(root: Path) -> Path:
+    (record,) = root.glob("runs/*/*/*/record.json")
+    return record.parent
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result
+
+
+@pytest.mark.parametrize("ranker", ["bm25"])
+def test_two_processes_give_the_one_process_run_and_share_its_entry(
+    ranker: str, shared_data: Path, tmp_path: Path
+) -> None:
+    args = ("-r", ranker, "--subset", "12")
+    one, two = tmp_path / "one", tmp_path / "two"
+    ok(bench_run(one, shared_data, *args))
+    ok(bench_run(two, shared_data, *args, "--processes", "2"))
+    a, b = entry(one), entry(two)
+    assert a.name == b.name  # the same key, whatever the process count
+    assert (a / "run.trec").read_bytes() == (b / "run.trec").read_bytes()
+    record_a = json.loads((a / "record.json").read_text())
+    record_b = json.loads((b / "record.json").read_text())
+    assert record_a["metrics"] == record_b["metrics"]
+    assert (record_a["provenance"]["processes"], record_b["provenance"]["processes"]) == (1, 2)
+    assert record_b["latency"]["queries"] == 12  # both ranks' calls pooled
+    # each reuses the other's entry
+    assert "reusing" in ok(bench_run(one, shared_data, *args, "--processes", "2")).stderr
+    assert "reusing" in ok(bench_run(two, shared_data, *args)).stderr
+
+
+def test_more_processes_than_queries(shared_data: Path, tmp_path: Path) -> None:
+    one, two = tmp_path / "one", tmp_path / "two"
+    ok(bench_run(one, shared_data, "-r", "bm25", "--subset", "1"))
+    ok(bench_run(two, shared_data, "-r", "bm25", "--subset", "1", "--processes", "2"))
+    assert (entry(one) / "run.trec").read_bytes() == (entry(two) / "run.trec").read_bytes()
+
+
+def test_a_failed_rank_is_named_and_nothing_is_cached(shared_data: Path, tmp_path: Path) -> None:
+    result = bench_run(
+        tmp_path,
+        shared_data,
+        *("-r", "bm25", "--subset", "4", "--processes", "2"),
+        env={"BENCH_TEST_FAIL_RANK": "1"},
+    )
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [
+        "error: rank 1 of 2 failed while scoring: RuntimeError: injected failure "
+        "(BENCH_TEST_FAIL_RANK=1)"
+    ]
+    assert not list(tmp_path.glob("runs/*/*/*/record.json"))
+    assert not list(tmp_path.glob("runs/*/*/*/run.trec"))
