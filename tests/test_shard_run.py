@@ -50,7 +50,7 @@ def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[
     return result
 
 
-@pytest.mark.parametrize("ranker", ["bm25"])
+@pytest.mark.parametrize("ranker", ["bm25", "dpr"])
 def test_two_processes_give_the_one_process_run_and_share_its_entry(
     ranker: str, shared_data: Path, tmp_path: Path
 ) -> None:
