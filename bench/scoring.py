@@ -27,7 +27,6 @@ from bench.latency.tracker import LatencyTracker
 from bench.metrics import evaluate
 from bench.progress import progress_bar
 from bench.ranking import build_run
-from bench.shard import current_role, from_main, gather_to_main, score_sharded
 from bench.results import (
     RECORD,
     RUN_FILE,
@@ -36,6 +35,7 @@ from bench.results import (
     record_problem,
     write_result,
 )
+from bench.shard import current_role, from_main, gather_to_main, score_sharded
 from rankers import Ranker, RankerError
 
 log = logging.getLogger(__name__)
