@@ -5,7 +5,8 @@ Every rank plans the same run (same options, data and key), scores its shard of 
 (:func:`bench.shard.score_sharded`, inside :meth:`bench.scoring.ScoreJob.score_and_write`) and
 the main rank gathers, writes and prints. The process count is not in the cache key: the run
 file does not depend on it. Training, dev scoring inside training and teacher scoring are not
-sharded yet, so a run that must train is refused with ``--processes`` > 1.
+sharded yet, so a run whose plan has a training or teacher job to compute is refused with
+more than one process (a run whose model is cached is scored sharded).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import os
 import sys
 from typing import Any
 
-from bench.shard import ShardError, launched, process_group, spawn
+from bench.shard import ShardError, from_main, launched, process_group, spawn
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +48,10 @@ def run_rank(opts: Any, level: int) -> None:
 
     from bench.cli_options import err_console, error_text, print_parts
     from bench.data import DatasetError
+    from bench.plan import TEACHER, TRAIN, Plan
     from bench.reports import record_report
     from bench.results import StorageError
-    from bench.runner import run
+    from bench.runner import execute, plan_run
     from rankers import RankerError
 
     main = int(os.environ.get("RANK", "0")) == 0
@@ -61,12 +63,20 @@ def run_rank(opts: Any, level: int) -> None:
     )
     try:
         with process_group() as role:
-            if role.world > 1 and (opts.fit or opts.train_subset):
+            ctx = opts.context()
+            ctx.seed_everything()
+            plan = Plan()
+            plan.target(plan_run(opts, ctx, plan))
+            # the main process decides (ranks could see the cache differently) and all follow
+            training = from_main(
+                sorted({plan.jobs[j].kind for j in plan.needed()} & {TRAIN, TEACHER}), role
+            )
+            if role.world > 1 and training:
                 raise ValueError(
-                    "--processes: training is not sharded yet; train with one process (or "
-                    "accelerate launch bench train), then score with --set checkpoint=DIR"
+                    f"this run needs {' and '.join(training)} jobs, which are not sharded yet: "
+                    "train with one process (bench train), then run with --processes"
                 )
-            record = run(opts, opts.context())
+            (record,) = execute(plan, ctx)
             if role.main:
                 print_parts(record_report(record))
     except ShardError as exc:

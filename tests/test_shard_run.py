@@ -93,3 +93,11 @@ def test_a_failed_rank_is_named_and_nothing_is_cached(shared_data: Path, tmp_pat
     ]
     assert not list(tmp_path.glob("runs/*/*/*/record.json"))
     assert not list(tmp_path.glob("runs/*/*/*/run.trec"))
+
+
+def test_a_run_that_must_train_is_refused_with_processes(shared_data: Path, tmp_path: Path) -> None:
+    # monoBERT's head is untrained, so the plan trains first: not sharded yet, refused up front
+    result = bench_run(tmp_path, shared_data, "-r", "monobert", "--subset", "2", "--processes", "2")
+    assert result.returncode == 2
+    assert "error: this run needs train jobs, which are not sharded yet" in result.stderr
+    assert not list(tmp_path.glob("models/*/*/*/manifest.json"))
