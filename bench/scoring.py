@@ -177,20 +177,25 @@ class ScoreJob:
                     "reusing %s (same config, data and code; --force to recompute)", self.out_dir
                 )
                 return cached
-            why = role.main and explain_miss(
-                self.key,
-                self.out_dir,
-                RECORD,
-                lambda data: data.get("provenance", {}).get("code"),
-                self.code,
-            )
-            if why:
-                log.info("computing %s anew: %s", self.out_dir.name, why)
+            if role.main:
+                self._log_miss()
             ranker = self.ranker
             if model is not None:
                 ranker, summary = model()
                 self.record.training = dict(summary)
             return self.score_and_write(ranker)
+
+    def _log_miss(self) -> None:
+        """Say why the entry is computed (what changed since the closest entry)."""
+        why = explain_miss(
+            self.key,
+            self.out_dir,
+            RECORD,
+            lambda data: data.get("provenance", {}).get("code"),
+            self.code,
+        )
+        if why:
+            log.info("computing %s anew: %s", self.out_dir.name, why)
 
     def score_and_write(self, ranker: Ranker) -> ResultRecord:
         """Index, warm up, score under the latency tracker, evaluate; fill in the record's
