@@ -69,7 +69,11 @@ def run_rank(opts: Any, level: int) -> None:
             plan.target(plan_run(opts, ctx, plan))
             # the main process decides (ranks could see the cache differently) and all follow
             training = from_main(
-                sorted({plan.jobs[j].kind for j in plan.needed()} & {TRAIN, TEACHER}), role
+                sorted(
+                    {plan.jobs[j].kind for j in plan.needed() if not plan.jobs[j].cached}
+                    & {TRAIN, TEACHER}
+                ),
+                role,
             )
             if role.world > 1 and training:
                 raise ValueError(

@@ -101,3 +101,26 @@ def test_a_run_that_must_train_is_refused_with_processes(shared_data: Path, tmp_
     assert result.returncode == 2
     assert "error: this run needs train jobs, which are not sharded yet" in result.stderr
     assert not list(tmp_path.glob("models/*/*/*/manifest.json"))
+
+
+def test_a_fine_tuned_model_in_the_cache_is_scored_by_shards(
+    shared_data: Path, tmp_path: Path
+) -> None:
+    """Training is not sharded, but a model the cache holds is: monoBERT trained by a 1-process
+    run, then scored again by 2 processes (its run entry removed, its model kept), gives the
+    same run file; a cached training job is no reason to refuse --processes."""
+    import shutil
+
+    args = ("-r", "monobert", "--subset", "6", "--train-subset", "8")
+    args += ("--set", "epochs=1", "--set", "min_steps=0")
+    runs = tmp_path / "runs" / "wikiqa" / "monobert"
+    ok(bench_run(tmp_path, shared_data, *args))
+    (first,) = runs.glob("*/run.trec")
+    one = first.read_bytes()
+    shutil.rmtree(runs)
+    result = ok(bench_run(tmp_path, shared_data, *args, "--processes", "2"))
+    assert "training monobert" not in result.stderr
+    (again,) = runs.glob("*/run.trec")
+    assert again.read_bytes() == one
+    record = json.loads((again.parent / "record.json").read_text())
+    assert record["provenance"]["processes"] == 2
