@@ -112,6 +112,12 @@ def accuracy_latency_points(
     return points
 
 
+def save_png(fig: Any, path: Path) -> None:
+    """Write ``fig`` as the PNG every plot of the project is (150 dpi), creating its folder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png", dpi=150)
+
+
 def pyplot() -> Any:
     """matplotlib.pyplot on the Agg backend (no display needed), or an ImportError saying how
     to install the optional extra."""
@@ -181,8 +187,7 @@ def plot_accuracy_latency(
             fig.tight_layout(rect=(0.0, 0.22 * len(key) / (5.0 + 0.22 * len(key)) + 0.02, 1.0, 1.0))
         else:
             fig.tight_layout()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, format="png", dpi=150)
+        save_png(fig, path)
     finally:
         plt.close(fig)
     return path

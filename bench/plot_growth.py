@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.latency import LatencyRecord, load_latency_records
-from bench.plot import pyplot
+from bench.plot import pyplot, save_png
 from bench.settings import results_root
 
 #: each ranker's variants share a colour; these line styles tell the variants apart
@@ -90,8 +90,7 @@ def plot_growth(series: Series, path: Path, *, title: str, stat: str = "p50_ms")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(loc="upper left", fontsize=7, ncol=2)
         fig.tight_layout()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, format="png", dpi=150)
+        save_png(fig, path)
     finally:
         plt.close(fig)
     return path

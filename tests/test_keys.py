@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from toydata import write_toy_mteb
+from toydata import write_tiny_settings, write_toy_mteb
 
 from bench import provenance
 from bench.metrics import DEFAULT_MEASURES
@@ -59,16 +59,7 @@ def edit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Edit:
 @pytest.fixture()
 def configs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_bert: Path) -> Path:
     """Settings files: monoBERT on labels, CROSS-JEM distilled from monoBERT, tiny BERT."""
-    folder = tmp_path / "configs"
-    folder.mkdir()
-    for name, extra in (
-        ("monobert", "loss: bce"),
-        ("crossjem", "loss: listnet\n  teacher: monobert"),
-    ):
-        (folder / f"{name}.yaml").write_text(
-            f"default:\n  model: {tiny_bert}\n  epochs: 1\n  min_steps: 0\n  {extra}\n"
-            "datasets:\n  toy: {max_item_len: 8}\n"
-        )
+    folder = write_tiny_settings(tmp_path / "configs", tiny_bert, "min_steps: 0\n  ")
     monkeypatch.setattr("bench.runner.CONFIG_DIR", folder)
     return folder
 

@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from toydata import write_toy_mteb
+from toydata import write_tiny_settings, write_toy_mteb
 
 from bench.results import supervision
 from bench.runner import RunOptions, baseline_verdict, label_for, ranker_options, run, train
@@ -25,16 +25,7 @@ def _toy_run(tmp_path: Path, ranker: str, **fields: object) -> RunOptions:
 @pytest.fixture()
 def configs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_bert: Path) -> Path:
     """Config files pointing every encoder ranker at the tiny BERT, one epoch."""
-    folder = tmp_path / "configs"
-    folder.mkdir()
-    for name, extra in (
-        ("monobert", "loss: bce"),
-        ("crossjem", "loss: listnet\n  teacher: monobert"),
-    ):
-        (folder / f"{name}.yaml").write_text(
-            f"default:\n  model: {tiny_bert}\n  epochs: 1\n  {extra}\n"
-            "datasets:\n  toy: {max_item_len: 8}\n"
-        )
+    folder = write_tiny_settings(tmp_path / "configs", tiny_bert, "")
     monkeypatch.setattr("bench.runner.CONFIG_DIR", folder)
     return folder
 

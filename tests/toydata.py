@@ -67,3 +67,18 @@ def write_toy_mteb(
             )
         (folder / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
     return folder
+
+
+def write_tiny_settings(folder: Path, model: Path, defaults: str = "") -> Path:
+    """Settings files in ``folder``: monoBERT on labels and CROSS-JEM distilled from it, both on
+    ``model`` for one epoch (``defaults``: more ``default:`` lines, e.g. ``min_steps: 0``)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, extra in (
+        ("monobert", "loss: bce"),
+        ("crossjem", "loss: listnet\n  teacher: monobert"),
+    ):
+        (folder / f"{name}.yaml").write_text(
+            f"default:\n  model: {model}\n  epochs: 1\n  {defaults}{extra}\n"
+            "datasets:\n  toy: {max_item_len: 8}\n"
+        )
+    return folder
