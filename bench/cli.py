@@ -17,6 +17,7 @@ from bench.cli_options import (
     AllRecords,
     DataDir,
     Device,
+    Processes,
     RankerSets,
     ResultsDir,
     Seed,
@@ -38,6 +39,7 @@ from bench.cli_options import (
 )
 from bench.cli_reference import reference_app
 from bench.policy import DEFAULT_RANKERS
+from bench.shard import launch_world
 
 app = typer.Typer(
     help=(
@@ -176,16 +178,7 @@ def run(
     data_dir: DataDir = None,
     results_dir: ResultsDir = None,
     plan: cli_experiments.PlanOnly = False,
-    processes: Annotated[
-        int,
-        typer.Option(
-            min=1,
-            help="Score in N local processes (CPU, gloo; started with torch.multiprocessing "
-            "spawn), queries split by candidate count; the main one writes. Under torchrun "
-            "(RANK/WORLD_SIZE set) the launch's processes are used instead. Same run file and "
-            "cache entry as one process with the same --threads (each process's threads).",
-        ),
-    ] = 1,
+    processes: Processes = 1,
 ) -> None:
     """Rank a dataset split with one ranker; write run file, per-query metrics and a record.
 
@@ -198,8 +191,6 @@ def run(
     from bench.reports import record_report
     from bench.runner import RunOptions
     from bench.runner import run as run_one
-    from bench.scale import run_command
-    from bench.shard import launched
 
     opts = RunOptions(
         ranker=ranker,
@@ -218,11 +209,12 @@ def run(
         data_dir=data_dir,
         results_dir=results_dir,
         progress=True,  # a bar on a terminal, else a log line every tenth
+        train_processes=launch_world(),
     )
     if plan:
         return cli_experiments.show_plan([opts], opts.context())
-    if processes > 1 or launched():
-        return run_command(opts, processes, logging.getLogger().getEffectiveLevel())
+    if not cli_experiments.shard_work([opts], opts, processes):
+        return  # a launch's other rank: the main one reports
     print_parts(record_report(run_one(opts, opts.context())))
 
 
@@ -259,6 +251,7 @@ def train(
     """
     from bench.runner import RunOptions, plan_train
     from bench.runner import train as train_one
+    from bench.shard import process_group
 
     opts = RunOptions(
         ranker=ranker,
@@ -272,13 +265,16 @@ def train(
         force=force,
         data_dir=data_dir,
         results_dir=results_dir,
+        train_processes=launch_world(),  # list trainers train on all of a launch's processes
     )
     if plan:
         from bench.reports import plan_table
 
         return console.print(plan_table(plan_train(opts, opts.context())))
-    summary = train_one(opts, opts.context())
-    console.print_json(data={k: v for k, v in summary.items() if k not in ("train", "dev")})
+    with process_group() as role:
+        summary = train_one(opts, opts.context())
+    if role.main:
+        console.print_json(data={k: v for k, v in summary.items() if k not in ("train", "dev")})
 
 
 # -- compare / check -----------------------------------------------------------------------------

@@ -5,6 +5,7 @@ without work. Registered on the command line by :mod:`bench.cli`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated
 
@@ -14,6 +15,7 @@ from bench.ablate import ABLATIONS
 from bench.cli_options import (
     DataDir,
     Device,
+    Processes,
     ResultsDir,
     Seed,
     Subset,
@@ -27,6 +29,7 @@ from bench.cli_options import (
     parse_sets,
     ranker_option,
 )
+from bench.shard import launch_world
 
 if TYPE_CHECKING:
     from bench.context import RunContext
@@ -50,12 +53,25 @@ def show_plan(runs: Sequence[RunOptions], ctx: RunContext) -> None:
     console.print(plan_table(plan_runs(runs, ctx)))
 
 
+def shard_work(runs: Sequence[RunOptions], base: RunOptions, processes: int) -> bool:
+    """Do the work of ``runs`` over ``processes`` (or a launch's) processes first
+    (:func:`bench.scale.execute_runs`); whether this process goes on to report (over the now
+    cached entries), as without processes."""
+    from bench.scale import execute_runs
+    from bench.shard import launched
+
+    if processes == 1 and not launched():
+        return True
+    return execute_runs(runs, base, processes, logging.getLogger().getEffectiveLevel())
+
+
 def demo(
     dataset: Annotated[
         str | None, dataset_option("Dataset (default: sodq, else a local set).")
     ] = None,
     device: Device = "auto",
     seed: Seed = 0,
+    threads: Threads = None,
     subset: Annotated[
         int | None, typer.Option(min=1, help="Rank only the first N test queries.")
     ] = None,
@@ -64,6 +80,7 @@ def demo(
     data_dir: DataDir = None,
     results_dir: ResultsDir = None,
     plan: PlanOnly = False,
+    processes: Processes = 1,
 ) -> None:
     """The main job: run every registered ranker on one dataset and print the comparison."""
     from bench.results import load_records
@@ -79,14 +96,18 @@ def demo(
         dataset=name,
         device=device,
         seed=seed,
+        threads=threads,
         subset=subset,
         force=force,
         data_dir=data_dir,
         results_dir=results_dir,
         progress=True,
+        train_processes=launch_world(),
     )
     if plan:
         return show_plan(suite_runs(name, base), base.context())
+    if not shard_work(suite_runs(name, base), base, processes):
+        return
     records = run_suite(name, base, ctx=base.context())
     wanted = {r.path for r in records}
     recs = [r for r in load_records(results_root(results_dir), dataset=name) if r.path in wanted]
@@ -121,6 +142,7 @@ def ablate(
     data_dir: DataDir = None,
     results_dir: ResultsDir = None,
     plan: PlanOnly = False,
+    processes: Processes = 1,
 ) -> None:
     """Reproduce the paper's ablation table: one training setting varied, all else equal."""
     from bench.ablate import ablation, ablation_runs, check_ranker, run_ablation
@@ -143,9 +165,12 @@ def ablate(
         data_dir=data_dir,
         results_dir=results_dir,
         progress=True,
+        train_processes=launch_world(),
     )
     if plan:
         return show_plan(ablation_runs(what, base), base.context())
+    if not shard_work(ablation_runs(what, base), base, processes):
+        return
     records = run_ablation(what, base, base.context())
     table = build_comparison(records, baseline=records[0].label, reference=False)
     emit(render(table, fmt))
@@ -190,6 +215,7 @@ def sweep(
     data_dir: DataDir = None,
     results_dir: ResultsDir = None,
     plan: PlanOnly = False,
+    processes: Processes = 1,
 ) -> None:
     """Tune a ranker on dev: train every combination of the --set values, score dev and test,
     choose the best dev score. Test is reported, never used to choose.
@@ -235,14 +261,18 @@ def sweep(
         data_dir=data_dir,
         results_dir=results_dir,
         progress=True,
+        train_processes=launch_world(),
     )
     ctx = base.context()
+    _, runs = sweep_runs(base, grid, measure, ctx)
+    every = [opts for _, test, dev in runs for opts in (test, dev)]
     if plan:
-        _, runs = sweep_runs(base, grid, measure, ctx)
-        return show_plan([opts for _, test, dev in runs for opts in (test, dev)], ctx)
+        return show_plan(every, ctx)
     if write and not train_subset:
         check_settings_writable(settings_file(canonical_name(ranker)))
     ensure_writable(ctx.results_root / "sweeps")  # the sweep record is written after the work
+    if not shard_work(every, base, processes):
+        return
     done = run_sweep(base, grid, measure=measure, command=command, ctx=ctx)
     typer.echo("\n".join(table_lines(done)))
     saved = save_sweep(done, ctx.results_root)

@@ -117,6 +117,18 @@ def threads_option(help: str) -> Any:
 
 Threads = Annotated[int | None, threads_option("torch intra-op threads (default: torch's).")]
 Subset = Annotated[int | None, typer.Option(min=1, help="Rank only the first N queries.")]
+Processes = Annotated[
+    int,
+    typer.Option(
+        min=1,
+        help="Score in N local processes (CPU: gloo; started with torch.multiprocessing spawn), "
+        "queries split by candidate count, the main one writing; models to train are trained "
+        "first in this one process, so models and run files are those of one process with the "
+        "same --threads (each process's threads). Under torchrun or accelerate launch "
+        "(RANK/WORLD_SIZE set) the launch's processes are used instead, and list trainers "
+        "(monobert, rankt5, crossjem) train data-parallel on them (a model of its own).",
+    ),
+]
 TrainSubset = Annotated[int | None, typer.Option(min=1, help="Train on the first N queries.")]
 
 

@@ -163,8 +163,10 @@ def _train(
     ranker.work_dir = work  # a resumable trainer keeps its checkpoints here
     fitted = TrainingSummary.of(ranker.fit(train, dev))
     summary = fitted.to_json()
+    # every process takes part (the baselines' runs and the dev scores are sharded); main keeps it
+    verdict = dev_baselines(ranker, fitted, job.dataset, dev, baselines)
     if main:
-        summary["dev_baselines"] = dev_baselines(ranker, fitted, job.dataset, dev, baselines)
+        summary["dev_baselines"] = verdict
     summary.update(
         key=key.digest,
         key_parts=key.parts,
@@ -203,21 +205,27 @@ def dev_baselines(
     :func:`baseline_verdict`; its warnings go to the log. None without a dev split or dev score.
 
     ``ranker`` holds the kept epoch's weights; it scores dev once more for the per-query values.
+    Called on every process of a multi-process command (the baselines' runs and that scoring
+    are sharded); the main one gets the verdict, the others None.
     """
-    from rankers.training import dev_per_query
+    from bench.shard import current_role, from_main
+    from rankers.training import sharded_dev_per_query
 
     kept = summary.kept_dev_score()
     if dev is None or kept is None:
         return None
+    main = current_role().main
     found: dict[str, tuple[float, dict[str, float]]] = {}
     for baseline, record in baselines().items():
-        if record is None:
+        if record is None or not main:  # another rank holds no metrics, only main decides
             continue
         per_query = {q: v[SELECTION_MEASURE] for q, v in record.per_query().items()}
         found[baseline] = (record.metrics[SELECTION_MEASURE], per_query)
-    if not found:
-        return baseline_verdict(kept, {}, {})
-    own = dev_per_query(ranker, dev) or {}
+    if not from_main(bool(found)):
+        return baseline_verdict(kept, {}, {}) if main else None
+    own = sharded_dev_per_query(ranker, dev)
+    if own is None:
+        return None
     verdict = baseline_verdict(kept, own, found)
     scores_of, p_of = verdict["scores"], verdict["p_values"]
     parts = []
@@ -316,12 +324,15 @@ def _resumable_state_problem(folder: Path) -> str | None:
 
 
 def _process_role() -> tuple[bool, Callable[[], None]]:
-    """(is this the main process, barrier): under `accelerate launch` only the main one writes."""
-    try:
-        from accelerate import PartialState
-    except ImportError:
-        return True, lambda: None
-    from rankers.resume import wait_for_everyone
+    """(is this the main process, barrier): in a multi-process command (a launcher or
+    ``--processes``) only the main one writes. Read from the process group
+    (:func:`bench.shard.current_role`), not from Accelerate's state: that is made later, by the
+    trainer, with the options (``cpu=True``) that let it see the processes at all."""
+    from bench.shard import current_role
 
-    state = PartialState()
-    return state.is_main_process, lambda: wait_for_everyone(state)
+    role = current_role()
+    if role.world == 1:
+        return True, lambda: None
+    import torch.distributed as dist
+
+    return role.main, dist.barrier

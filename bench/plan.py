@@ -60,6 +60,9 @@ class Job:
     #: run only when a dependent asks for it (a dev baseline: only once a training has a kept
     #: epoch to compare, and only in the main process of a multi-process training)
     on_demand: bool = False
+    #: the job cannot run across a launch's processes (a trainer without distributed support):
+    #: a multi-process command runs it in one process first, or refuses under a launcher
+    single_process: bool = False
 
 
 @dataclass

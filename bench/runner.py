@@ -84,6 +84,7 @@ MINIMUMS = {
     "warmup": 0,
     "batch_queries": 1,
     "threads": 1,
+    "train_processes": 1,
     "seed": 0,
 }
 
@@ -109,6 +110,10 @@ class RunOptions:
     results_dir: str | Path | None = None
     measures: Sequence[str] = DEFAULT_MEASURES
     progress: bool = True
+    #: how many processes train a list trainer (the launch's size under torchrun or accelerate
+    #: launch, else 1): data-parallel training is another model (each process draws its own
+    #: dropout masks), so more than one is part of the training key
+    train_processes: int = 1
 
     def __post_init__(self) -> None:
         """Out-of-range counts fail here, before any data is read or any model trained (0 would
@@ -376,6 +381,12 @@ def plan_training(
             "config": training_config,
             "train_subset": opts.train_subset,
             "seed": opts.seed,
+            # only when data-parallel (a one-process key stays as it always was)
+            **(
+                {"processes": opts.train_processes}
+                if ranker.distributed_training and opts.train_processes > 1
+                else {}
+            ),
         },
         data={"train": train.fingerprint(), "dev": dev.fingerprint() if dev else None},
         teacher=teacher_key,
@@ -400,6 +411,7 @@ def plan_training(
             if cached
             else _why(key, model_dir, TRAINING_FILE, _summary_code, code, opts.force),
             entry=model_dir,
+            single_process=not ranker.distributed_training,
         )
     )
 

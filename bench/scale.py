@@ -1,12 +1,25 @@
-"""`bench run` over several processes (issue 20 item 1): started here (``--processes N``) or by
-a launcher (``torchrun --nproc_per_node N -m bench.cli run ...``), one code path for both.
+"""A command's work over several processes (issue 20 item 1): started here (``--processes N``
+on `bench run`, `demo`, `ablate` and `sweep`) or by a launcher (``torchrun --nproc_per_node N``
+or ``accelerate launch --num_processes N`` with ``-m bench.cli ...``), one code path for both.
 
-Every rank plans the same run (same options, data and key), scores its shard of the queries
-(:func:`bench.shard.score_sharded`, inside :meth:`bench.scoring.ScoreJob.score_and_write`) and
-the main rank gathers, writes and prints. The process count is not in the cache key: the run
-file does not depend on it. Training, dev scoring inside training and teacher scoring are not
-sharded yet, so a run whose plan has a training or teacher job to compute is refused with
-more than one process (a run whose model is cached is scored sharded).
+**Scoring** is sharded either way: every rank plans the same runs (same options, data and keys)
+and scores its shard of each run's queries (:func:`bench.shard.score_sharded`, in
+:meth:`bench.scoring.ScoreJob.score_and_write`); the main rank gathers and writes. The process
+count is in the record's provenance, not in its key: the run file is the same for any count.
+
+**Training** differs, because data-parallel training is another model (each process draws its
+own dropout masks; measured: epoch loss 2.3631 with 2 processes vs 2.4326 with 1 on the same
+batches). ``--processes`` trains every model this command needs *here, in one process, before
+the ranks start*, so the models, keys and results are those of a one-process command. Under a
+launcher the ranks all start at once: list trainers (monoBERT, RankT5, CROSS-JEM;
+``Ranker.distributed_training``) train on all of them through Accelerate, each a slice of every
+batch, with their teacher and dev lists scored in shards, and the launch's size is part of the
+training key (``RunOptions.train_processes``); a trainer without distributed training (DPR,
+ANCE, ColBERT) is refused with the command that trains it first.
+
+Once the ranks are done, the command goes on in one process, as it would without
+``--processes``: every entry it needs is cached, so it reports (and writes tables, sweep
+choices) exactly as a one-process command does.
 """
 
 from __future__ import annotations
@@ -14,47 +27,96 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Sequence
 from typing import Any
 
-from bench.shard import ShardError, from_main, launched, process_group, spawn
+from bench.plan import TEACHER, TRAIN, Plan
+from bench.shard import ShardError, current_role, from_main, launched, process_group, spawn
 
 log = logging.getLogger(__name__)
 
+#: the job kinds that train a model
+TRAINING = frozenset({TRAIN, TEACHER})
 
-def run_command(opts: Any, processes: int, level: int) -> None:
-    """`bench run` with ``opts`` (:class:`bench.runner.RunOptions`): in ``processes`` new local
-    processes when more than one is asked for and none was launched already, else in this one
-    (which may be one rank of a torchrun launch). A failed rank ends the command with one line
-    naming the rank and its error, and a non-zero exit code."""
-    if processes > 1 and not launched():
-        import torch.multiprocessing as mp
-
-        try:
-            spawn(processes, run_rank, opts, level)
-        except mp.ProcessExitedException as exc:
-            if exc.signal_name:  # killed: the rank could not say why itself
-                log.error("rank %d was ended by %s", exc.error_index, exc.signal_name)
-            sys.exit(exc.exit_code or 1)
-        return
-    run_rank(opts, level)
+#: the launcher's variables, dropped once the ranks are done so the command goes on alone
+LAUNCH_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK")
 
 
-def run_rank(opts: Any, level: int) -> None:
-    """One rank's `bench run`: only the main rank logs below warnings, prints the report and
-    reports a failure (every rank raises the same :class:`ShardError`); exit code 1 for a
-    failed rank, 2 for bad input (as :func:`bench.cli_options.friendly_errors`)."""
+def jobs_to_compute(plan: Plan, kinds: frozenset[str], single_process: bool = False) -> list[str]:
+    """The ids of ``plan``'s needed jobs of ``kinds`` that are not cached (only those that cannot
+    run across processes with ``single_process``), in plan order."""
+    needed = plan.needed()
+    return [
+        job.id
+        for job in plan
+        if job.id in needed
+        and not job.cached
+        and job.kind in kinds
+        and (job.single_process or not single_process)
+    ]
+
+
+def execute_runs(runs: Sequence[Any], base: Any, processes: int, level: int) -> bool:
+    """Do the work of ``runs`` (:class:`bench.runner.RunOptions`, one plan for all; ``base``
+    gives the context) in ``processes`` new local processes, or in the ranks of the launch this
+    process belongs to. Returns whether this process goes on to report: True here and on a
+    launch's main rank (the others return False and should end quietly). A failed rank ends
+    the command with one line naming the rank and its error and a non-zero exit code; bad
+    input ends it with exit code 2, as one process would."""
+    if launched():
+        main = _rank(runs, base, level)
+        for name in LAUNCH_ENV:  # the command goes on as one process over the cached entries
+            os.environ.pop(name, None)
+        return main
+    if processes > 1:
+        _train_here(runs, base)
+        _spawn(processes, runs, base, level)
+    return True
+
+
+def _train_here(runs: Sequence[Any], base: Any) -> None:
+    """Run the training jobs (and what they need) in this one process, so that the models are
+    the ones a one-process command trains, under the same keys, and the ranks find them cached."""
+    from bench.runner import execute, plan_runs
+
+    ctx = base.context()
+    ctx.seed_everything()
+    plan = plan_runs(runs, ctx)
+    first = jobs_to_compute(plan, TRAINING)
+    if first:
+        log.info(
+            "training in this process before the processes start: %s",
+            ", ".join(plan.jobs[j].what for j in first),
+        )
+        execute(Plan(jobs=plan.jobs, targets=first), ctx)
+
+
+def _spawn(processes: int, runs: Sequence[Any], base: Any, level: int) -> None:
+    import torch.multiprocessing as mp
+
+    try:
+        spawn(processes, _rank, runs, base, level)
+    except mp.ProcessExitedException as exc:
+        if exc.signal_name:  # killed: the rank could not say why itself
+            log.error("rank %d was ended by %s", exc.error_index, exc.signal_name)
+        sys.exit(exc.exit_code or 1)
+
+
+def _rank(runs: Sequence[Any], base: Any, level: int) -> bool:
+    """One rank's share of the plan of ``runs``; True on the main rank. Only the main rank logs
+    below warnings and reports a failure (every rank raises the same :class:`ShardError`);
+    exit code 1 for a failed rank, 2 for bad input (as :func:`bench.cli_options.friendly_errors`).
+    """
     from rich.logging import RichHandler
     from rich.markup import escape
 
-    from bench.cli_options import err_console, error_text, print_parts
+    from bench.cli_options import err_console, error_text
     from bench.data import DatasetError
-    from bench.plan import TEACHER, TRAIN, Plan
-    from bench.reports import record_report
     from bench.results import StorageError
-    from bench.runner import execute, plan_run
+    from bench.runner import execute, plan_runs
     from rankers import RankerError
 
-    main = int(os.environ.get("RANK", "0")) == 0
+    main = current_role().main
     logging.basicConfig(
         level=level if main else max(level, logging.WARNING),
         format="%(message)s",
@@ -63,26 +125,21 @@ def run_rank(opts: Any, level: int) -> None:
     )
     try:
         with process_group() as role:
-            ctx = opts.context()
+            ctx = base.context()
             ctx.seed_everything()
-            plan = Plan()
-            plan.target(plan_run(opts, ctx, plan))
+            plan = plan_runs(runs, ctx)
             # the main process decides (ranks could see the cache differently) and all follow
-            training = from_main(
-                sorted(
-                    {plan.jobs[j].kind for j in plan.needed() if not plan.jobs[j].cached}
-                    & {TRAIN, TEACHER}
-                ),
-                role,
-            )
-            if role.world > 1 and training:
+            alone = jobs_to_compute(plan, TRAINING, single_process=True)
+            alone = from_main([plan.jobs[j].what for j in alone], role)
+            if alone:
                 raise ValueError(
-                    f"this run needs {' and '.join(training)} jobs, which are not sharded yet: "
-                    "train with one process (bench train), then run with --processes"
+                    f"{'; '.join(alone)}: trains in one process only (no distributed training), "
+                    "so the launch's processes cannot share it; train it first (bench train, or "
+                    "bench run without a launcher), or use --processes, which trains it before "
+                    "the processes start"
                 )
-            (record,) = execute(plan, ctx)
-            if role.main:
-                print_parts(record_report(record))
+            execute(plan, ctx)
+            return role.main
     except ShardError as exc:
         if main:
             err_console.print(f"[bold red]error:[/] {escape(str(exc))}")

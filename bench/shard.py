@@ -124,12 +124,15 @@ def score_sharded(
     counts: Sequence[int],
     score: Any,
     role: Role | None = None,
+    *,
+    everywhere: bool = False,
 ) -> list[Any] | None:
     """Score ``items`` (one per query, ``counts`` candidates each) across the launch's processes.
 
     ``score(shard_items) -> list`` scores one shard (it may be empty) and returns one result per
     item. Every process scores its shard; the main process gets all results in the original
-    order, the others None. A scorer that raises on any rank makes every rank raise one
+    order, the others None - or every process gets them with ``everywhere`` (teacher targets,
+    which every training process needs). A scorer that raises on any rank makes every rank raise one
     :class:`ShardError` naming the first failed rank and its error: the errors are exchanged
     before the gather, so each rank makes the same collective calls in the same order.
     """
@@ -142,7 +145,7 @@ def score_sharded(
     if failed:
         rank, err = failed[0]
         raise ShardError(f"rank {rank} of {role.world} failed while scoring: {err}")
-    parts = gather_to_main(local, role)
+    parts = all_gather(local, role) if everywhere else gather_to_main(local, role)
     return merge_shards(shards, parts) if parts is not None else None
 
 
@@ -157,9 +160,10 @@ def all_gather(local: Any, role: Role) -> list[Any]:
     return received
 
 
-def from_main(value: Any, role: Role) -> Any:
+def from_main(value: Any, role: Role | None = None) -> Any:
     """The main process's ``value`` on every rank (a decision only main may take, such as
     whether a cache entry is reused, so that all ranks then do the same thing)."""
+    role = role or current_role()
     if role.world == 1:
         return value
     import torch.distributed as dist
@@ -174,10 +178,15 @@ TIMEOUT_ENV = "BENCH_DIST_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 1800.0
 
 
+def launch_world() -> int:
+    """The size of the launch this process belongs to (``WORLD_SIZE``; 1 when not launched)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
 def launched() -> bool:
     """Whether this process is one of several started by a launcher (torchrun, accelerate
     launch, or :func:`spawn`): ``WORLD_SIZE`` > 1 in the environment."""
-    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+    return launch_world() > 1
 
 
 @contextmanager

@@ -364,6 +364,10 @@ class Ranker(ABC, Generic[C]):
     pointwise: ClassVar[bool] = False
     #: True when :meth:`fit` trains something.
     trainable: ClassVar[bool] = False
+    #: True when :meth:`fit` runs on every process of a launch (DDP, each process a slice of
+    #: every batch); False: it trains in one process, so a multi-process command trains it
+    #: before the processes start (``bench run --processes``) or refuses (under a launcher).
+    distributed_training: ClassVar[bool] = False
     #: what :meth:`prepare_scoring` does on the host before the model runs (tokenisation,
     #: packing, copies to the device); None: no separate host step, so latency reports only
     #: whole ``score()`` calls for this ranker.

@@ -374,6 +374,8 @@ class EncoderRanker(Ranker[EC], Generic[EC]):
     #: (the ignore: see Ranker.Config)
     Config: type[EC] = EncoderConfig  # type: ignore[assignment]
     trainable: ClassVar[bool] = True
+    #: the list trainer (:func:`rankers.listtrain.fit_lists`) splits every batch over processes
+    distributed_training: ClassVar[bool] = True
 
     def __init__(self, config: EC | None = None, device: str = "cpu") -> None:
         super().__init__(config, device)

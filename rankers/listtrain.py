@@ -212,8 +212,6 @@ def fit_lists(
     (default ``work_dir/../teacher-scores``) the teacher scores. ``on_checkpoint`` is called on
     every process after each published checkpoint with ``{"epoch", "step"}``.
     """
-    from accelerate.utils import broadcast_object_list
-
     cfg = list_config(ranker)
     loss_fn = get_loss(cfg.loss)
     lists = [cl for cl in train.lists if len(cl)]
@@ -248,13 +246,8 @@ def fit_lists(
     ranker.device = accelerated_device(accelerator)
 
     path = Path(cache_dir) if cache_dir is not None else None
-    targets: Targets = broadcast_object_list(
-        [
-            training_targets(ranker, train, lists, teacher, path)
-            if accelerator.is_main_process
-            else None
-        ]
-    )[0]
+    # every process loads the teacher and scores its shard of the lists; all get the targets
+    targets: Targets = training_targets(ranker, train, lists, teacher, path)
     if not check_signal(loss_fn, targets.values):
         raise RankerError(
             f"{ranker.name}: loss {cfg.loss} finds no signal in any list of "

@@ -125,6 +125,8 @@ class RankT5Ranker(Ranker[RankT5Config]):
     Config = RankT5Config
     pointwise: ClassVar[bool] = True
     trainable: ClassVar[bool] = True
+    #: the list trainer (:func:`rankers.listtrain.fit_lists`) splits every batch over processes
+    distributed_training: ClassVar[bool] = True
 
     def __init__(self, config: RankT5Config | None = None, device: str = "cpu") -> None:
         super().__init__(config, device)

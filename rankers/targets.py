@@ -86,6 +86,42 @@ def teacher_id(teacher: Ranker) -> str:
     return digest(info)
 
 
+def score_everywhere(teacher: Ranker, lists: Sequence[CandidateList]) -> list[np.ndarray]:
+    """The teacher's logits (float64) for every list, on every process of a launch: each process
+    scores its shard (balanced by candidate count, :func:`bench.shard.score_sharded`) and all
+    get the whole, in list order - the same arrays one process makes alone."""
+    from bench.shard import score_sharded
+
+    scores = score_sharded(lists, [len(cl) for cl in lists], teacher.score, everywhere=True)
+    assert scores is not None  # every process gets them with everywhere=True
+    out = [np.asarray(s, dtype=np.float64) for s in scores]
+    for cl, s in zip(lists, out, strict=True):
+        if s.shape != (len(cl),):
+            raise RankerError(
+                f"teacher {teacher.name} returned {s.shape} scores for {len(cl)} candidates "
+                f"of query {cl.query.qid}"
+            )
+    return out
+
+
+def _read_cached(path: Path, qids: list[str], lengths: list[int]) -> list[np.ndarray] | None:
+    """The cached logits of ``path`` split per list, or None (no file, or unreadable / other
+    lists: logged)."""
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if data["qids"].tolist() != qids or data["lengths"].tolist() != lengths:
+                raise ValueError("lists differ from the cached ones")
+            flat = data["logits"].astype(np.float64)
+    except (OSError, ValueError, KeyError) as exc:
+        log.warning("teacher scores: ignoring unreadable cache %s (%s)", path, exc)
+        return None
+    log.info("teacher scores: reusing %s", path)
+    bounds = np.cumsum([0, *lengths])
+    return [flat[bounds[k] : bounds[k + 1]] for k in range(len(lengths))]
+
+
 def teacher_logits(
     teacher: Ranker, lists: Sequence[CandidateList], split_checksum: str, cache_dir: Path | None
 ) -> tuple[list[np.ndarray], Path | None]:
@@ -93,46 +129,38 @@ def teacher_logits(
 
     The cache file is named by teacher name, weights hash and a key over the split checksum and
     the lists' query and candidate ids, so another teacher, split or candidate set never reads it.
+    Called on every process of a launch: the main one reads the cache and all follow it (they
+    get its logits); otherwise all score their shards (:func:`score_everywhere`) and the main one
+    writes the file.
     """
+    from bench.shard import current_role, from_main
+
     if cache_dir is None:
-        return [np.asarray(s, dtype=np.float64) for s in teacher.score(lists)], None
+        return score_everywhere(teacher, lists), None
+    role = current_role()
     ident = teacher_id(teacher)
     ids = [[cl.query.qid, cl.docids] for cl in lists]
     key = digest([teacher.name, ident, split_checksum, ids])
     path = Path(cache_dir) / f"{teacher.name}-{ident}-{key}.npz"
     lengths = [len(cl) for cl in lists]
-    if path.is_file():
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                if data["qids"].tolist() != [i[0] for i in ids] or data["lengths"].tolist() != (
-                    lengths
-                ):
-                    raise ValueError("lists differ from the cached ones")
-                flat = data["logits"].astype(np.float64)
-            log.info("teacher scores: reusing %s", path)
-            bounds = np.cumsum([0, *lengths])
-            return [flat[bounds[k] : bounds[k + 1]] for k in range(len(lists))], path
-        except (OSError, ValueError, KeyError) as exc:
-            log.warning("teacher scores: ignoring unreadable cache %s (%s)", path, exc)
-    scores = [np.asarray(s, dtype=np.float64) for s in teacher.score(lists)]
-    for cl, s in zip(lists, scores, strict=True):
-        if s.shape != (len(cl),):
-            raise RankerError(
-                f"teacher {teacher.name} returned {s.shape} scores for {len(cl)} candidates "
-                f"of query {cl.query.qid}"
+    qids = [cl.query.qid for cl in lists]
+    cached = from_main(_read_cached(path, qids, lengths) if role.main else None, role)
+    if cached is not None:
+        return cached, path
+    scores = score_everywhere(teacher, lists)
+    if role.main:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        with open(tmp, "wb") as fh:  # a file object: np.savez would append ".npz" to a name
+            np.savez(
+                fh,
+                qids=np.array(qids),
+                lengths=np.array(lengths, dtype=np.int64),
+                logits=np.concatenate(scores) if scores else np.zeros(0),
+                teacher=np.array(json.dumps(teacher.describe(), sort_keys=True, default=str)),
             )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as fh:  # a file object: np.savez would append ".npz" to a name
-        np.savez(
-            fh,
-            qids=np.array([i[0] for i in ids]),
-            lengths=np.array(lengths, dtype=np.int64),
-            logits=np.concatenate(scores) if scores else np.zeros(0),
-            teacher=np.array(json.dumps(teacher.describe(), sort_keys=True, default=str)),
-        )
-    os.replace(tmp, path)
-    log.info("teacher scores: wrote %s", path)
+        os.replace(tmp, path)
+        log.info("teacher scores: wrote %s", path)
     return scores, path
 
 

@@ -17,10 +17,13 @@ the list rankers' ``dtype`` on CUDA only (the others train in float32). Batches 
 process takes an equal contiguous slice of every global batch, so ``train_batch_queries`` lists
 make one optimisation step whatever the process count. Each process's loss is weighted by its
 share of the examples that carry signal, so the averaged gradient is the gradient of the global
-batch mean - N processes train like one, up to float rounding. The list trainer pads the last,
+batch mean - the same optimisation as one process, but not the same model: each process draws
+its own dropout masks (and sums in another order), so a data-parallel model is cached under its
+own key (``processes`` in the training key, :mod:`bench.scale`). The list trainer pads the last,
 short batch with zero-weight lists so every process gets a slice; ColBERT and the dual encoders
-train in one process. Logging, dev evaluation and teacher scoring run on the main process and are
-broadcast.
+train in one process (``Ranker.distributed_training`` says which). Dev scoring and teacher
+scoring are sharded over the processes like `bench run`'s scoring (:mod:`bench.shard`); logging
+and evaluation run on the main process and are broadcast.
 
 **Parts.** The loop and optimisation live here; the resumable state and checkpoints in
 :mod:`rankers.resume`, teacher and qrels targets in :mod:`rankers.targets`, the list trainer
@@ -70,20 +73,38 @@ def mixed_precision(device: str, dtype: str) -> str:
     return MIXED_PRECISION.get(dtype, "no")
 
 
-def dev_per_query(ranker: Ranker, dev: RankingSplit | None) -> dict[str, float] | None:
-    """Dev AP@10 of each query with the current weights; None without a dev split."""
+def dev_per_query(
+    ranker: Ranker, dev: RankingSplit | None, scores: Sequence[Any] | None = None
+) -> dict[str, float] | None:
+    """Dev AP@10 of each query with the current weights (or of ``scores``, one array per dev
+    list, when given); None without a dev split."""
     if dev is None or not dev.lists:
         return None
-    run = build_run(dev.lists, ranker.score(dev.lists))
+    run = build_run(dev.lists, ranker.score(dev.lists) if scores is None else scores)
     ev = evaluate(dev.qrels, run, dev.relevance_level, measures=(SELECTION_MEASURE,))
     return {q: v[SELECTION_MEASURE] for q, v in ev.per_query.items()}
 
 
+def sharded_dev_per_query(ranker: Ranker, dev: RankingSplit | None) -> dict[str, float] | None:
+    """:func:`dev_per_query` on every process of a launch: each scores its shard of the dev
+    lists (balanced by candidate count, :func:`bench.shard.score_sharded`) and the main one
+    evaluates them all; the others get None. The weights are the same on every process (DDP),
+    so the shards make the one-process scores: the values do not depend on the process count."""
+    from bench.shard import score_sharded
+
+    if dev is None or not dev.lists:
+        return None
+    scores = score_sharded(dev.lists, [len(cl) for cl in dev.lists], ranker.score)
+    return None if scores is None else dev_per_query(ranker, dev, scores)
+
+
 def dev_score(ranker: Ranker, dev: RankingSplit | None) -> float | None:
     """Dev AP@10 with the current weights (the mean over the dev queries); None without a dev
-    split."""
-    values = dev_per_query(ranker, dev)
-    return None if values is None else (sum(values.values()) / len(values) if values else 0.0)
+    split. Called on every process of a launch (:func:`sharded_dev_per_query`); all get it."""
+    from bench.shard import from_main
+
+    values = sharded_dev_per_query(ranker, dev)
+    return from_main(None if values is None else sum(values.values()) / max(len(values), 1))
 
 
 # -- optimisation --------------------------------------------------------------------------------
@@ -368,7 +389,7 @@ def train_loop(
         accelerator.register_for_checkpointing(_HookState(steps))
     progress = run.progress
     if not run.resume():
-        progress.dev_before = on_main(lambda: dev_score(ranker, dev))
+        progress.dev_before = dev_score(ranker, dev)  # every process scores its shard
     if main:
         log.info(
             "%s fine-tuning: %s; %d epochs x %d steps (%d in all), %d process(es), "
@@ -425,12 +446,13 @@ def train_loop(
                 if due and progress.batches_done < len(batches) and progress.step < total:
                     run.save()
             module.eval()
+            dev_now = dev_score(ranker, dev)  # every process scores its shard
 
-            def record(epoch: int = epoch) -> dict[str, Any]:
+            def record(epoch: int = epoch, dev_now: float | None = dev_now) -> dict[str, Any]:
                 return {
                     "epoch": epoch,
                     "loss": float(np.mean(progress.epoch_losses)),
-                    f"dev_{SELECTION_MEASURE}": dev_score(ranker, dev),
+                    f"dev_{SELECTION_MEASURE}": dev_now,
                     "skipped_queries": progress.epoch_skipped,
                     "steps": progress.step,
                     "weights_hash": state_hash(module),

@@ -95,12 +95,28 @@ def test_a_failed_rank_is_named_and_nothing_is_cached(shared_data: Path, tmp_pat
     assert not list(tmp_path.glob("runs/*/*/*/run.trec"))
 
 
-def test_a_run_that_must_train_is_refused_with_processes(shared_data: Path, tmp_path: Path) -> None:
-    # monoBERT's head is untrained, so the plan trains first: not sharded yet, refused up front
-    result = bench_run(tmp_path, shared_data, "-r", "monobert", "--subset", "2", "--processes", "2")
-    assert result.returncode == 2
-    assert "error: this run needs train jobs, which are not sharded yet" in result.stderr
-    assert not list(tmp_path.glob("models/*/*/*/manifest.json"))
+def test_a_run_that_must_train_trains_in_one_process_then_scores_in_shards(
+    shared_data: Path, tmp_path: Path
+) -> None:
+    """--processes trains the model first, in one process (so it is the one-process model,
+    under the one-process key), then 2 processes score it: the run file of a 1-process run."""
+    args = ("-r", "monobert", "--subset", "6", "--train-subset", "8")
+    args += ("--set", "epochs=1", "--set", "min_steps=0")
+    one, two = tmp_path / "one", tmp_path / "two"
+    ok(bench_run(one, shared_data, *args))
+    result = ok(bench_run(two, shared_data, *args, "--processes", "2"))
+    assert "training in this process before the processes start: monobert" in result.stderr
+    (model_one,) = one.glob("models/wikiqa/monobert/*/training.json")
+    (model_two,) = two.glob("models/wikiqa/monobert/*/training.json")
+    assert model_one.parent.name == model_two.parent.name  # the same training key
+    summary = json.loads(model_two.read_text())
+    assert summary["processes"] == 1
+    assert summary["weights_hash"] == json.loads(model_one.read_text())["weights_hash"]
+    (run_one,) = one.glob("runs/wikiqa/monobert/*/run.trec")
+    (run_two,) = two.glob("runs/wikiqa/monobert/*/run.trec")
+    assert run_two.read_bytes() == run_one.read_bytes()
+    record = json.loads((run_two.parent / "record.json").read_text())
+    assert record["provenance"]["processes"] == 2
 
 
 def test_a_fine_tuned_model_in_the_cache_is_scored_by_shards(
