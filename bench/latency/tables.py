@@ -429,8 +429,9 @@ def latency_summary(record: LatencyRecord) -> list[str]:
                 + (f"; {100 * fraction:.0f}% of prediction" if fraction else "")
             )
         best = [r for r in record.rows if r.n == block.n and r.best]
+        calls = " of the processes' calls, pooled" if record.processes > 1 else ""
         out.append(
-            f"N={block.n}: pairs/s (best row of each column): "
+            f"N={block.n}: pairs/s{calls} (best row of each column): "
             + "; ".join(f"{r.column} {r.latency['candidates_per_s']:,.0f}" for r in best)
         )
         if record.processes > 1:
