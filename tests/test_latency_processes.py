@@ -76,6 +76,7 @@ def rows(record: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def test_the_record_keeps_every_process_raw_calls(runs: dict[str, Any]) -> None:
     one, two = runs[1]["record"], runs[2]["record"]
     assert two["processes"] == 2 and two["config"]["processes"] == 2 and two["threads"] == 1
+    assert two["config"]["throughput"] == THROUGHPUT_DEFINITION
     assert rows(one).keys() == rows(two).keys() == {"bm25", "dpr (precomputed)", "dpr (query time)"}
     for label, row in rows(two).items():
         alone = rows(one)[label]["latency"]

@@ -591,7 +591,11 @@ def run_benchmark(opts: BenchOptions, ctx: RunContext | None = None) -> LatencyR
         "options": options,
         "first_stage": "bm25 (k1=0.9, b=0.4) over the split's candidate collection",
         # only with several processes, so a 1-process record (and its hash) is as before
-        **({"processes": role.world} if role.world > 1 else {}),
+        **(
+            {"processes": role.world, "throughput": processes.THROUGHPUT_DEFINITION}
+            if role.world > 1
+            else {}
+        ),
     }
     record = LatencyRecord(
         dataset=split.dataset,

@@ -233,8 +233,8 @@ def load_latency_records(
 def check_records(records: Sequence[LatencyRecord]) -> list[ResultRecord]:
     """The best row of each column at each N as a :class:`ResultRecord`, so ``bench check``
     ratio entries can use benchmark figures. ``run_config`` holds ``benchmark: latency``, ``n``,
-    ``batch_queries``, ``threads``, ``device``, ``column`` and ``mode``; ``config`` the ranker's
-    options (e.g. ``precompute``, ``batch_size``)::
+    ``batch_queries``, ``threads``, ``device``, ``column``, ``mode`` and ``processes``;
+    ``config`` the ranker's options (e.g. ``precompute``, ``batch_size``)::
 
         - kind: ratio
           dataset: wikiqa
@@ -265,6 +265,9 @@ def check_records(records: Sequence[LatencyRecord]) -> list[ResultRecord]:
                         "device": rec.device,
                         "column": row.column,
                         "mode": row.mode,
+                        # processes timed at once (throughput mode); the latency figures are
+                        # then the pooled calls of all of them
+                        "processes": rec.processes,
                     },
                     config_hash=rec.config_hash,
                     data=rec.data,
