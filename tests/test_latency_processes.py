@@ -215,3 +215,30 @@ def test_throughput_is_not_the_sum_of_each_process_rate() -> None:
         2,
         0.25,
     )
+
+
+def test_a_process_without_calls_counts_in_the_processes_not_in_the_rates() -> None:
+    """More processes than calls: a rank with an empty shard has no rate of its own and adds
+    nothing to the pairs, but it was one of the processes."""
+    spans = [
+        {"span_s": 0.5, "candidates": 30, "queries": 3, "start_unix": 1.0},
+        {"span_s": 0.0, "candidates": 0, "queries": 0, "start_unix": 1.0},
+    ]
+    out = throughput(spans)
+    assert (out["processes"], out["candidates"], out["wall_s"]) == (2, 30, 0.5)
+    assert out["candidates_per_s"] == 60.0 and out["per_process_candidates_per_s"] == [60.0, None]
+
+
+def test_more_processes_than_calls(shared_data: Path, tmp_path: Path) -> None:
+    result = bench_latency(
+        tmp_path,
+        shared_data,
+        *("-d", "semeval16b", "--rankers", "bm25", "--n-items", "10", "--queries", "1"),
+        *("--repeats", "1", "--warmup", "1", "--processes", "2"),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    (row,) = record_of(tmp_path)["rows"]
+    idle = row["per_process"][1]
+    assert [p["calls"] for p in row["per_process"]] == [1, 0] and row["latency"]["calls"] == 1
+    assert idle["latency"] is None and idle["candidates"] == 0
+    assert row["throughput"]["candidates"] == 10 and row["throughput"]["processes"] == 2
