@@ -11,7 +11,7 @@ TORCH_SPEC ?= torch==2.13.0
 TEST_DATA ?= $(if $(BENCH_DATA_DIR),$(BENCH_DATA_DIR),$(abspath ../shared/data))
 TEST_RESULTS ?= $(abspath .ci-results)
 
-.PHONY: install demo test lint layers typecheck reference pytest regression clean
+.PHONY: install demo test lint layers typecheck reference pytest regression throughput clean
 
 install: $(VENV)/.installed
 
@@ -51,6 +51,19 @@ pytest: install
 	BENCH_DATA_DIR=$(TEST_DATA) HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider
 
 test: lint regression pytest
+
+# monoBERT scoring throughput at N = 100 on CPU with 1 and with 2 processes, 1 thread each
+# (issue 20; `bench latency --processes`, throughput mode): two latency records under
+# $(THROUGHPUT_RESULTS)/latency/wikiqa/, the aggregate pairs/s printed under each table. Several
+# minutes on 2 cores; run it on an otherwise idle machine.
+THROUGHPUT_RESULTS ?= $(abspath results)
+THROUGHPUT_ARGS ?= -d wikiqa --rankers monobert --n-items 100 --batch-sizes monobert=32 --threads 1
+throughput: install
+	for p in 1 2; do \
+	  OMP_WAIT_POLICY=PASSIVE TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 \
+	  BENCH_DATA_DIR=$(TEST_DATA) BENCH_RESULTS_DIR=$(THROUGHPUT_RESULTS) \
+	  $(BIN)/bench latency $(THROUGHPUT_ARGS) --processes $$p || exit 1; \
+	done
 
 clean:
 	rm -rf $(VENV) .ci-results

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -460,7 +461,10 @@ def latency(
         ),
     ] = "minilm-l6",
     device: Device = "cpu",
-    threads: Annotated[int | None, threads_option("torch intra-op threads.")] = 2,
+    threads: Annotated[
+        int | None,
+        threads_option("torch intra-op threads (per process; default 2, 1 with --processes)."),
+    ] = None,
     seed: Annotated[int, typer.Option(help="Seed (also of --arch's random weights).")] = 0,
     stat: Annotated[
         str,
@@ -481,6 +485,16 @@ def latency(
     ] = None,
     data_dir: DataDir = None,
     results_dir: ResultsDir = None,
+    processes: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Throughput mode: N local processes (CPU, gloo; torch.multiprocessing spawn) "
+            "time their shards of the calls at once, one ranker after another; the record keeps "
+            "each process's raw calls and the aggregate pairs/s. Under torchrun (RANK/"
+            "WORLD_SIZE set) the launch's processes are used instead.",
+        ),
+    ] = 1,
 ) -> None:
     """Time every ranker on BM25 top-N lists, like the paper's latency table.
 
@@ -491,19 +505,23 @@ def latency(
     split where its host step (tokenisation...) ends and its model step begins, so the two add
     up to the whole call. Reports per-query p50/p95/p99,
     throughput (pairs/s), the cost model's predicted CROSS-JEM speed-up over monoBERT and the
-    measured one. Records go to results/latency/DATASET/.
+    measured one. Records go to results/latency/DATASET/. With --processes N (or under
+    torchrun) the processes time at once and the report adds the aggregate pairs/s.
     """
     from bench.latency import (
         LATENCY_FORMATS,
         BenchOptions,
-        build_latency_table,
         check_stat,
-        latency_summary,
         options_per_ranker,
-        render_latency,
         run_benchmark,
     )
+    from bench.latency.processes import latency_rank
+    from bench.scale import launch
+    from bench.shard import launched
 
+    several = processes > 1 or launched()
+    if threads is None:  # one thread per process where several share the machine's cores
+        threads = 1 if several else 2
     check_stat(stat)
     if fmt not in LATENCY_FORMATS:
         raise ValueError(f"--format {fmt!r} is unknown; known: {', '.join(LATENCY_FORMATS)}")
@@ -539,12 +557,22 @@ def latency(
         raise ValueError("--batch-queries: give at least one number of queries per call")
     for opts in runs:
         opts.validate()
+    show = partial(show_latency, stat, fmt)
+    if several:
+        return launch(processes, latency_rank, runs, show, logging.getLogger().getEffectiveLevel())
     ctx = runs[0].context()  # the runs differ only in --batch-queries
     for opts in runs:
-        record = run_benchmark(opts, ctx)
-        emit(render_latency(build_latency_table(record, stat), fmt))
-        if fmt == "table":
-            print_parts(latency_summary(record))
+        show(run_benchmark(opts, ctx))
+
+
+def show_latency(stat: str, fmt: str, record: Any) -> None:
+    """The table of a `bench latency` record (:class:`bench.latency.LatencyRecord`) in ``fmt``,
+    with the summary lines under a rich table. Module-level so spawned ranks can be handed it."""
+    from bench.latency import build_latency_table, latency_summary, render_latency
+
+    emit(render_latency(build_latency_table(record, stat), fmt))
+    if fmt == "table":
+        print_parts(latency_summary(record))
 
 
 @app.command()

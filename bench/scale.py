@@ -27,7 +27,8 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from bench.plan import TEACHER, TRAIN, Plan
@@ -70,7 +71,7 @@ def execute_runs(runs: Sequence[Any], base: Any, processes: int, level: int) -> 
         return main
     if processes > 1:
         _train_here(runs, base)
-        _spawn(processes, runs, base, level)
+        launch(processes, _rank, runs, base, level)
     return True
 
 
@@ -91,30 +92,30 @@ def _train_here(runs: Sequence[Any], base: Any) -> None:
         execute(Plan(jobs=plan.jobs, targets=first), ctx)
 
 
-def _spawn(processes: int, runs: Sequence[Any], base: Any, level: int) -> None:
-    import torch.multiprocessing as mp
+def launch(processes: int, target: Callable[..., Any], *args: Any) -> None:
+    """``target(*args)`` in ``processes`` new local processes (:func:`bench.shard.spawn`) when
+    more than one is asked for and none was launched already, else in this one (which may be
+    one rank of a torchrun launch). A rank ended by a signal is named here (it could not say
+    why itself); a rank's exit code ends this process too."""
+    if processes > 1 and not launched():
+        import torch.multiprocessing as mp
 
-    try:
-        spawn(processes, _rank, runs, base, level)
-    except mp.ProcessExitedException as exc:
-        if exc.signal_name:  # killed: the rank could not say why itself
-            log.error("rank %d was ended by %s", exc.error_index, exc.signal_name)
-        sys.exit(exc.exit_code or 1)
+        try:
+            spawn(processes, target, *args)
+        except mp.ProcessExitedException as exc:
+            if exc.signal_name:  # killed: the rank could not say why itself
+                log.error("rank %d was ended by %s", exc.error_index, exc.signal_name)
+            sys.exit(exc.exit_code or 1)
+        return
+    target(*args)
 
 
-def _rank(runs: Sequence[Any], base: Any, level: int) -> bool:
-    """One rank's share of the plan of ``runs``; True on the main rank. Only the main rank logs
-    below warnings and reports a failure (every rank raises the same :class:`ShardError`);
-    exit code 1 for a failed rank, 2 for bad input (as :func:`bench.cli_options.friendly_errors`).
-    """
+def rank_logging(level: int) -> bool:
+    """Log at ``level`` on the main rank and warnings only on the others; whether this is the
+    main rank."""
     from rich.logging import RichHandler
-    from rich.markup import escape
 
-    from bench.cli_options import err_console, error_text
-    from bench.data import DatasetError
-    from bench.results import StorageError
-    from bench.runner import execute, plan_runs
-    from rankers import RankerError
+    from bench.cli_options import err_console
 
     main = current_role().main
     logging.basicConfig(
@@ -123,23 +124,23 @@ def _rank(runs: Sequence[Any], base: Any, level: int) -> bool:
         handlers=[RichHandler(console=err_console, show_path=False, rich_tracebacks=False)],
         force=True,
     )
+    return main
+
+
+@contextmanager
+def rank_errors(main: bool) -> Iterator[None]:
+    """A failure inside becomes one red line (on the main rank only: every rank raises the same
+    :class:`ShardError`) and exit code 1 for a failed rank, 2 for bad input (as
+    :func:`bench.cli_options.friendly_errors`)."""
+    from rich.markup import escape
+
+    from bench.cli_options import err_console, error_text
+    from bench.data import DatasetError
+    from bench.results import StorageError
+    from rankers import RankerError
+
     try:
-        with process_group() as role:
-            ctx = base.context()
-            ctx.seed_everything()
-            plan = plan_runs(runs, ctx)
-            # the main process decides (ranks could see the cache differently) and all follow
-            alone = jobs_to_compute(plan, TRAINING, single_process=True)
-            alone = from_main([plan.jobs[j].what for j in alone], role)
-            if alone:
-                raise ValueError(
-                    f"{'; '.join(alone)}: trains in one process only (no distributed training), "
-                    "so the launch's processes cannot share it; train it first (bench train, or "
-                    "bench run without a launcher), or use --processes, which trains it before "
-                    "the processes start"
-                )
-            execute(plan, ctx)
-            return role.main
+        yield
     except ShardError as exc:
         if main:
             err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
@@ -148,3 +149,27 @@ def _rank(runs: Sequence[Any], base: Any, level: int) -> bool:
         if main:
             err_console.print(f"[bold red]error:[/] {escape(error_text(exc))}")
         sys.exit(2)
+
+
+def _rank(runs: Sequence[Any], base: Any, level: int) -> bool:
+    """One rank's share of the plan of ``runs``; True on the main rank. Only the main rank logs
+    below warnings and reports a failure (:func:`rank_errors`)."""
+    from bench.runner import execute, plan_runs
+
+    with rank_errors(rank_logging(level)), process_group() as role:
+        ctx = base.context()
+        ctx.seed_everything()
+        plan = plan_runs(runs, ctx)
+        # the main process decides (ranks could see the cache differently) and all follow
+        alone = jobs_to_compute(plan, TRAINING, single_process=True)
+        alone = from_main([plan.jobs[j].what for j in alone], role)
+        if alone:
+            raise ValueError(
+                f"{'; '.join(alone)}: trains in one process only (no distributed training), "
+                "so the launch's processes cannot share it; train it first (bench train, or "
+                "bench run without a launcher), or use --processes, which trains it before "
+                "the processes start"
+            )
+        execute(plan, ctx)
+        return role.main
+    return False  # pragma: no cover - rank_errors exits

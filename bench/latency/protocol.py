@@ -33,7 +33,7 @@ from typing import Any
 from bench import provenance
 from bench.context import RunContext
 from bench.data.model import CandidateList, RankingSplit
-from bench.latency.arch import ARCHS, DEFAULT_ARCH, arch_model, random_weights_note
+from bench.latency.arch import ARCHS, DEFAULT_ARCH, arch_model
 from bench.latency.lists import (
     bm25_lists,
     encoder_shape_and_tokenizer,
@@ -51,7 +51,8 @@ from bench.latency.records import (
     speedup_summary,
     write_latency_record,
 )
-from bench.latency.tracker import LatencySummary, LatencyTracker, timed_call
+from bench.latency.rows import entry_rows
+from bench.latency.tracker import LatencyTracker, timed_call
 from bench.policy import ALL, DEFAULT_BATCH_SIZES, DEFAULT_RANKERS, BatchSize
 from bench.results import config_hash, ensure_writable
 from rankers.base import Ranker, RankerConfig, RankerError
@@ -287,7 +288,7 @@ def _check_scores(ranker: Ranker, out: Sequence[Any], batch: Sequence[CandidateL
         raise RankerError(f"{ranker.name} returned scores that do not match its lists")
 
 
-def _calls(lists: Sequence[CandidateList], batch_queries: int) -> list[list[CandidateList]]:
+def split_calls(lists: Sequence[CandidateList], batch_queries: int) -> list[list[CandidateList]]:
     from bench.runner import batches
 
     calls = list(batches(lists, batch_queries))
@@ -303,6 +304,48 @@ def _volume(batch: Sequence[CandidateList]) -> dict[str, int]:
 #: the figures a timed call gives: the whole call, its host step (``prepare_scoring``) and its
 #: model step (``score_prepared``)
 PARTS = ("score", "host", "model")
+
+
+def _call(
+    ranker: Ranker,
+    names: Sequence[str],
+    batch: list[CandidateList],
+    trackers: dict[str, LatencyTracker] | None,
+) -> None:
+    """One call of ``ranker`` on ``batch``, recorded in ``trackers`` (None: a warm-up call) for
+    each of ``names`` (:data:`PARTS`); in its two steps under one clock when a step is asked."""
+    in_steps = "host" in names or "model" in names
+    with timed_call(ranker.device) as clock:
+        if in_steps:
+            prepared = ranker.prepare_scoring(batch)
+            clock.mark()
+            out = ranker.score_prepared(prepared)
+        else:
+            out = ranker.score(batch)
+    _check_scores(ranker, out, batch)
+    if trackers is None:
+        return
+    wall, device = clock.segments_s, clock.device_segments_s
+    figures = {"score": (clock.total_s, clock.device_total_s)}
+    if in_steps:
+        for i, part in enumerate(("host", "model")):
+            figures[part] = (wall[i], device[i] if device is not None else None)
+    for part in names:
+        seconds, device_seconds = figures[part]
+        trackers[part].record(seconds, device_seconds=device_seconds, **_volume(batch))
+
+
+def warm_up(
+    rankers: Sequence[Ranker],
+    parts: Sequence[Sequence[str]],
+    calls: Sequence[list[CandidateList]],
+    warmup: int,
+) -> None:
+    """``warmup`` untimed calls per ranker, cycling through ``calls``, made as the timed calls
+    will be (in steps when ``parts`` asks for a step)."""
+    for ranker, names in zip(rankers, parts, strict=True):
+        for i in range(warmup):
+            _call(ranker, names, calls[i % len(calls)], None)
 
 
 def time_parts(
@@ -337,37 +380,8 @@ def time_parts(
         unknown = [p for p in names if p not in PARTS]
         if unknown:
             raise ValueError(f"part must be one of {', '.join(PARTS)}, not {unknown[0]!r}")
-    calls = _calls(lists, batch_queries)
-
-    def call(
-        ranker: Ranker,
-        names: Sequence[str],
-        batch: list[CandidateList],
-        trackers: dict[str, LatencyTracker] | None,
-    ) -> None:
-        in_steps = "host" in names or "model" in names
-        with timed_call(ranker.device) as clock:
-            if in_steps:
-                prepared = ranker.prepare_scoring(batch)
-                clock.mark()
-                out = ranker.score_prepared(prepared)
-            else:
-                out = ranker.score(batch)
-        _check_scores(ranker, out, batch)
-        if trackers is None:
-            return
-        wall, device = clock.segments_s, clock.device_segments_s
-        figures = {"score": (clock.total_s, clock.device_total_s)}
-        if in_steps:
-            for i, part in enumerate(("host", "model")):
-                figures[part] = (wall[i], device[i] if device is not None else None)
-        for part in names:
-            seconds, device_seconds = figures[part]
-            trackers[part].record(seconds, device_seconds=device_seconds, **_volume(batch))
-
-    for ranker, names in zip(rankers, parts, strict=True):
-        for i in range(warmup):
-            call(ranker, names, calls[i % len(calls)], None)
+    calls = split_calls(lists, batch_queries)
+    warm_up(rankers, parts, calls, warmup)
     trackers = [
         {part: LatencyTracker(r.device) for part in names}
         for r, names in zip(rankers, parts, strict=True)
@@ -378,7 +392,7 @@ def time_parts(
             order = [(turn + k) % len(rankers) for k in range(len(rankers))]
             turn += 1
             for k in order:
-                call(rankers[k], parts[k], batch, trackers[k])
+                _call(rankers[k], parts[k], batch, trackers[k])
     return trackers
 
 
@@ -433,36 +447,21 @@ def time_part(
     )[0]
 
 
-def _split_summaries(
-    ranker: Ranker, timed: dict[str, LatencyTracker], extra: dict[str, Any], interleaved: int
-) -> tuple[LatencySummary, LatencySummary] | None:
-    """(host step, model only) summaries of a ranker with a host step; None without one."""
-    if "host" not in timed:
-        return None
-    return (
-        timed["host"].summary(
-            **extra,
-            interleaved=interleaved,
-            scope="ranker.prepare_scoring: the first step of each timed call",
-            covers=ranker.host_step,
-        ),
-        timed["model"].summary(
-            **extra,
-            interleaved=interleaved,
-            scope="ranker.score_prepared: the second step of each timed call",
-        ),
-    )
+#: a created and indexed entry: the entry, the checkpoint it loaded (None: none) and its ranker
+Loaded = tuple[Entry, str | None, Ranker]
 
 
-def _with_share(summary: LatencySummary, whole_mean_ms: float) -> dict[str, Any]:
-    """A part's summary with its share of the whole call's mean time."""
-    return {**summary.to_dict(), "share_of_mean": summary.mean_ms / whole_mean_ms}
+def load_entry(entry: Entry, split: RankingSplit, opts: BenchOptions, device: str) -> Loaded:
+    """Create ``entry``'s ranker (with its checkpoint, if any) and index it on ``split``."""
+    checkpoint = checkpoint_for(entry.ranker, opts.checkpoints)
+    ranker = create_entry(entry, device, checkpoint)
+    ranker.index(split)
+    return entry, checkpoint, ranker
 
 
-def _weights(ranker: Ranker, checkpoint: str | None, arch: str) -> str:
-    if ARCHS.get(arch) is not None and "model" in _fields(type(ranker.config)):
-        return random_weights_note(arch)
-    return ranker.weights_note(checkpoint)
+def parts_of(ranker: Ranker) -> tuple[str, ...]:
+    """What is timed of ``ranker``'s calls: all :data:`PARTS` with a host step, else the call."""
+    return PARTS if ranker.host_step is not None else ("score",)
 
 
 def time_entries(
@@ -470,75 +469,17 @@ def time_entries(
 ) -> list[LatencyRow]:
     """Create and index every entry and time them interleaved on one N's lists; the calls of
     an entry with a host step are timed in their two steps as well (:func:`time_parts`)."""
-    loaded = []
-    for entry in entries:
-        checkpoint = checkpoint_for(entry.ranker, opts.checkpoints)
-        ranker = create_entry(entry, device, checkpoint)
-        ranker.index(split)
-        loaded.append((entry, checkpoint, ranker))
+    loaded = [load_entry(entry, split, opts, device) for entry in entries]
     rankers = [r for _, _, r in loaded]
     timed = time_parts(
         rankers,
         split.lists,
-        [PARTS if r.host_step is not None else ("score",) for r in rankers],
+        [parts_of(r) for r in rankers],
         batch_queries=opts.batch_queries,
         warmup=opts.warmup,
         repeats=opts.repeats,
     )
-    trackers = [t["score"] for t in timed]
-    n = len(split.lists[0])
-    extra = {
-        "batch_queries": opts.batch_queries,
-        "warmup_calls": opts.warmup,
-        "repeats": opts.repeats,
-        "n": n,
-    }
-    halves = [
-        _split_summaries(r, t, extra, len(loaded)) for r, t in zip(rankers, timed, strict=True)
-    ]
-    rows = []
-    for (entry, checkpoint, ranker), tracker, split_timing in zip(
-        loaded, trackers, halves, strict=True
-    ):
-        scope = (
-            "ranker.score per call (tokenisation included)"
-            if split_timing is None
-            else "ranker.prepare_scoring then ranker.score_prepared (its score()) per call"
-        )
-        latency = tracker.summary(**extra, interleaved=len(loaded), scope=scope).to_dict()
-        host, model_only = (
-            (None, None)
-            if split_timing is None
-            else (_with_share(part, latency["mean_ms"]) for part in split_timing)
-        )
-        rows.append(
-            LatencyRow(
-                label=entry.label,
-                ranker=entry.ranker,
-                column=entry.column,
-                family=ranker.family,
-                n=n,
-                batch_queries=opts.batch_queries,
-                options=ranker.config.to_dict(),
-                weights=_weights(ranker, checkpoint, opts.arch),
-                dtype=ranker.compute_dtype(),
-                latency=latency,
-                tokenisation=host,
-                model_only=model_only,
-                mode=ranker.scoring_mode(),
-                ranker_info=ranker.describe(),
-            )
-        )
-        log.info(
-            "%s N=%d: p50 %.2f ms/query, mean %.2f ms, %.0f pairs/s%s",
-            entry.label,
-            n,
-            latency["p50_ms"],
-            latency["mean_ms"],
-            latency["candidates_per_s"],
-            f"; host step {100 * host['share_of_mean']:.0f}% of the mean" if host else "",
-        )
-    return rows
+    return entry_rows(loaded, timed, opts, len(split.lists[0]), interleaved=len(loaded))
 
 
 def _with_model(
@@ -562,9 +503,15 @@ def run_benchmark(opts: BenchOptions, ctx: RunContext | None = None) -> LatencyR
 
     Raises ValueError for invalid options (before any work) and when the split's collection has
     fewer than N items.
+
+    Launched as several processes (``--processes``, torchrun), every rank runs this: each times
+    its shard of the calls, all at once (:mod:`bench.latency.processes`); every rank returns the
+    same record, which the main rank alone writes.
     """
     from bench.data import load_split
     from bench.device import device_info
+    from bench.latency import processes
+    from bench.shard import current_role
     from rankers import canonical_name
     from rankers.bm25 import BM25Index
 
@@ -573,6 +520,7 @@ def run_benchmark(opts: BenchOptions, ctx: RunContext | None = None) -> LatencyR
     ctx = ctx or opts.context()
     root, device, threads = ctx.results_root, ctx.device, ctx.threads
     ctx.seed_everything()
+    role = current_role()
     split = load_split(opts.dataset, opts.split, ctx.data_root)
     # the record is written after the whole benchmark, so its folder is checked before it starts
     ensure_writable(latency_dir(root, split.dataset))
@@ -583,7 +531,9 @@ def run_benchmark(opts: BenchOptions, ctx: RunContext | None = None) -> LatencyR
             f"{split.dataset}/{split.split}: the candidate collection has {len(collection)} "
             f"distinct items, fewer than N={too_big[0]}; choose N <= {len(collection)}"
         )
-    model = arch_model(opts.arch, opts.seed, root)
+    model = processes.main_first(
+        lambda: arch_model(opts.arch, opts.seed, root), role, f"writing the {opts.arch} model"
+    )
     # the cost model's encoder is CROSS-JEM's, so it takes the arch's model as well
     options = _with_model(opts.options, [*rankers, "crossjem"], model)
     settings = token_settings(split.dataset, options)
@@ -619,7 +569,10 @@ def run_benchmark(opts: BenchOptions, ctx: RunContext | None = None) -> LatencyR
             batch_sizes=opts.batch_sizes,
             options=options,
         )
-        rows.extend(time_entries(entries, lists, opts, device))
+        if role.world == 1:
+            rows.extend(time_entries(entries, lists, opts, device))
+        else:
+            rows.extend(processes.time_entries_sharded(entries, lists, opts, device, role))
         mark_best(rows)
         block.speedup = speedup_summary(rows, block)
         blocks.append(block)
@@ -637,6 +590,12 @@ def run_benchmark(opts: BenchOptions, ctx: RunContext | None = None) -> LatencyR
         "checkpoints": dict(opts.checkpoints),
         "options": options,
         "first_stage": "bm25 (k1=0.9, b=0.4) over the split's candidate collection",
+        # only with several processes, so a 1-process record (and its hash) is as before
+        **(
+            {"processes": role.world, "throughput": processes.THROUGHPUT_DEFINITION}
+            if role.world > 1
+            else {}
+        ),
     }
     record = LatencyRecord(
         dataset=split.dataset,
@@ -657,7 +616,9 @@ def run_benchmark(opts: BenchOptions, ctx: RunContext | None = None) -> LatencyR
             "device": device_info(device),
             "env": {k: os.environ.get(k) for k in THREAD_ENV},
         },
+        processes=role.world,
     )
-    write_latency_record(record, root)
-    log.info("wrote %s", record.path)
+    if role.main:
+        write_latency_record(record, root)
+        log.info("wrote %s", record.path)
     return record

@@ -58,6 +58,11 @@ class LatencyRow:
     mode: str = ""  # Ranker.scoring_mode(); "" in records older than the field
     best: bool = False  # fastest (p50) row of its column at this N
     ranker_info: dict[str, Any] = field(default_factory=dict)  # describe()
+    #: throughput mode (several processes timed at once, :mod:`bench.latency.processes`): each
+    #: rank's own summaries with their raw calls (``latency`` etc. above pool them all), and
+    #: the aggregate throughput; empty / None with one process
+    per_process: list[dict[str, Any]] = field(default_factory=list)
+    throughput: dict[str, Any] | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> LatencyRow:
@@ -94,11 +99,20 @@ class LatencyRecord:
     rows: list[LatencyRow]
     data: dict[str, Any]
     provenance: dict[str, Any]
+    #: processes timed at once (throughput mode); 1: the one-process benchmark
+    processes: int = 1
     path: Path | None = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:
+        """The record as JSON; the throughput-mode fields only when several processes made it,
+        so a one-process record is written exactly as before they existed."""
         out = dataclasses.asdict(self)
         out.pop("path")
+        if self.processes == 1:
+            out.pop("processes")
+            for row in out["rows"]:
+                if not row["per_process"] and row["throughput"] is None:
+                    del row["per_process"], row["throughput"]
         return out
 
     @classmethod
@@ -219,8 +233,8 @@ def load_latency_records(
 def check_records(records: Sequence[LatencyRecord]) -> list[ResultRecord]:
     """The best row of each column at each N as a :class:`ResultRecord`, so ``bench check``
     ratio entries can use benchmark figures. ``run_config`` holds ``benchmark: latency``, ``n``,
-    ``batch_queries``, ``threads``, ``device``, ``column`` and ``mode``; ``config`` the ranker's
-    options (e.g. ``precompute``, ``batch_size``)::
+    ``batch_queries``, ``threads``, ``device``, ``column``, ``mode`` and ``processes``;
+    ``config`` the ranker's options (e.g. ``precompute``, ``batch_size``)::
 
         - kind: ratio
           dataset: wikiqa
@@ -251,6 +265,9 @@ def check_records(records: Sequence[LatencyRecord]) -> list[ResultRecord]:
                         "device": rec.device,
                         "column": row.column,
                         "mode": row.mode,
+                        # processes timed at once (throughput mode); the latency figures are
+                        # then the pooled calls of all of them
+                        "processes": rec.processes,
                     },
                     config_hash=rec.config_hash,
                     data=rec.data,

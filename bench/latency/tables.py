@@ -132,10 +132,13 @@ def merge_records(records: Sequence[LatencyRecord]) -> LatencyRecord:
     if not records:
         raise ValueError("no latency records to merge")
     records = sorted(records, key=lambda r: r.created)
-    keys = {(r.dataset, r.split, r.device, r.threads, r.batch_queries) for r in records}
+    keys = {
+        (r.dataset, r.split, r.device, r.threads, r.batch_queries, r.processes) for r in records
+    }
     if len(keys) > 1:
         found = "; ".join(
-            f"{d}/{s} {dev} threads={t} batch_queries={b}" for d, s, dev, t, b in sorted(keys)
+            f"{d}/{s} {dev} threads={t} batch_queries={b}" + (f" processes={p}" if p > 1 else "")
+            for d, s, dev, t, b, p in sorted(keys)
         )
         raise ValueError(f"latency records of different settings cannot share a table: {found}")
     blocks: dict[int, tuple[ListBlock, list[LatencyRow]]] = {}
@@ -227,12 +230,45 @@ def _notes(record: LatencyRecord, columns: Sequence[str], stat: str) -> list[str
                 notes.append(
                     f"{col} at N={b.n}, each configuration (best shown): " + ", ".join(parts) + "."
                 )
+    notes += throughput_notes(record, columns)
     notes.append(
         "Speed-up: best monoBERT / CROSS-JEM mean latency; predicted: ratio of the "
         "cost model's encoder FLOPs (bench.efficiency) on the same lists. "
         "C = L_k N / |U| (mean over queries)."
     )
     return notes
+
+
+def aggregate_line(record: LatencyRecord, n: int, columns: Sequence[str] | None = None) -> str:
+    """``N=100, 2 processes at once: aggregate pairs/s monobert 1,234 (per process 620, 614)``:
+    the throughput-mode figure of the best row of each column (empty with one process)."""
+    if record.processes == 1:
+        return ""
+    cells = []
+    for col in columns or list(dict.fromkeys(r.column for r in record.rows)):
+        row = record.best(n, col)
+        if row is None or row.throughput is None:
+            continue
+        each = ", ".join(
+            "-" if v is None else f"{v:,.0f}"
+            for v in row.throughput["per_process_candidates_per_s"]
+        )
+        cells.append(f"{col} {row.throughput['candidates_per_s']:,.0f} (per process {each})")
+    return f"N={n}, {record.processes} processes at once: aggregate pairs/s " + "; ".join(cells)
+
+
+def throughput_notes(record: LatencyRecord, columns: Sequence[str]) -> list[str]:
+    """What a throughput-mode record adds under its table: the process count, how the cells
+    pool every process's calls, and the aggregate pairs/s per column and N."""
+    if record.processes == 1:
+        return []
+    definition = next((r.throughput["definition"] for r in record.rows if r.throughput), "")
+    return [
+        f"Throughput mode: {record.processes} processes timed at once, each its shard of the "
+        f"calls with {record.threads} thread(s); cells pool every process's calls. "
+        f"Aggregate pairs/s = {definition}.",
+        *(aggregate_line(record, b.n, columns) + "." for b in record.blocks),
+    ]
 
 
 def _breakdown_notes(record: LatencyRecord, columns: Sequence[str]) -> list[str]:
@@ -393,9 +429,12 @@ def latency_summary(record: LatencyRecord) -> list[str]:
                 + (f"; {100 * fraction:.0f}% of prediction" if fraction else "")
             )
         best = [r for r in record.rows if r.n == block.n and r.best]
+        calls = " of the processes' calls, pooled" if record.processes > 1 else ""
         out.append(
-            f"N={block.n}: pairs/s (best row of each column): "
+            f"N={block.n}: pairs/s{calls} (best row of each column): "
             + "; ".join(f"{r.column} {r.latency['candidates_per_s']:,.0f}" for r in best)
         )
+        if record.processes > 1:
+            out.append(aggregate_line(record, block.n))
     out.append(f"record: {record.path}")
     return out
