@@ -140,3 +140,72 @@ def test_a_fine_tuned_model_in_the_cache_is_scored_by_shards(
     assert again.read_bytes() == one
     record = json.loads((again.parent / "record.json").read_text())
     assert record["provenance"]["processes"] == 2
+
+
+def bench_launch(
+    root: Path, data: Path, *args: str, timeout: int = 300
+) -> subprocess.CompletedProcess[str]:
+    """``torchrun --standalone --nproc_per_node 2 -m bench.cli ARGS`` (a launcher's ranks)."""
+    torchrun = Path(sys.executable).with_name("torchrun")
+    command = [str(torchrun), "--standalone", "--nproc_per_node", "2", "-m", "bench.cli", *args]
+    return subprocess.run(
+        command,
+        cwd=PROJECT_ROOT,
+        env={
+            **os.environ,
+            "BENCH_DATA_DIR": str(data),
+            "BENCH_RESULTS_DIR": str(root),
+            "HF_HUB_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+        },
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_a_launch_trains_data_parallel_under_its_own_key(shared_data: Path, tmp_path: Path) -> None:
+    """Under torchrun a list trainer trains on both ranks (each a slice of every batch), with
+    the dev lists scored in shards: the dev score before training is the one-process value
+    exactly (same weights, same lists), while the model is another one (each rank draws its own
+    dropout masks), so it is cached under its own key beside the one-process model."""
+    args = ("-r", "monobert", "-d", "wikiqa", "--threads", "1", "--train-subset", "8")
+    args += ("--set", "epochs=1", "--set", "min_steps=0")
+    ok(bench_launch(tmp_path, shared_data, "train", *args))
+    one = subprocess.run(
+        [sys.executable, "-m", "bench.cli", "train", *args],
+        cwd=PROJECT_ROOT,
+        env={
+            **os.environ,
+            "BENCH_DATA_DIR": str(shared_data),
+            "BENCH_RESULTS_DIR": str(tmp_path),
+            "HF_HUB_OFFLINE": "1",
+        },
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    ok(one)
+    summaries = [
+        json.loads(path.read_text())
+        for path in tmp_path.glob("models/wikiqa/monobert/*/training.json")
+    ]
+    by_processes = {s["processes"]: s for s in summaries}
+    assert sorted(by_processes) == [1, 2]  # two entries: the launch did not take the 1-process key
+    assert by_processes[1]["key"] != by_processes[2]["key"]
+    assert by_processes[2]["dev_AP@10_before"] == by_processes[1]["dev_AP@10_before"]
+
+
+def test_a_launch_refuses_a_trainer_without_distributed_training(
+    shared_data: Path, tmp_path: Path
+) -> None:
+    result = bench_launch(
+        tmp_path, shared_data, "run", "-r", "dpr", "-d", "wikiqa", "--fit", "--subset", "2"
+    )
+    # torchrun itself ends with 1 (and its own report) when a rank exits non-zero
+    assert result.returncode != 0
+    said = " ".join(result.stderr.split())
+    assert "error: dpr on wikiqa/train: trains in one process only" in said, said[-2000:]
+    assert "use --processes, which trains it before the processes start" in said
+    assert said.count("trains in one process only") == 1  # the main rank says it, once
+    assert not list(tmp_path.glob("models/*/*/*/manifest.json"))
