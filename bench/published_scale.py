@@ -75,3 +75,50 @@ def store_cost(records: Records) -> str:
 def latency_growth(records: Records) -> str:
     """p50 ms per query of each ranker's best row at every N, and the log-log slope."""
     return growth_table(growth_series([records.latency(GROWTH)])) + "\n"
+
+
+#: monoBERT at N = 100 on wikiqa, 1 thread per process (`make throughput`), two rounds
+THROUGHPUT_RECORDS = (
+    ("latency/throughput-monobert-n100-1proc.json", "latency/throughput-monobert-n100-2proc.json"),
+    (
+        "latency/throughput-monobert-n100-1proc-run2.json",
+        "latency/throughput-monobert-n100-2proc-run2.json",
+    ),
+)
+
+
+@renderer("throughput-processes")
+def throughput_processes(records: Records) -> str:
+    """Scoring pairs/s of each column with 1 process and with 2 processes at once (aggregate:
+    all pairs / the wall span from the common start to the last call's end), and the ratio."""
+    rows: list[list[str]] = []
+    for round_, (one_name, two_name) in enumerate(THROUGHPUT_RECORDS, 1):
+        one, two = records.latency(one_name), records.latency(two_name)
+        alone = {(r.column, r.n): r for r in one.rows}
+        for row in two.rows:
+            if row.throughput is None:
+                continue
+            base = alone[(row.column, row.n)].latency["candidates_per_s"]
+            agg = row.throughput["candidates_per_s"]
+            each = ", ".join(f"{v:.0f}" for v in row.throughput["per_process_candidates_per_s"])
+            rows.append(
+                [
+                    str(round_),
+                    row.column,
+                    str(row.n),
+                    str(row.latency["calls"]),
+                    f"{base:.0f}",
+                    f"{agg:.0f} ({each})",
+                    f"{agg / base:.2f}x",
+                ]
+            )
+    head = [
+        "round",
+        "column",
+        "N",
+        "calls",
+        "1 process (pairs/s)",
+        "2 processes, aggregate (each)",
+        "ratio",
+    ]
+    return table(head, rows)
