@@ -137,15 +137,22 @@ def test_a_one_process_record_is_written_as_before(runs: dict[str, Any]) -> None
     record = runs[1]["record"]
     assert "processes" not in record and "processes" not in record["config"]
     assert all("per_process" not in row and "throughput" not in row for row in record["rows"])
-    # and records written before the throughput mode load as one-process records
+    # and records written before the throughput mode load as one-process records (the
+    # throughput-mode reference records, throughput-*-2proc*.json, are the measured 2-process ones)
     files = sorted((PROJECT_ROOT / "results" / "reference" / "latency").glob("*.json"))
-    assert files
-    for path in files:
+    before = [path for path in files if "2proc" not in path.name]
+    assert before and len(before) < len(files)
+    for path in before:
         data = json.loads(path.read_text())
         rec = LatencyRecord.from_json(data, path)
         assert rec.processes == 1 and all(r.throughput is None for r in rec.rows)
         assert "processes" not in rec.to_json()
         assert all("per_process" not in r for r in rec.to_json()["rows"])
+    for path in files:
+        if "2proc" in path.name:  # and a 2-process record round-trips with its raw calls
+            data = json.loads(path.read_text())
+            rec = LatencyRecord.from_json(data, path)
+            assert rec.processes == 2 and rec.to_json()["rows"] == data["rows"]
 
 
 def test_records_of_other_process_counts_do_not_share_a_table(runs: dict[str, Any]) -> None:
