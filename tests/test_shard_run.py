@@ -209,3 +209,45 @@ def test_a_launch_refuses_a_trainer_without_distributed_training(
     assert "use --processes, which trains it before the processes start" in said
     assert said.count("trains in one process only") == 1  # the main rank says it, once
     assert not list(tmp_path.glob("models/*/*/*/manifest.json"))
+
+
+def test_a_sweep_with_processes_prints_the_one_process_sweep(
+    shared_data: Path, tmp_path: Path
+) -> None:
+    """`bench sweep --processes 2` (demo and ablate take the same path, bench.scale.execute_runs):
+    its models are trained in one process first, its dev and test runs scored in shards, and
+    the sweep it prints and records is the one-process sweep."""
+
+    def sweep(root: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "bench.cli", "sweep", "-r", "dpr", "-d", "wikiqa"]
+        command += ["--set", "lr=1e-5,3e-5", "--set", "epochs=1", "--train-subset", "8"]
+        command += ["--threads", "1", "--no-write", *extra]
+        return subprocess.run(
+            command,
+            cwd=PROJECT_ROOT,
+            env={
+                **os.environ,
+                "BENCH_DATA_DIR": str(shared_data),
+                "BENCH_RESULTS_DIR": str(root),
+                "HF_HUB_OFFLINE": "1",
+                "TOKENIZERS_PARALLELISM": "false",
+            },
+            capture_output=True,
+            text=True,
+            timeout=400,
+        )
+
+    one, two = tmp_path / "one", tmp_path / "two"
+    table_one = ok(sweep(one)).stdout
+    result = ok(sweep(two, "--processes", "2"))
+    # the sweep table without the training seconds column (wall time differs)
+    assert [line.rsplit(None, 1)[0] for line in result.stdout.splitlines()[:3]] == [
+        line.rsplit(None, 1)[0] for line in table_one.splitlines()[:3]
+    ]
+    runs_one = sorted(one.glob("runs/wikiqa/dpr/*/run.trec"))
+    runs_two = sorted(two.glob("runs/wikiqa/dpr/*/run.trec"))
+    assert [p.parent.name for p in runs_one] == [p.parent.name for p in runs_two]
+    assert len(runs_two) == 4  # dev and test of each setting
+    assert all(a.read_bytes() == b.read_bytes() for a, b in zip(runs_one, runs_two, strict=True))
+    records = [json.loads((p.parent / "record.json").read_text()) for p in runs_two]
+    assert {r["provenance"]["processes"] for r in records} == {2}
