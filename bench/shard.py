@@ -189,20 +189,34 @@ def launched() -> bool:
     return launch_world() > 1
 
 
+def group_backend() -> str:
+    """The process group's backend: gloo for CPU tensors (the Python objects every collective
+    here exchanges go through it), plus NCCL for CUDA tensors (data-parallel training's
+    gradients) where CUDA is available."""
+    import torch
+
+    return "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
+
+
 @contextmanager
 def process_group() -> Iterator[Role]:
-    """This process's role, with a process group set up when launched and none is yet (gloo,
-    time-limited by ``$BENCH_DIST_TIMEOUT_S`` so a rank left waiting fails instead of hanging);
-    the group is taken down on the way out."""
+    """This process's role, with a process group set up when launched and none is yet
+    (:func:`group_backend`, time-limited by ``$BENCH_DIST_TIMEOUT_S`` so a rank left waiting
+    fails instead of hanging); the group is taken down on the way out. Where CUDA is available
+    each process takes the GPU of its local rank as its current device, so ``--device cuda``
+    means one GPU per process (as Accelerate places its training processes)."""
     if not launched():
         yield current_role()
         return
+    import torch
     import torch.distributed as dist
 
+    if torch.cuda.is_available():
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
     mine = not dist.is_initialized()
     if mine:
         seconds = float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S))
-        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=seconds))
+        dist.init_process_group(group_backend(), timeout=datetime.timedelta(seconds=seconds))
     try:
         yield current_role()
     finally:

@@ -112,3 +112,32 @@ def test_sharded_scoring_matches_one_process_including_an_empty_shard() -> None:
     main = sorted(out for rank, out in got if rank == 0)
     assert main == sorted(one) and one == [["A", "BB", "CCC"], ["ONLY"]]
     assert [out for rank, out in got if rank == 1] == [None, None]
+
+
+def test_a_gpu_launch_takes_the_local_rank_gpu_and_nccl_for_cuda_tensors(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Faked CUDA (no GPU here): each launched process makes its local rank's GPU current and
+    the group carries CUDA tensors on NCCL, CPU objects on gloo; without CUDA, gloo alone."""
+    import torch
+    import torch.distributed as dist
+
+    from bench.shard import group_backend, process_group
+
+    calls: list[tuple[str, object]] = []
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda d: calls.append(("set_device", d)))
+    monkeypatch.setattr(dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(
+        dist, "init_process_group", lambda backend, timeout: calls.append(("init", backend))
+    )
+    with process_group() as role:
+        assert (role.rank, role.world) == (3, 4)
+    # local rank 3 on a machine with 2 GPUs: GPU 1
+    assert calls == [("set_device", 1), ("init", "cpu:gloo,cuda:nccl")]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert group_backend() == "gloo"
