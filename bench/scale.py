@@ -104,7 +104,14 @@ def launch(processes: int, target: Callable[..., Any], *args: Any) -> None:
             spawn(processes, target, *args)
         except mp.ProcessExitedException as exc:
             if exc.signal_name:  # killed: the rank could not say why itself
-                log.error("rank %d was ended by %s", exc.error_index, exc.signal_name)
+                from bench.cli_options import err_console
+
+                err_console.print(
+                    f"[bold red]error:[/] rank {exc.error_index} of {processes} was ended by "
+                    f"{exc.signal_name}; the other processes were stopped and no partial result "
+                    "was cached (run the command again: finished entries are reused)"
+                )
+                sys.exit(1)
             sys.exit(exc.exit_code or 1)
         return
     target(*args)

@@ -103,6 +103,8 @@ class ShardError(RuntimeError):
 
 #: test hook: the rank named here raises in :func:`score_sharded` (fault tests, issue 20 item 3)
 FAIL_RANK_ENV = "BENCH_TEST_FAIL_RANK"
+#: test hook: the rank named here is killed (SIGKILL, no clean-up) once it has scored its shard
+KILL_RANK_ENV = "BENCH_TEST_KILL_RANK"
 
 
 def _score_or_error(score: Any, mine: list[Any], rank: int) -> tuple[list[Any], str | None]:
@@ -112,6 +114,10 @@ def _score_or_error(score: Any, mine: list[Any], rank: int) -> tuple[list[Any], 
         if os.environ.get(FAIL_RANK_ENV) == str(rank):
             raise RuntimeError(f"injected failure ({FAIL_RANK_ENV}={rank})")
         local = list(score(mine))
+        if os.environ.get(KILL_RANK_ENV) == str(rank):
+            import signal
+
+            os.kill(os.getpid(), signal.SIGKILL)
         if len(local) != len(mine):
             raise ValueError(f"{len(local)} results for {len(mine)} queries")
         return local, None

@@ -251,3 +251,24 @@ def test_a_sweep_with_processes_prints_the_one_process_sweep(
     assert all(a.read_bytes() == b.read_bytes() for a, b in zip(runs_one, runs_two, strict=True))
     records = [json.loads((p.parent / "record.json").read_text()) for p in runs_two]
     assert {r["provenance"]["processes"] for r in records} == {2}
+
+
+def test_a_killed_rank_is_named_nothing_is_cached_and_a_rerun_completes(
+    shared_data: Path, tmp_path: Path
+) -> None:
+    """Rank 1 dies by SIGKILL once it has scored its shard (no Python clean-up, no message of
+    its own): the command names it in one line, exits 1, leaves no entry, and the same command
+    run again completes with the 1-process run file."""
+    args = ("-r", "bm25", "--subset", "12")
+    killed = bench_run(
+        tmp_path, shared_data, *args, "--processes", "2", env={"BENCH_TEST_KILL_RANK": "1"}
+    )
+    assert killed.returncode == 1, killed.stderr[-2000:]
+    said = " ".join(killed.stderr.split())
+    assert said.count("error: rank 1 of 2 was ended by SIGKILL") == 1, said[-2000:]
+    assert not list(tmp_path.glob("runs/*/*/*/record.json"))
+    assert not list(tmp_path.glob("runs/*/*/*/run.trec"))
+    ok(bench_run(tmp_path, shared_data, *args, "--processes", "2"))
+    one = tmp_path / "one"
+    ok(bench_run(one, shared_data, *args))
+    assert (entry(tmp_path) / "run.trec").read_bytes() == (entry(one) / "run.trec").read_bytes()
