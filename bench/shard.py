@@ -93,12 +93,30 @@ def gather_to_main(local: Any, role: Role) -> list[Any] | None:
     import torch.distributed as dist
 
     received: list[Any] | None = [None] * role.world if role.main else None
-    dist.gather_object(local, received, dst=0)
+    with peers_lost(role):
+        dist.gather_object(local, received, dst=0)
     return received
 
 
 class ShardError(RuntimeError):
     """A rank failed while scoring its shard; every rank raises this same error."""
+
+
+@contextmanager
+def peers_lost(role: Role) -> Iterator[None]:
+    """A collective call that fails because another process is gone (killed, out of memory:
+    the backend says the connection closed) becomes a :class:`ShardError` that says so in one
+    line, instead of the backend's traceback; the launcher names the process that ended."""
+    try:
+        yield
+    except RuntimeError as exc:
+        if isinstance(exc, ShardError):
+            raise
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ShardError(
+            f"rank {role.rank} of {role.world} lost another process of the launch while "
+            f"exchanging results ({first[:200]}); nothing partial was cached"
+        ) from exc
 
 
 #: test hook: the rank named here raises in :func:`score_sharded` (fault tests, issue 20 item 3)
@@ -162,7 +180,8 @@ def all_gather(local: Any, role: Role) -> list[Any]:
     import torch.distributed as dist
 
     received: list[Any] = [None] * role.world
-    dist.all_gather_object(received, local)
+    with peers_lost(role):
+        dist.all_gather_object(received, local)
     return received
 
 
@@ -175,7 +194,8 @@ def from_main(value: Any, role: Role | None = None) -> Any:
     import torch.distributed as dist
 
     box = [value if role.main else None]
-    dist.broadcast_object_list(box, src=0)
+    with peers_lost(role):
+        dist.broadcast_object_list(box, src=0)
     return box[0]
 
 

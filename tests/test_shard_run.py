@@ -272,3 +272,39 @@ def test_a_killed_rank_is_named_nothing_is_cached_and_a_rerun_completes(
     one = tmp_path / "one"
     ok(bench_run(one, shared_data, *args))
     assert (entry(tmp_path) / "run.trec").read_bytes() == (entry(one) / "run.trec").read_bytes()
+
+
+def test_a_rank_killed_under_torchrun_leaves_nothing_and_a_rerun_completes(
+    shared_data: Path, tmp_path: Path
+) -> None:
+    """Under torchrun the launcher names the killed rank itself (its "Root Cause" report); the
+    survivor either says it lost a process (one line) or is stopped by the launcher first."""
+    args = ("run", "-r", "bm25", "-d", "wikiqa", "--subset", "12", "--threads", "1")
+    env = {**os.environ, "BENCH_TEST_KILL_RANK": "1"}
+    killed = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("torchrun")),
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            "-m",
+            "bench.cli",
+            *args,
+        ],
+        cwd=PROJECT_ROOT,
+        env={
+            **env,
+            "BENCH_DATA_DIR": str(shared_data),
+            "BENCH_RESULTS_DIR": str(tmp_path),
+            "HF_HUB_OFFLINE": "1",
+        },
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert killed.returncode != 0
+    assert "SIGKILL" in killed.stderr
+    assert "[rank0]: Traceback" not in killed.stderr  # the survivor has no traceback to show
+    assert not list(tmp_path.glob("runs/*/*/*/record.json"))
+    ok(bench_launch(tmp_path, shared_data, *args))
+    assert list(tmp_path.glob("runs/*/*/*/run.trec"))
