@@ -308,3 +308,32 @@ def test_a_rank_killed_under_torchrun_leaves_nothing_and_a_rerun_completes(
     assert not list(tmp_path.glob("runs/*/*/*/record.json"))
     ok(bench_launch(tmp_path, shared_data, *args))
     assert list(tmp_path.glob("runs/*/*/*/run.trec"))
+
+
+@pytest.mark.parametrize("ranker", ["monobert", "crossjem"])
+def test_a_checkpoint_scored_by_two_processes_gives_the_one_process_run(
+    ranker: str, shared_data: Path, tmp_path: Path
+) -> None:
+    """A saved model (``--set checkpoint=DIR``: here the pre-trained encoder with its head as
+    seeded, saved by the ranker itself, so no training is needed) scored by 2 processes gives
+    the 1-process run file byte for byte, and a 2-process run reuses the 1-process entry."""
+    import torch
+
+    from rankers import create_ranker
+
+    torch.manual_seed(0)
+    model = create_ranker(ranker)
+    model.module  # noqa: B018 - loads the encoder and builds the head
+    folder = tmp_path / "checkpoint"
+    model.save(folder)
+    args = ("-r", ranker, "--subset", "12", "--set", f"checkpoint={folder}")
+    one, two = tmp_path / "one", tmp_path / "two"
+    ok(bench_run(one, shared_data, *args))
+    ok(bench_run(two, shared_data, *args, "--processes", "2"))
+    assert (entry(two) / "run.trec").read_bytes() == (entry(one) / "run.trec").read_bytes()
+    assert (
+        json.loads((entry(two) / "record.json").read_text())["metrics"]
+        == json.loads((entry(one) / "record.json").read_text())["metrics"]
+    )
+    again = ok(bench_run(one, shared_data, *args, "--processes", "2"))
+    assert "reusing" in again.stderr and "wrote" not in again.stderr
