@@ -337,3 +337,31 @@ def test_a_checkpoint_scored_by_two_processes_gives_the_one_process_run(
     )
     again = ok(bench_run(one, shared_data, *args, "--processes", "2"))
     assert "reusing" in again.stderr and "wrote" not in again.stderr
+
+
+def test_accelerate_launch_shards_like_torchrun(shared_data: Path, tmp_path: Path) -> None:
+    """`accelerate launch --multi_gpu --num_processes 2` (torch's elastic launcher underneath;
+    on a machine without a GPU the processes run on the CPU with gloo) makes the same run file
+    as one process, and the record says 2 processes made it."""
+    args = ("-r", "bm25", "-d", "wikiqa", "--subset", "12", "--threads", "1")
+    accelerate = Path(sys.executable).with_name("accelerate")
+    command = [str(accelerate), "launch", "--multi_gpu", "--num_processes", "2"]
+    command += ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
+    launched = subprocess.run(
+        [*command, "-m", "bench.cli", "run", *args],
+        cwd=PROJECT_ROOT,
+        env={
+            **os.environ,
+            "BENCH_DATA_DIR": str(shared_data),
+            "BENCH_RESULTS_DIR": str(tmp_path / "two"),
+            "HF_HUB_OFFLINE": "1",
+        },
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    ok(launched)
+    ok(bench_run(tmp_path / "one", shared_data, *args[:2], *args[4:]))
+    two, one = entry(tmp_path / "two"), entry(tmp_path / "one")
+    assert (two / "run.trec").read_bytes() == (one / "run.trec").read_bytes()
+    assert json.loads((two / "record.json").read_text())["provenance"]["processes"] == 2
