@@ -154,6 +154,7 @@ def sweep_runs(
             f"dataset {base.dataset!r} has no dev split (has {', '.join(splits)}): a sweep "
             "chooses on dev, never on test"
         )
+    trainable = get_ranker_class(ranker).trainable
     combos = combinations(grid)
     if not combos:
         raise ValueError("nothing to sweep: give at least one --set key=value[,value...]")
@@ -161,7 +162,11 @@ def sweep_runs(
     _check(ranker, base.dataset, [{**base.options, **c} for c in combos])
     out = []
     for combo in combos:
-        opts = dataclasses.replace(base, ranker=ranker, options={**base.options, **combo})
+        # a trainable ranker is trained for every combination ("tune on dev"), not only the
+        # ones whose untrained head forces it: a zero-shot DPR would score every lr the same
+        opts = dataclasses.replace(
+            base, ranker=ranker, options={**base.options, **combo}, fit=base.fit or trainable
+        )
         out.append((dict(combo), opts, dataclasses.replace(opts, split=dev_name, subset=None)))
     return dev_name, out
 

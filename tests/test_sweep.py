@@ -123,3 +123,15 @@ def test_written_settings_add_a_dataset_section(tmp_path: Path) -> None:
     ]
     assert lines[2].split() == ["6", "3e-5", "0.7000", "0.6000", "4", "12"]
     assert lines[-1] == "chosen on dev: epochs=6, lr=3e-5"
+
+
+def test_a_trainable_ranker_is_trained_for_every_combination(tmp_path: Path) -> None:
+    """A zero-shot DPR would otherwise score every learning rate the same: the sweep trains
+    each combination of a trainable ranker; BM25 (nothing to train) only scores."""
+    from bench.sweep import sweep_runs
+
+    base = _base(tmp_path)
+    _, dpr = sweep_runs(RunOptions(**{**base.__dict__, "ranker": "dpr"}), {"lr": ["1e-5"]})
+    assert [(test.fit, dev.fit) for _, test, dev in dpr] == [(True, True)]
+    _, bm25 = sweep_runs(RunOptions(**{**base.__dict__, "ranker": "bm25"}), {"k1": ["0.9", "1.2"]})
+    assert [(test.fit, dev.fit) for _, test, dev in bm25] == [(False, False)] * 2
