@@ -142,6 +142,38 @@ def test_a_fine_tuned_model_in_the_cache_is_scored_by_shards(
     assert record["provenance"]["processes"] == 2
 
 
+def test_a_cached_crossjem_model_is_scored_by_shards(
+    shared_data: Path, tiny_bert: Path, tmp_path: Path
+) -> None:
+    """CROSS-JEM (a tiny BERT, trained on the labels for one epoch: the cheapest checkpoint)
+    trained and scored by a 1-process run: a 2-process run reuses that run entry as it is, and
+    once the run entry is removed (the model kept), 2 processes score the cached model into the
+    same run file and metrics, under the same key, without training again."""
+    import shutil
+
+    args = ("-r", "crossjem", "--subset", "6", "--train-subset", "8", "--model", str(tiny_bert))
+    args += ("--teacher", "none", "--set", "loss=ce", "--set", "epochs=1", "--set", "min_steps=0")
+    ok(bench_run(tmp_path, shared_data, *args))
+    (first,) = (tmp_path / "runs" / "wikiqa" / "crossjem").glob("*/record.json")
+    first = first.parent
+    one_trec = (first / "run.trec").read_bytes()
+    one_json = (first / "record.json").read_bytes()
+    one_record = json.loads(one_json)
+    assert one_record["provenance"]["processes"] == 1
+    assert "reusing" in ok(bench_run(tmp_path, shared_data, *args, "--processes", "2")).stderr
+    assert (first / "record.json").read_bytes() == one_json  # reused, not scored again
+    shutil.rmtree(first.parent)  # the crossjem runs; the model and dev baselines stay
+    result = ok(bench_run(tmp_path, shared_data, *args, "--processes", "2"))
+    assert "training crossjem" not in result.stderr
+    (again,) = (tmp_path / "runs" / "wikiqa" / "crossjem").glob("*/record.json")
+    again = again.parent
+    assert again.name == first.name
+    assert (again / "run.trec").read_bytes() == one_trec
+    record = json.loads((again / "record.json").read_text())
+    assert record["metrics"] == one_record["metrics"]
+    assert record["provenance"]["processes"] == 2
+
+
 def bench_launch(
     root: Path, data: Path, *args: str, timeout: int = 300
 ) -> subprocess.CompletedProcess[str]:
