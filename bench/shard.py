@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import datetime
 import heapq
+import logging
 import os
+import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -93,7 +95,8 @@ def gather_to_main(local: Any, role: Role) -> list[Any] | None:
     import torch.distributed as dist
 
     received: list[Any] | None = [None] * role.world if role.main else None
-    dist.gather_object(local, received, dst=0)
+    with peers_lost(role):
+        dist.gather_object(local, received, dst=0)
     return received
 
 
@@ -101,13 +104,49 @@ class ShardError(RuntimeError):
     """A rank failed while scoring its shard; every rank raises this same error."""
 
 
+class PeersLost(ShardError):
+    """A collective call failed on this rank: another rank died (its connection closed) or
+    did not answer within ``$BENCH_DIST_TIMEOUT_S``. Unlike a :class:`ShardError` raised on
+    every rank alike, each surviving rank reports this itself (the main one may be the dead)."""
+
+
+@contextmanager
+def peers_lost(role: Role) -> Iterator[None]:
+    """A collective's failure (gloo raises a bare RuntimeError) as :class:`PeersLost` with
+    the first line of gloo's message, so the survivor ends with one line, not a traceback."""
+    try:
+        yield
+    except RuntimeError as exc:
+        said = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        said = re.sub(r"^\[[^\]]*\] ", "", said.split(". This is typically")[0])  # [file:line]
+        raise PeersLost(
+            f"rank {role.rank} of {role.world} lost the other ranks (one died, was killed or "
+            f"did not answer within ${TIMEOUT_ENV}): {said}"
+        ) from exc
+
+
 #: test hook: the rank named here raises in :func:`score_sharded` (fault tests, issue 20 item 3)
 FAIL_RANK_ENV = "BENCH_TEST_FAIL_RANK"
+
+
+#: test hook: the rank named here scores its first query, then kills itself with SIGKILL (no
+#: Python cleanup, as the kernel's out-of-memory killer would) in :func:`score_sharded`
+KILL_RANK_ENV = "BENCH_TEST_KILL_RANK"
+
+
+def _killed_here(score: Any, mine: list[Any], rank: int) -> None:
+    """The :data:`KILL_RANK_ENV` hook: some work, then death by SIGKILL mid-shard."""
+    if os.environ.get(KILL_RANK_ENV) == str(rank):
+        import signal
+
+        score(mine[:1])
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _score_or_error(score: Any, mine: list[Any], rank: int) -> tuple[list[Any], str | None]:
     """This rank's results, or its error as one line (so every rank still reaches the
     collective calls that follow, in the same order, and nobody waits forever)."""
+    _killed_here(score, mine, rank)
     try:
         if os.environ.get(FAIL_RANK_ENV) == str(rank):
             raise RuntimeError(f"injected failure ({FAIL_RANK_ENV}={rank})")
@@ -156,7 +195,8 @@ def all_gather(local: Any, role: Role) -> list[Any]:
     import torch.distributed as dist
 
     received: list[Any] = [None] * role.world
-    dist.all_gather_object(received, local)
+    with peers_lost(role):
+        dist.all_gather_object(received, local)
     return received
 
 
@@ -169,7 +209,8 @@ def from_main(value: Any, role: Role | None = None) -> Any:
     import torch.distributed as dist
 
     box = [value if role.main else None]
-    dist.broadcast_object_list(box, src=0)
+    with peers_lost(role):
+        dist.broadcast_object_list(box, src=0)
     return box[0]
 
 
@@ -233,6 +274,8 @@ def spawn(processes: int, target: Callable[..., Any], *args: Any) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = int(sock.getsockname()[1])
+    # its "Terminating process N via signal SIGTERM" when a rank fails: the caller says it
+    logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
     mp.start_processes(
         _spawned, args=(processes, port, target, args), nprocs=processes, start_method="spawn"
     )

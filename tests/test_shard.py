@@ -7,7 +7,15 @@ import socket
 import pytest
 import torch.multiprocessing as mp
 
-from bench.shard import Role, assign_shards, gather_to_main, merge_shards, score_sharded
+from bench.shard import (
+    PeersLost,
+    Role,
+    assign_shards,
+    gather_to_main,
+    merge_shards,
+    peers_lost,
+    score_sharded,
+)
 
 
 def test_shards_balance_candidates_not_queries() -> None:
@@ -112,3 +120,21 @@ def test_sharded_scoring_matches_one_process_including_an_empty_shard() -> None:
     main = sorted(out for rank, out in got if rank == 0)
     assert main == sorted(one) and one == [["A", "BB", "CCC"], ["ONLY"]]
     assert [out for rank, out in got if rank == 1] == [None, None]
+
+
+def test_a_failed_collective_is_one_line_naming_this_rank() -> None:
+    """gloo's error when a peer died (a bare RuntimeError, file:line first, advice after) is
+    one line naming the surviving rank; other errors pass through."""
+    gloo = (
+        "[/__w/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error "
+        "[127.0.0.1]:41192: Connection reset by peer. This is typically caused by a remote "
+        "worker hanging or bugs in the application."
+    )
+    with pytest.raises(PeersLost) as caught, peers_lost(Role(1, 2)):
+        raise RuntimeError(gloo)
+    assert str(caught.value) == (
+        "rank 1 of 2 lost the other ranks (one died, was killed or did not answer within "
+        "$BENCH_DIST_TIMEOUT_S): Read error [127.0.0.1]:41192: Connection reset by peer"
+    )
+    with pytest.raises(KeyError), peers_lost(Role(1, 2)):
+        raise KeyError("not a collective's failure")

@@ -95,6 +95,52 @@ def test_a_failed_rank_is_named_and_nothing_is_cached(shared_data: Path, tmp_pat
     assert not list(tmp_path.glob("runs/*/*/*/run.trec"))
 
 
+def live_processes_with(marker: str) -> list[int]:
+    """The pids of live processes whose environment holds ``marker`` (this user's)."""
+    pids = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if marker.encode() in environ.read_bytes():
+                pids.append(int(environ.parent.name))
+        except OSError:  # gone meanwhile, or not ours
+            continue
+    return pids
+
+
+def test_a_killed_rank_is_named_nothing_is_cached_and_a_rerun_completes(
+    shared_data: Path, tmp_path: Path
+) -> None:
+    """Rank 1 dies by SIGKILL after scoring one query (no Python cleanup, as the out-of-memory
+    killer would end it): the command ends non-zero with one line naming the rank and the
+    signal, no process is left, nothing is cached (no run entry, no temporary file, the lock
+    free), and a rerun without the hook writes the one-process run file."""
+    import fcntl
+
+    args = ("-r", "bm25", "--subset", "8")
+    one, root = tmp_path / "one", tmp_path / "two"
+    ok(bench_run(one, shared_data, *args))
+    result = bench_run(
+        root, shared_data, *args, "--processes", "2", env={"BENCH_TEST_KILL_RANK": "1"}
+    )
+    assert result.returncode == 1, result.stderr[-2000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [
+        "error: rank 1 of 2 was ended by SIGKILL (from outside, e.g. out of memory); the other "
+        "ranks were stopped, its work not written"
+    ]
+    assert live_processes_with(f"BENCH_RESULTS_DIR={root}\0") == []
+    assert not list(root.glob("runs/*/*/*/record.json"))
+    assert not list(root.glob("runs/*/*/*/run.trec"))
+    assert not [p for p in root.rglob("*") if p.name.endswith(".tmp")]
+    (lock,) = root.glob("runs/wikiqa/bm25/*.lock")
+    with lock.open() as handle:  # nobody holds it (the kernel released the dead ranks' locks)
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    ok(bench_run(root, shared_data, *args, "--processes", "2"))
+    assert (entry(root) / "run.trec").read_bytes() == (entry(one) / "run.trec").read_bytes()
+    record = json.loads((entry(root) / "record.json").read_text())
+    assert record["provenance"]["processes"] == 2
+
+
 def test_a_run_that_must_train_trains_in_one_process_then_scores_in_shards(
     shared_data: Path, tmp_path: Path
 ) -> None:
