@@ -230,6 +230,19 @@ def launched() -> bool:
     return launch_world() > 1
 
 
+def single_process_from_accelerate() -> bool:
+    """Whether ``accelerate launch --cpu --num_processes N`` (or a ``MULTI_CPU`` config) started
+    this one process: accelerate 1.15 then runs its simple launcher, which starts a single
+    process (N only under ``mpirun --mpirun_hostfile``) and sets ``MASTER_ADDR``/``PORT`` but
+    no ``WORLD_SIZE``. Several CPU processes on one machine come from ``accelerate launch
+    --multi_gpu --num_processes N`` instead (torchrun underneath; gloo on CPU, no GPU needed)."""
+    return (
+        os.environ.get("ACCELERATE_USE_CPU", "").lower() == "true"
+        and "MASTER_PORT" in os.environ
+        and not launched()
+    )
+
+
 @contextmanager
 def process_group() -> Iterator[Role]:
     """This process's role, with a process group set up when launched and none is yet (gloo,

@@ -220,12 +220,20 @@ def test_a_cached_crossjem_model_is_scored_by_shards(
     assert record["provenance"]["processes"] == 2
 
 
+TORCHRUN = (
+    str(Path(sys.executable).with_name("torchrun")),
+    "--standalone",
+    "--nproc_per_node",
+    "2",
+)
+
+
 def bench_launch(
-    root: Path, data: Path, *args: str, timeout: int = 300
+    root: Path, data: Path, *args: str, timeout: int = 300, launcher: tuple[str, ...] = TORCHRUN
 ) -> subprocess.CompletedProcess[str]:
-    """``torchrun --standalone --nproc_per_node 2 -m bench.cli ARGS`` (a launcher's ranks)."""
-    torchrun = Path(sys.executable).with_name("torchrun")
-    command = [str(torchrun), "--standalone", "--nproc_per_node", "2", "-m", "bench.cli", *args]
+    """``LAUNCHER -m bench.cli ARGS`` (a launcher's ranks; torchrun with 2 processes unless
+    told)."""
+    command = [*launcher, "-m", "bench.cli", *args]
     return subprocess.run(
         command,
         cwd=PROJECT_ROOT,
@@ -329,3 +337,27 @@ def test_a_sweep_with_processes_prints_the_one_process_sweep(
     assert all(a.read_bytes() == b.read_bytes() for a, b in zip(runs_one, runs_two, strict=True))
     records = [json.loads((p.parent / "record.json").read_text()) for p in runs_two]
     assert {r["provenance"]["processes"] for r in records} == {2}
+
+
+#: accelerate 1.15's launcher with the defaults it would otherwise warn about
+ACCELERATE = (str(Path(sys.executable).with_name("accelerate")), "launch", "--num_machines", "1")
+ACCELERATE += ("--mixed_precision", "no", "--dynamo_backend", "no", "--num_processes", "2")
+
+
+def test_accelerate_launch_scores_in_two_ranks(shared_data: Path, tmp_path: Path) -> None:
+    """`accelerate launch --multi_gpu --num_processes 2` starts 2 ranks on a CPU-only machine
+    (torchrun underneath, gloo): each scores a shard, and the run file is the 1-process one.
+    `--cpu --num_processes 2` starts one process (accelerate's CPU launcher needs mpirun for
+    more), which the command says instead of silently running alone."""
+    args = ("run", "-r", "bm25", "-d", "wikiqa", "--threads", "1", "--subset", "12")
+    one, two, cpu = tmp_path / "one", tmp_path / "two", tmp_path / "cpu"
+    ok(bench_launch(one, shared_data, *args, launcher=(sys.executable,)))
+    ok(bench_launch(two, shared_data, *args, launcher=(*ACCELERATE, "--multi_gpu")))
+    assert (entry(two) / "run.trec").read_bytes() == (entry(one) / "run.trec").read_bytes()
+    record = json.loads((entry(two) / "record.json").read_text())
+    assert record["provenance"]["processes"] == 2
+    assert record["latency"]["queries"] == 12  # both ranks' calls pooled
+    result = ok(bench_launch(cpu, shared_data, *args, launcher=(*ACCELERATE, "--cpu")))
+    said = " ".join(result.stderr.split())
+    assert "accelerate launch --cpu started one process" in said
+    assert json.loads((entry(cpu) / "record.json").read_text())["provenance"]["processes"] == 1
