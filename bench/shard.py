@@ -243,6 +243,20 @@ def single_process_from_accelerate() -> bool:
     )
 
 
+def pin_local_gpu() -> int | None:
+    """One process per GPU: make this rank's default CUDA device ``LOCAL_RANK`` (modulo the
+    GPUs seen), so ``--device auto``/``cuda`` put each rank of ``torchrun --nproc_per_node G``
+    or ``accelerate launch --multi_gpu --num_processes G`` on its own GPU rather than all on
+    GPU 0 (the device Accelerate gives a training rank too). The index, or None without CUDA."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    index = int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count()
+    torch.cuda.set_device(index)
+    return index
+
+
 @contextmanager
 def process_group() -> Iterator[Role]:
     """This process's role, with a process group set up when launched and none is yet (gloo,
@@ -253,6 +267,7 @@ def process_group() -> Iterator[Role]:
         return
     import torch.distributed as dist
 
+    pin_local_gpu()
     mine = not dist.is_initialized()
     if mine:
         seconds = float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S))

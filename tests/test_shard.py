@@ -14,6 +14,7 @@ from bench.shard import (
     gather_to_main,
     merge_shards,
     peers_lost,
+    pin_local_gpu,
     score_sharded,
 )
 
@@ -138,3 +139,20 @@ def test_a_failed_collective_is_one_line_naming_this_rank() -> None:
     )
     with pytest.raises(KeyError), peers_lost(Role(1, 2)):
         raise KeyError("not a collective's failure")
+
+
+def test_each_local_rank_gets_its_own_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One process per GPU (no GPU here: CUDA is faked): local rank 3 of a node with 2 GPUs
+    is put on GPU 1 (modulo), and nothing is pinned without CUDA."""
+    import torch
+
+    chosen: list[int] = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "set_device", chosen.append)
+    for local_rank in ("0", "1", "3"):
+        monkeypatch.setenv("LOCAL_RANK", local_rank)
+        pin_local_gpu()
+    assert chosen == [0, 1, 1]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert pin_local_gpu() is None and chosen == [0, 1, 1]
