@@ -40,6 +40,7 @@ from bench.shard import (
     launched,
     process_group,
     spawn,
+    spawned,
 )
 
 log = logging.getLogger(__name__)
@@ -161,7 +162,9 @@ def rank_errors(main: bool) -> Iterator[None]:
     try:
         yield
     except ShardError as exc:
-        if main or isinstance(exc, PeersLost):  # a lost peer: each survivor says so
+        # a lost peer: each survivor says so, unless --processes' parent names the dead rank
+        lost = isinstance(exc, PeersLost)
+        if (main and not lost) or (lost and not spawned()):
             err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
         sys.exit(1)
     except (DatasetError, RankerError, StorageError, ValueError, OSError, ImportError) as exc:

@@ -279,6 +279,16 @@ def process_group() -> Iterator[Role]:
             dist.destroy_process_group()
 
 
+#: set in the processes :func:`spawn` starts (their parent reports a rank that dies)
+SPAWNED_ENV = "BENCH_SPAWNED"
+
+
+def spawned() -> bool:
+    """Whether :func:`spawn` started this process: then a rank killed by a signal is named by
+    the parent, which stops the others, and a survivor that lost it says nothing more."""
+    return os.environ.get(SPAWNED_ENV) == "1"
+
+
 def _spawned(rank: int, world: int, port: int, target: Callable[..., Any], args: tuple) -> None:
     os.environ.update(
         RANK=str(rank),
@@ -288,6 +298,7 @@ def _spawned(rank: int, world: int, port: int, target: Callable[..., Any], args:
         MASTER_ADDR="127.0.0.1",
         MASTER_PORT=str(port),
     )
+    os.environ[SPAWNED_ENV] = "1"
     target(*args)
 
 
@@ -304,6 +315,35 @@ def spawn(processes: int, target: Callable[..., Any], *args: Any) -> None:
         port = int(sock.getsockname()[1])
     # its "Terminating process N via signal SIGTERM" when a rank fails: the caller says it
     logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
-    mp.start_processes(
-        _spawned, args=(processes, port, target, args), nprocs=processes, start_method="spawn"
+    context = mp.start_processes(
+        _spawned,
+        args=(processes, port, target, args),
+        nprocs=processes,
+        start_method="spawn",
+        join=False,
     )
+    try:
+        while not context.join():
+            pass
+    except mp.ProcessExitedException as exc:
+        raise killed_first(exc, context.processes) from None
+
+
+def killed_first(exc: Any, processes: Sequence[Any]) -> Any:
+    """torch names the first exit it saw; when that is a survivor that lost a killed rank
+    (exit code 1, silently: :func:`spawned`), the killed rank (ended by a signal other than
+    the SIGTERM torch then sends the others) is the one to report."""
+    import signal
+
+    import torch.multiprocessing as mp
+
+    if exc.signal_name:
+        return exc
+    for index, process in enumerate(processes):
+        code = process.exitcode
+        if code is not None and code < 0 and code != -signal.SIGTERM:
+            name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
+            return mp.ProcessExitedException(
+                f"process {index} terminated with signal {name}", index, process.pid, code, name
+            )
+    return exc

@@ -12,6 +12,7 @@ from bench.shard import (
     Role,
     assign_shards,
     gather_to_main,
+    killed_first,
     merge_shards,
     peers_lost,
     pin_local_gpu,
@@ -156,3 +157,23 @@ def test_each_local_rank_gets_its_own_gpu(monkeypatch: pytest.MonkeyPatch) -> No
     assert chosen == [0, 1, 1]
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert pin_local_gpu() is None and chosen == [0, 1, 1]
+
+
+def test_the_killed_rank_is_reported_even_when_a_survivor_exited_first() -> None:
+    """torch reports the first exit it saw; a survivor that lost its killed peer may exit (1)
+    first, yet the rank ended by SIGKILL is the one named (the others' SIGTERM is torch's)."""
+    from types import SimpleNamespace
+
+    survivor_first = mp.ProcessExitedException("process 0 exited", 0, 100, 1)
+    processes = [SimpleNamespace(exitcode=1, pid=100), SimpleNamespace(exitcode=-9, pid=101)]
+    named = killed_first(survivor_first, processes)
+    assert (named.error_index, named.error_pid, named.exit_code, named.signal_name) == (
+        1,
+        101,
+        -9,
+        "SIGKILL",
+    )
+    terminated = [SimpleNamespace(exitcode=1, pid=100), SimpleNamespace(exitcode=-15, pid=101)]
+    assert killed_first(survivor_first, terminated) is survivor_first
+    killed = mp.ProcessExitedException("process 1 killed", 1, 101, -9, "SIGKILL")
+    assert killed_first(killed, processes) is killed
