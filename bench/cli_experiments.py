@@ -58,8 +58,14 @@ def shard_work(runs: Sequence[RunOptions], base: RunOptions, processes: int) -> 
     (:func:`bench.scale.execute_runs`); whether this process goes on to report (over the now
     cached entries), as without processes."""
     from bench.scale import execute_runs
-    from bench.shard import launched
+    from bench.shard import launched, single_process_from_accelerate
 
+    if single_process_from_accelerate():
+        log.warning(
+            "accelerate launch --cpu started one process (its CPU launcher starts more only "
+            "under mpirun); for N local processes use accelerate launch --multi_gpu "
+            "--num_processes N (CPU works), torchrun --nproc_per_node N or --processes N"
+        )
     if processes == 1 and not launched():
         return True
     return execute_runs(runs, base, processes, logging.getLogger().getEffectiveLevel())

@@ -32,7 +32,16 @@ from contextlib import contextmanager
 from typing import Any
 
 from bench.plan import TEACHER, TRAIN, Plan
-from bench.shard import ShardError, current_role, from_main, launched, process_group, spawn
+from bench.shard import (
+    PeersLost,
+    ShardError,
+    current_role,
+    from_main,
+    launched,
+    process_group,
+    spawn,
+    spawned,
+)
 
 log = logging.getLogger(__name__)
 
@@ -104,17 +113,21 @@ def launch(processes: int, target: Callable[..., Any], *args: Any) -> None:
             spawn(processes, target, *args)
         except mp.ProcessExitedException as exc:
             if exc.signal_name:  # killed: the rank could not say why itself
-                from bench.cli_options import err_console
-
-                err_console.print(
-                    f"[bold red]error:[/] rank {exc.error_index} of {processes} was ended by "
-                    f"{exc.signal_name}; the other processes were stopped and no partial result "
-                    "was cached (run the command again: finished entries are reused)"
-                )
-                sys.exit(1)
-            sys.exit(exc.exit_code or 1)
+                _killed_rank(exc.error_index, processes, exc.signal_name)
+            sys.exit(exc.exit_code if exc.exit_code and exc.exit_code > 0 else 1)
         return
     target(*args)
+
+
+def _killed_rank(rank: int, processes: int, signal_name: str) -> None:
+    """One red line for a rank ended by a signal (torch.multiprocessing has already ended the
+    other ranks, SIGTERM then SIGKILL, so none is left waiting in a collective call)."""
+    from bench.cli_options import err_console
+
+    err_console.print(
+        f"[bold red]error:[/] rank {rank} of {processes} was ended by {signal_name} (from "
+        "outside, e.g. out of memory); the other ranks were stopped, its work not written"
+    )
 
 
 def rank_logging(level: int) -> bool:
@@ -149,7 +162,9 @@ def rank_errors(main: bool) -> Iterator[None]:
     try:
         yield
     except ShardError as exc:
-        if main:
+        # a lost peer: each survivor says so, unless --processes' parent names the dead rank
+        lost = isinstance(exc, PeersLost)
+        if (main and not lost) or (lost and not spawned()):
             err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
         sys.exit(1)
     except (DatasetError, RankerError, StorageError, ValueError, OSError, ImportError) as exc:

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import datetime
 import heapq
+import logging
 import os
+import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -102,40 +104,53 @@ class ShardError(RuntimeError):
     """A rank failed while scoring its shard; every rank raises this same error."""
 
 
+class PeersLost(ShardError):
+    """A collective call failed on this rank: another rank died (its connection closed) or
+    did not answer within ``$BENCH_DIST_TIMEOUT_S``. Unlike a :class:`ShardError` raised on
+    every rank alike, each surviving rank reports this itself (the main one may be the dead)."""
+
+
 @contextmanager
 def peers_lost(role: Role) -> Iterator[None]:
-    """A collective call that fails because another process is gone (killed, out of memory:
-    the backend says the connection closed) becomes a :class:`ShardError` that says so in one
-    line, instead of the backend's traceback; the launcher names the process that ended."""
+    """A collective's failure (gloo raises a bare RuntimeError) as :class:`PeersLost` with
+    the first line of gloo's message, so the survivor ends with one line, not a traceback."""
     try:
         yield
     except RuntimeError as exc:
-        if isinstance(exc, ShardError):
-            raise
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ShardError(
-            f"rank {role.rank} of {role.world} lost another process of the launch while "
-            f"exchanging results ({first[:200]}); nothing partial was cached"
+        said = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        said = re.sub(r"^\[[^\]]*\] ", "", said.split(". This is typically")[0])  # [file:line]
+        raise PeersLost(
+            f"rank {role.rank} of {role.world} lost the other ranks (one died, was killed or "
+            f"did not answer within ${TIMEOUT_ENV}): {said}"
         ) from exc
 
 
 #: test hook: the rank named here raises in :func:`score_sharded` (fault tests, issue 20 item 3)
 FAIL_RANK_ENV = "BENCH_TEST_FAIL_RANK"
-#: test hook: the rank named here is killed (SIGKILL, no clean-up) once it has scored its shard
+
+
+#: test hook: the rank named here scores its first query, then kills itself with SIGKILL (no
+#: Python cleanup, as the kernel's out-of-memory killer would) in :func:`score_sharded`
 KILL_RANK_ENV = "BENCH_TEST_KILL_RANK"
+
+
+def _killed_here(score: Any, mine: list[Any], rank: int) -> None:
+    """The :data:`KILL_RANK_ENV` hook: some work, then death by SIGKILL mid-shard."""
+    if os.environ.get(KILL_RANK_ENV) == str(rank):
+        import signal
+
+        score(mine[:1])
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _score_or_error(score: Any, mine: list[Any], rank: int) -> tuple[list[Any], str | None]:
     """This rank's results, or its error as one line (so every rank still reaches the
     collective calls that follow, in the same order, and nobody waits forever)."""
+    _killed_here(score, mine, rank)
     try:
         if os.environ.get(FAIL_RANK_ENV) == str(rank):
             raise RuntimeError(f"injected failure ({FAIL_RANK_ENV}={rank})")
         local = list(score(mine))
-        if os.environ.get(KILL_RANK_ENV) == str(rank):
-            import signal
-
-            os.kill(os.getpid(), signal.SIGKILL)
         if len(local) != len(mine):
             raise ValueError(f"{len(local)} results for {len(mine)} queries")
         return local, None
@@ -215,6 +230,33 @@ def launched() -> bool:
     return launch_world() > 1
 
 
+def single_process_from_accelerate() -> bool:
+    """Whether ``accelerate launch --cpu --num_processes N`` (or a ``MULTI_CPU`` config) started
+    this one process: accelerate 1.15 then runs its simple launcher, which starts a single
+    process (N only under ``mpirun --mpirun_hostfile``) and sets ``MASTER_ADDR``/``PORT`` but
+    no ``WORLD_SIZE``. Several CPU processes on one machine come from ``accelerate launch
+    --multi_gpu --num_processes N`` instead (torchrun underneath; gloo on CPU, no GPU needed)."""
+    return (
+        os.environ.get("ACCELERATE_USE_CPU", "").lower() == "true"
+        and "MASTER_PORT" in os.environ
+        and not launched()
+    )
+
+
+def pin_local_gpu() -> int | None:
+    """One process per GPU: make this rank's default CUDA device ``LOCAL_RANK`` (modulo the
+    GPUs seen), so ``--device auto``/``cuda`` put each rank of ``torchrun --nproc_per_node G``
+    or ``accelerate launch --multi_gpu --num_processes G`` on its own GPU rather than all on
+    GPU 0 (the device Accelerate gives a training rank too). The index, or None without CUDA."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    index = int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count()
+    torch.cuda.set_device(index)
+    return index
+
+
 def group_backend() -> str:
     """The process group's backend: gloo for CPU tensors (the Python objects every collective
     here exchanges go through it), plus NCCL for CUDA tensors (data-parallel training's
@@ -228,17 +270,14 @@ def group_backend() -> str:
 def process_group() -> Iterator[Role]:
     """This process's role, with a process group set up when launched and none is yet
     (:func:`group_backend`, time-limited by ``$BENCH_DIST_TIMEOUT_S`` so a rank left waiting
-    fails instead of hanging); the group is taken down on the way out. Where CUDA is available
-    each process takes the GPU of its local rank as its current device, so ``--device cuda``
-    means one GPU per process (as Accelerate places its training processes)."""
+    fails instead of hanging; each process on its local rank's GPU, :func:`pin_local_gpu`);
+    the group is taken down on the way out."""
     if not launched():
         yield current_role()
         return
-    import torch
     import torch.distributed as dist
 
-    if torch.cuda.is_available():
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
+    pin_local_gpu()
     mine = not dist.is_initialized()
     if mine:
         seconds = float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S))
@@ -250,6 +289,16 @@ def process_group() -> Iterator[Role]:
             dist.destroy_process_group()
 
 
+#: set in the processes :func:`spawn` starts (their parent reports a rank that dies)
+SPAWNED_ENV = "BENCH_SPAWNED"
+
+
+def spawned() -> bool:
+    """Whether :func:`spawn` started this process: then a rank killed by a signal is named by
+    the parent, which stops the others, and a survivor that lost it says nothing more."""
+    return os.environ.get(SPAWNED_ENV) == "1"
+
+
 def _spawned(rank: int, world: int, port: int, target: Callable[..., Any], args: tuple) -> None:
     os.environ.update(
         RANK=str(rank),
@@ -259,6 +308,7 @@ def _spawned(rank: int, world: int, port: int, target: Callable[..., Any], args:
         MASTER_ADDR="127.0.0.1",
         MASTER_PORT=str(port),
     )
+    os.environ[SPAWNED_ENV] = "1"
     target(*args)
 
 
@@ -273,6 +323,37 @@ def spawn(processes: int, target: Callable[..., Any], *args: Any) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = int(sock.getsockname()[1])
-    mp.start_processes(
-        _spawned, args=(processes, port, target, args), nprocs=processes, start_method="spawn"
+    # its "Terminating process N via signal SIGTERM" when a rank fails: the caller says it
+    logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
+    context = mp.start_processes(
+        _spawned,
+        args=(processes, port, target, args),
+        nprocs=processes,
+        start_method="spawn",
+        join=False,
     )
+    try:
+        while not context.join():
+            pass
+    except mp.ProcessExitedException as exc:
+        raise killed_first(exc, context.processes) from None
+
+
+def killed_first(exc: Any, processes: Sequence[Any]) -> Any:
+    """torch names the first exit it saw; when that is a survivor that lost a killed rank
+    (exit code 1, silently: :func:`spawned`), the killed rank (ended by a signal other than
+    the SIGTERM torch then sends the others) is the one to report."""
+    import signal
+
+    import torch.multiprocessing as mp
+
+    if exc.signal_name:
+        return exc
+    for index, process in enumerate(processes):
+        code = process.exitcode
+        if code is not None and code < 0 and code != -signal.SIGTERM:
+            name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
+            return mp.ProcessExitedException(
+                f"process {index} terminated with signal {name}", index, process.pid, code, name
+            )
+    return exc

@@ -7,7 +7,17 @@ import socket
 import pytest
 import torch.multiprocessing as mp
 
-from bench.shard import Role, assign_shards, gather_to_main, merge_shards, score_sharded
+from bench.shard import (
+    PeersLost,
+    Role,
+    assign_shards,
+    gather_to_main,
+    killed_first,
+    merge_shards,
+    peers_lost,
+    pin_local_gpu,
+    score_sharded,
+)
 
 
 def test_shards_balance_candidates_not_queries() -> None:
@@ -112,6 +122,61 @@ def test_sharded_scoring_matches_one_process_including_an_empty_shard() -> None:
     main = sorted(out for rank, out in got if rank == 0)
     assert main == sorted(one) and one == [["A", "BB", "CCC"], ["ONLY"]]
     assert [out for rank, out in got if rank == 1] == [None, None]
+
+
+def test_a_failed_collective_is_one_line_naming_this_rank() -> None:
+    """gloo's error when a peer died (a bare RuntimeError, file:line first, advice after) is
+    one line naming the surviving rank; other errors pass through."""
+    gloo = (
+        "[/__w/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error "
+        "[127.0.0.1]:41192: Connection reset by peer. This is typically caused by a remote "
+        "worker hanging or bugs in the application."
+    )
+    with pytest.raises(PeersLost) as caught, peers_lost(Role(1, 2)):
+        raise RuntimeError(gloo)
+    assert str(caught.value) == (
+        "rank 1 of 2 lost the other ranks (one died, was killed or did not answer within "
+        "$BENCH_DIST_TIMEOUT_S): Read error [127.0.0.1]:41192: Connection reset by peer"
+    )
+    with pytest.raises(KeyError), peers_lost(Role(1, 2)):
+        raise KeyError("not a collective's failure")
+
+
+def test_each_local_rank_gets_its_own_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One process per GPU (no GPU here: CUDA is faked): local rank 3 of a node with 2 GPUs
+    is put on GPU 1 (modulo), and nothing is pinned without CUDA."""
+    import torch
+
+    chosen: list[int] = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "set_device", chosen.append)
+    for local_rank in ("0", "1", "3"):
+        monkeypatch.setenv("LOCAL_RANK", local_rank)
+        pin_local_gpu()
+    assert chosen == [0, 1, 1]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert pin_local_gpu() is None and chosen == [0, 1, 1]
+
+
+def test_the_killed_rank_is_reported_even_when_a_survivor_exited_first() -> None:
+    """torch reports the first exit it saw; a survivor that lost its killed peer may exit (1)
+    first, yet the rank ended by SIGKILL is the one named (the others' SIGTERM is torch's)."""
+    from types import SimpleNamespace
+
+    survivor_first = mp.ProcessExitedException("process 0 exited", 0, 100, 1)
+    processes = [SimpleNamespace(exitcode=1, pid=100), SimpleNamespace(exitcode=-9, pid=101)]
+    named = killed_first(survivor_first, processes)
+    assert (named.error_index, named.error_pid, named.exit_code, named.signal_name) == (
+        1,
+        101,
+        -9,
+        "SIGKILL",
+    )
+    terminated = [SimpleNamespace(exitcode=1, pid=100), SimpleNamespace(exitcode=-15, pid=101)]
+    assert killed_first(survivor_first, terminated) is survivor_first
+    killed = mp.ProcessExitedException("process 1 killed", 1, 101, -9, "SIGKILL")
+    assert killed_first(killed, processes) is killed
 
 
 def test_a_gpu_launch_takes_the_local_rank_gpu_and_nccl_for_cuda_tensors(
