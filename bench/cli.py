@@ -214,8 +214,9 @@ def run(
     )
     if plan:
         return cli_experiments.show_plan([opts], opts.context())
-    if not cli_experiments.shard_work([opts], opts, processes):
+    if (after := cli_experiments.shard_work([opts], opts, processes)) is None:
         return  # a launch's other rank: the main one reports
+    opts = after
     print_parts(record_report(run_one(opts, opts.context())))
 
 

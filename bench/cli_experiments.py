@@ -5,6 +5,7 @@ without work. Registered on the command line by :mod:`bench.cli`.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated
@@ -53,10 +54,12 @@ def show_plan(runs: Sequence[RunOptions], ctx: RunContext) -> None:
     console.print(plan_table(plan_runs(runs, ctx)))
 
 
-def shard_work(runs: Sequence[RunOptions], base: RunOptions, processes: int) -> bool:
+def shard_work(runs: Sequence[RunOptions], base: RunOptions, processes: int) -> RunOptions | None:
     """Do the work of ``runs`` over ``processes`` (or a launch's) processes first
-    (:func:`bench.scale.execute_runs`); whether this process goes on to report (over the now
-    cached entries), as without processes."""
+    (:func:`bench.scale.execute_runs`). Returns the options this process goes on with, as
+    without processes: ``base`` when nothing was sharded, else ``base`` without ``force`` (the
+    processes have just computed every entry, so the report reads them instead of computing
+    them again in one process); None when this process should stop (a launch's other rank)."""
     from bench.scale import execute_runs
     from bench.shard import launched, single_process_from_accelerate
 
@@ -67,8 +70,10 @@ def shard_work(runs: Sequence[RunOptions], base: RunOptions, processes: int) -> 
             "--num_processes N (CPU works), torchrun --nproc_per_node N or --processes N"
         )
     if processes == 1 and not launched():
-        return True
-    return execute_runs(runs, base, processes, logging.getLogger().getEffectiveLevel())
+        return base
+    if not execute_runs(runs, base, processes, logging.getLogger().getEffectiveLevel()):
+        return None
+    return dataclasses.replace(base, force=False)
 
 
 def demo(
@@ -112,8 +117,9 @@ def demo(
     )
     if plan:
         return show_plan(suite_runs(name, base), base.context())
-    if not shard_work(suite_runs(name, base), base, processes):
+    if (after := shard_work(suite_runs(name, base), base, processes)) is None:
         return
+    base = after
     records = run_suite(name, base, ctx=base.context())
     wanted = {r.path for r in records}
     recs = [r for r in load_records(results_root(results_dir), dataset=name) if r.path in wanted]
@@ -175,8 +181,9 @@ def ablate(
     )
     if plan:
         return show_plan(ablation_runs(what, base), base.context())
-    if not shard_work(ablation_runs(what, base), base, processes):
+    if (after := shard_work(ablation_runs(what, base), base, processes)) is None:
         return
+    base = after
     records = run_ablation(what, base, base.context())
     table = build_comparison(records, baseline=records[0].label, reference=False)
     emit(render(table, fmt))
@@ -277,8 +284,9 @@ def sweep(
     if write and not train_subset:
         check_settings_writable(settings_file(canonical_name(ranker)))
     ensure_writable(ctx.results_root / "sweeps")  # the sweep record is written after the work
-    if not shard_work(every, base, processes):
+    if (after := shard_work(every, base, processes)) is None:
         return
+    base = after
     done = run_sweep(base, grid, measure=measure, command=command, ctx=ctx)
     typer.echo("\n".join(table_lines(done)))
     saved = save_sweep(done, ctx.results_root)

@@ -69,6 +69,11 @@ def test_two_processes_give_the_one_process_run_and_share_its_entry(
     # each reuses the other's entry
     assert "reusing" in ok(bench_run(one, shared_data, *args, "--processes", "2")).stderr
     assert "reusing" in ok(bench_run(two, shared_data, *args)).stderr
+    # --force: the processes compute the entry once; the report then reads it (not a second,
+    # one-process computation that would overwrite theirs)
+    forced = ok(bench_run(one, shared_data, *args, "--processes", "2", "--force"))
+    assert forced.stderr.count("wrote ") == 1
+    assert json.loads((entry(one) / "record.json").read_text())["provenance"]["processes"] == 2
 
 
 def test_more_processes_than_queries(shared_data: Path, tmp_path: Path) -> None:
