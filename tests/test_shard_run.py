@@ -19,10 +19,14 @@ import pytest
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
-def bench_run(
-    root: Path, data: Path, *args: str, env: dict[str, str] | None = None
+def bench_cli(
+    root: Path,
+    data: Path,
+    command: list[str],
+    env: dict[str, str] | None = None,
+    timeout: int = 300,
 ) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "bench.cli", "run", "-d", "wikiqa", "--threads", "1", *args]
+    """``command`` (a bench.cli command line, launched or not) on ``data``, writing to ``root``."""
     return subprocess.run(
         command,
         cwd=PROJECT_ROOT,
@@ -36,8 +40,15 @@ def bench_run(
         },
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=timeout,
     )
+
+
+def bench_run(
+    root: Path, data: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "bench.cli", "run", "-d", "wikiqa", "--threads", "1", *args]
+    return bench_cli(root, data, command, env, timeout=180)
 
 
 def entry(root: Path) -> Path:
@@ -179,25 +190,16 @@ TORCHRUN = (
 
 
 def bench_launch(
-    root: Path, data: Path, *args: str, timeout: int = 300, launcher: tuple[str, ...] = TORCHRUN
+    root: Path,
+    data: Path,
+    *args: str,
+    timeout: int = 300,
+    launcher: tuple[str, ...] = TORCHRUN,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """``LAUNCHER -m bench.cli ARGS`` (a launcher's ranks; torchrun with 2 processes unless
     told)."""
-    command = [*launcher, "-m", "bench.cli", *args]
-    return subprocess.run(
-        command,
-        cwd=PROJECT_ROOT,
-        env={
-            **os.environ,
-            "BENCH_DATA_DIR": str(data),
-            "BENCH_RESULTS_DIR": str(root),
-            "HF_HUB_OFFLINE": "1",
-            "TOKENIZERS_PARALLELISM": "false",
-        },
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return bench_cli(root, data, [*launcher, "-m", "bench.cli", *args], env, timeout)
 
 
 def test_a_launch_trains_data_parallel_under_its_own_key(shared_data: Path, tmp_path: Path) -> None:
@@ -208,20 +210,7 @@ def test_a_launch_trains_data_parallel_under_its_own_key(shared_data: Path, tmp_
     args = ("-r", "monobert", "-d", "wikiqa", "--threads", "1", "--train-subset", "8")
     args += ("--set", "epochs=1", "--set", "min_steps=0")
     ok(bench_launch(tmp_path, shared_data, "train", *args))
-    one = subprocess.run(
-        [sys.executable, "-m", "bench.cli", "train", *args],
-        cwd=PROJECT_ROOT,
-        env={
-            **os.environ,
-            "BENCH_DATA_DIR": str(shared_data),
-            "BENCH_RESULTS_DIR": str(tmp_path),
-            "HF_HUB_OFFLINE": "1",
-        },
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    ok(one)
+    ok(bench_cli(tmp_path, shared_data, [sys.executable, "-m", "bench.cli", "train", *args]))
     summaries = [
         json.loads(path.read_text())
         for path in tmp_path.glob("models/wikiqa/monobert/*/training.json")
@@ -259,20 +248,7 @@ def test_a_sweep_with_processes_trains_in_one_process_and_prints_the_one_process
         command = [sys.executable, "-m", "bench.cli", "sweep", "-r", "dpr", "-d", "wikiqa"]
         command += ["--set", "lr=1e-5", "--set", "epochs=1", "--train-subset", "8"]
         command += ["--threads", "1", "--no-write", *extra]
-        return subprocess.run(
-            command,
-            cwd=PROJECT_ROOT,
-            env={
-                **os.environ,
-                "BENCH_DATA_DIR": str(shared_data),
-                "BENCH_RESULTS_DIR": str(root),
-                "HF_HUB_OFFLINE": "1",
-                "TOKENIZERS_PARALLELISM": "false",
-            },
-            capture_output=True,
-            text=True,
-            timeout=400,
-        )
+        return bench_cli(root, shared_data, command, timeout=400)
 
     one, two = tmp_path / "one", tmp_path / "two"
     table_one = ok(sweep(one)).stdout
@@ -303,28 +279,7 @@ def test_a_rank_killed_under_torchrun_leaves_nothing_and_a_rerun_completes(
     """Under torchrun the launcher names the killed rank itself (its "Root Cause" report); the
     survivor either says it lost a process (one line) or is stopped by the launcher first."""
     args = ("run", "-r", "bm25", "-d", "wikiqa", "--subset", "12", "--threads", "1")
-    env = {**os.environ, "BENCH_TEST_KILL_RANK": "1"}
-    killed = subprocess.run(
-        [
-            str(Path(sys.executable).with_name("torchrun")),
-            "--standalone",
-            "--nproc_per_node",
-            "2",
-            "-m",
-            "bench.cli",
-            *args,
-        ],
-        cwd=PROJECT_ROOT,
-        env={
-            **env,
-            "BENCH_DATA_DIR": str(shared_data),
-            "BENCH_RESULTS_DIR": str(tmp_path),
-            "HF_HUB_OFFLINE": "1",
-        },
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    killed = bench_launch(tmp_path, shared_data, *args, env={"BENCH_TEST_KILL_RANK": "1"})
     assert killed.returncode != 0
     assert "SIGKILL" in killed.stderr
     assert "[rank0]: Traceback" not in killed.stderr  # the survivor has no traceback to show
