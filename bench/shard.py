@@ -179,13 +179,19 @@ def score_sharded(
     shards = assign_shards(counts, role.world)
     mine = [items[index] for index in shards[role.rank]]
     local, error = _score_or_error(score, mine, role.rank)
-    errors = all_gather(error, role)
-    failed = [(rank, err) for rank, err in enumerate(errors) if err is not None]
-    if failed:
-        rank, err = failed[0]
-        raise ShardError(f"rank {rank} of {role.world} failed while scoring: {err}")
+    exchange_errors(error, role, "scoring")
     parts = all_gather(local, role) if everywhere else gather_to_main(local, role)
     return merge_shards(shards, parts) if parts is not None else None
+
+
+def exchange_errors(error: str | None, role: Role, doing: str) -> None:
+    """A barrier that also exchanges each rank's error (one line, or None): every rank raises
+    the same :class:`ShardError` naming the first failed rank, or all go on together, so no
+    rank waits forever on one that has given up."""
+    failed = [(rank, err) for rank, err in enumerate(all_gather(error, role)) if err is not None]
+    if failed:
+        rank, err = failed[0]
+        raise ShardError(f"rank {rank} of {role.world} failed while {doing}: {err}")
 
 
 def all_gather(local: Any, role: Role) -> list[Any]:

@@ -40,7 +40,7 @@ from bench.latency.protocol import (
 )
 from bench.latency.rows import entry_rows
 from bench.latency.tracker import LatencyTracker, aggregate_throughput
-from bench.shard import FAIL_RANK_ENV, Role, ShardError, all_gather, assign_shards
+from bench.shard import FAIL_RANK_ENV, Role, all_gather, assign_shards, exchange_errors
 
 if TYPE_CHECKING:
     from bench.data.model import CandidateList, RankingSplit
@@ -101,22 +101,13 @@ def _attempt(work: Callable[[], T], rank: int, inject: bool = False) -> tuple[T 
         return None, f"{type(exc).__name__}: {exc}"
 
 
-def _exchange(error: str | None, role: Role, doing: str) -> None:
-    """A barrier that also exchanges errors: every rank raises the same :class:`ShardError`
-    naming the first failed rank, or all go on together."""
-    failed = [(r, e) for r, e in enumerate(all_gather(error, role)) if e is not None]
-    if failed:
-        rank, err = failed[0]
-        raise ShardError(f"rank {rank} of {role.world} failed while {doing}: {err}")
-
-
 def main_first(work: Callable[[], T], role: Role, doing: str) -> T:
     """``work()`` on the main rank, then (once it succeeded) on the others: for work that
     writes a file the others then read, such as ``--arch``'s random weights."""
     if role.world == 1:
         return work()
     value, error = _attempt(work, role.rank) if role.main else (None, None)
-    _exchange(error, role, doing)
+    exchange_errors(error, role, doing)
     return value if role.main else work()  # type: ignore[return-value]
 
 
@@ -160,13 +151,13 @@ def time_entries_sharded(
     local: list[dict[str, Any]] = []
     for entry in entries:
         ready, error = _attempt(partial(_ready, entry, split, opts, device, my_calls), role.rank)
-        _exchange(error, role, f"loading and warming up {entry.label}")
+        exchange_errors(error, role, f"loading and warming up {entry.label}")
         assert ready is not None
         loaded.append(ready)
         start_unix, start = time.time(), time.perf_counter()
         timed, error = _attempt(partial(_time_shard, ready[2], mine, opts), role.rank, inject=True)
         span = time.perf_counter() - start
-        _exchange(error, role, f"timing {entry.label}")
+        exchange_errors(error, role, f"timing {entry.label}")
         assert timed is not None
         local.append({"rank": role.rank, "span_s": span, "start_unix": start_unix, "timed": timed})
     everyone = all_gather(local, role)  # per rank, one entry after another
