@@ -150,17 +150,35 @@ class CostEstimate:
 
 
 def estimate(
-    query_len: int, item_lens: Sequence[int], row_tokens: Sequence[int], shape: EncoderShape
+    query_len: int,
+    item_lens: Sequence[int],
+    row_tokens: Sequence[int],
+    shape: EncoderShape,
+    first_row_tokens: Sequence[int] = (),
+    first_layers: int = 0,
 ) -> CostEstimate:
     """Cost of one query: ``item_lens`` as monoBERT sees them, ``row_tokens`` (item tokens of
-    each row, in whichever layout) CROSS-JEM's."""
+    each row, in whichever layout) CROSS-JEM's.
+
+    Token merging (``first_layers`` > 0): the first layers run over rows of
+    ``first_row_tokens`` item tokens (the concat rows, one per row of ``row_tokens``), the others
+    over ``row_tokens``; CROSS-JEM's tokens are then the layer-weighted mean row tokens."""
     mono = monobert_lengths(query_len, item_lens)
     joint = crossjem_lengths(query_len, row_tokens)
+    flops = sum(sequence_flops(n, shape) for n in joint)
+    tokens = sum(joint)
+    if first_layers:
+        first = crossjem_lengths(query_len, first_row_tokens)
+        per_layer = sum(sequence_flops(n, shape) for n in first) // shape.layers
+        flops = flops // shape.layers * (shape.layers - first_layers) + per_layer * first_layers
+        tokens = round(
+            (sum(first) * first_layers + tokens * (shape.layers - first_layers)) / shape.layers
+        )
     return CostEstimate(
         monobert_tokens=sum(mono),
-        crossjem_tokens=sum(joint),
+        crossjem_tokens=tokens,
         monobert_flops=sum(sequence_flops(n, shape) for n in mono),
-        crossjem_flops=sum(sequence_flops(n, shape) for n in joint),
+        crossjem_flops=flops,
     )
 
 

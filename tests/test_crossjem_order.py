@@ -129,6 +129,8 @@ OPTIONS = [
     {"order": "concat", "positions": "item"},
     {"order": "hybrid"},
     {"order": "hybrid", "positions": "item", "share_min": 3},
+    {"order": "hybrid", "merge_layers": 1},
+    {"order": "union", "merge_layers": 1},
 ]
 
 
@@ -181,7 +183,7 @@ def test_layout_scores_equal_the_simple_implementation(tiny_bert: Path, options:
         np.testing.assert_allclose(s, logits[b, : len(cl)].numpy(), atol=1e-5)
 
 
-@pytest.mark.parametrize("options", OPTIONS)
+@pytest.mark.parametrize("options", OPTIONS[:4])
 def test_layout_logits_equal_hand_pooled_classifier(tiny_bert: Path, options: dict) -> None:
     """The encoder sees the oracle's ids, types and position ids; each logit is the classifier on
     the mean of the item's pooled hidden states."""
@@ -204,6 +206,83 @@ def test_layout_logits_equal_hand_pooled_classifier(tiny_bert: Path, options: di
             assert logits[0, slot.item].item() == pytest.approx(expected, abs=1e-5)
 
 
+def test_merged_hybrid_three_items_hand_checked() -> None:
+    row, slot = _one_row(Layout("hybrid", merge_layers=1))
+    # first row: the concat row (items 2, 1, 0 as written); merged row: 7 and 9 shared (held by
+    # 3 and 2 items), own tokens 4 (item 2) and 8 (item 1)
+    assert row.first_ids == (CLS, 5, 6, SEP, 4, 7, 9, 7, 8, 9, 7, 9, SEP)
+    assert row.input_ids == (CLS, 5, 6, SEP, 7, 9, 4, 8, SEP)
+    assert row.merge_dst == (0, 1, 2, 3, 6, 4, 5, 4, 7, 5, 4, 5, 8)
+    assert row.position_ids == tuple(range(9))
+    assert slot[0].pool == (1, 2, 3, 4, 5) and slot[2].pool == (1, 2, 3, 4, 5, 6)
+    union = _one_row(Layout("union", merge_layers=2))[0]
+    assert union.input_ids == (CLS, 5, 6, SEP, 4, 7, 8, 9, SEP)
+    assert union.merge_dst == (0, 1, 2, 3, 4, 5, 7, 5, 6, 7, 5, 7, 8)
+
+
+def test_merged_rows_are_packed_by_their_concat_rows() -> None:
+    # concat content: 3 + 2 + 3 tokens; the merged row would hold 4 (union) or 4 (hybrid)
+    for layout in (Layout("union", merge_layers=1), Layout("hybrid", merge_layers=1)):
+        assert pack_groups(THREE, 8, layout) == [[2, 1, 0]]
+        assert pack_groups(THREE, 7, layout) == [[2, 1], [0]]
+    assert pack_groups(THREE, 4, Layout("union")) == [[2, 1, 0]]
+
+
+def test_merging_nothing_equals_concat(tiny_bert: Path) -> None:
+    """With no token shared (share_min above the list size) the merge moves every state to its
+    own place: the scores are concat's, so the staged layers equal the encoder's forward."""
+    lists = [_list(ITEMS, "q1"), _list(ITEMS[2:7], "q2", query="java sort")]
+    concat = _ranker(tiny_bert, order="concat", union_len=60, max_item_len=8).score(lists)
+    merged = _ranker(
+        tiny_bert, order="hybrid", share_min=50, merge_layers=1, union_len=60, max_item_len=8
+    ).score(lists)
+    for a, b in zip(concat, merged, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+@pytest.mark.parametrize("order", ["hybrid", "union"])
+def test_merged_logits_equal_hand_merged_layers(tiny_bert: Path, order: str) -> None:
+    """Layer 1 over the concat row (the encoder's own hidden states), each merged position the
+    mean of the states sent to it, the other layers over the merged row, then the pooled mean."""
+    ranker = _ranker(tiny_bert, order=order, merge_layers=1)
+    query, texts = "how to sort a list in python", ITEMS[:5]
+    module = ranker.module
+    with ranker.inference():
+        logits, _ = ranker.forward(ranker.prepare([(query, texts)]))
+        (row,) = ranker.rows(query, texts)
+        first = torch.tensor([row.first_ids])
+        start = row.token_type_ids.index(1)
+        types = torch.tensor([[0] * start + [1] * (len(row.first_ids) - start)])
+        after_one = module.encoder(
+            input_ids=first, token_type_ids=types, output_hidden_states=True
+        ).hidden_states[1][0]
+        merged = torch.zeros(len(row.input_ids), after_one.shape[1])
+        for p in range(len(row.input_ids)):
+            sources = [i for i, d in enumerate(row.merge_dst) if d == p]
+            assert sources, f"position {p} of the merged row receives nothing"
+            merged[p] = after_one[sources].mean(dim=0)
+        hidden = merged[None]
+        for layer in module.encoder.encoder.layer[1:]:
+            out = layer(hidden)
+            hidden = out[0] if isinstance(out, tuple) else out
+        w, b = module.classifier.weight[0], module.classifier.bias[0]
+        for slot in row.slots:
+            expected = float(w @ hidden[0, list(slot.pool)].mean(dim=0) + b)
+            assert logits[0, slot.item].item() == pytest.approx(expected, abs=1e-5)
+
+
+def test_merge_options_are_checked(tiny_bert: Path) -> None:
+    with pytest.raises(RankerError, match="positions=item has no effect"):
+        _ranker(tiny_bert, order="hybrid", merge_layers=1, positions="item")
+    with pytest.raises(RankerError, match="positions=item has no effect"):
+        _ranker(tiny_bert, order="union", positions="item")
+    with pytest.raises(RankerError, match="merge_layers needs order=union or order=hybrid"):
+        _ranker(tiny_bert, order="concat", merge_layers=1)
+    layers = _ranker(tiny_bert).module.encoder.config.num_hidden_layers
+    with pytest.raises(RankerError, match="must be below the encoder's"):
+        _ranker(tiny_bert, merge_layers=layers).module  # noqa: B018
+
+
 def test_order_keeping_layouts_see_word_order(tiny_bert: Path) -> None:
     """The union cannot tell two orderings of the same words apart; concat and hybrid can."""
     texts = ["python sort list", "list sort python", "java"]
@@ -217,6 +296,14 @@ def test_order_keeping_layouts_see_word_order(tiny_bert: Path) -> None:
     assert hybrid[0] == pytest.approx(hybrid[1], abs=1e-6)
     rare = _ranker(tiny_bert, order="hybrid", share_min=3).score([_list(texts)])[0]
     assert abs(rare[0] - rare[1]) > 1e-4
+    # merged layouts: a shared token has one state for all its holders (two items that are
+    # orderings of the same words tie), but the first layer read each copy in its item's order,
+    # so reordering one item's words changes its score where the union's cannot
+    others = ["python sort", "java list"]
+    for options in ({}, {"order": "hybrid", "merge_layers": 1}, {"merge_layers": 1}):
+        ranker = _ranker(tiny_bert, **options)
+        one, two = (ranker.score([_list([t, *others])])[0][0] for t in texts[:2])
+        assert abs(one - two) > 1e-4 if options else one == pytest.approx(two, abs=1e-6)
 
 
 def test_latency_columns_are_tagged_with_the_layout(tiny_bert: Path) -> None:

@@ -77,6 +77,10 @@ class QueryTokens:
     #: item tokens of each CROSS-JEM row (after [CLS] query [SEP]): |U_g| in the paper's union,
     #: shared plus own tokens in the order-keeping layouts
     row_tokens: tuple[int, ...]
+    #: merged layouts: item tokens of each row's concat row, which the first ``first_layers``
+    #: encoder layers run over
+    first_row_tokens: tuple[int, ...] = ()
+    first_layers: int = 0
 
 
 def list_tokens(
@@ -106,6 +110,12 @@ def list_tokens(
                 row_tokens=tuple(
                     len(r.input_ids) - len(q) - efficiency.SPECIAL_TOKENS for r in rows
                 ),
+                first_row_tokens=tuple(
+                    len(r.first_ids) - len(q) - efficiency.SPECIAL_TOKENS
+                    for r in rows
+                    if r.first_ids
+                ),
+                first_layers=(layout or UNION).merge_layers,
             )
         )
     return out
@@ -114,7 +124,12 @@ def list_tokens(
 def token_summary(tokens: Sequence[QueryTokens], shape: efficiency.EncoderShape) -> dict[str, Any]:
     """Means over queries of the quantities the paper's complexity analysis uses, plus the cost
     model's totals (its predicted speed-up is the ratio of mean costs)."""
-    costs = [efficiency.estimate(t.query_len, t.item_lens, t.row_tokens, shape) for t in tokens]
+    costs = [
+        efficiency.estimate(
+            t.query_len, t.item_lens, t.row_tokens, shape, t.first_row_tokens, t.first_layers
+        )
+        for t in tokens
+    ]
     cost = efficiency.total(costs)
 
     def mean(values: Sequence[float]) -> float:
@@ -155,6 +170,7 @@ def token_settings(dataset: str, options: Mapping[str, Mapping[str, Any]]) -> di
         "order": cfg.order,
         "share_min": cfg.share_min,
         "positions": cfg.positions,
+        "merge_layers": cfg.merge_layers,
     }
 
 
@@ -166,6 +182,7 @@ def settings_layout(settings: Mapping[str, Any]) -> Layout:
         order=settings.get("order", "union"),
         share_min=settings.get("share_min", 2),
         positions=settings.get("positions", "row"),
+        merge_layers=settings.get("merge_layers", 0),
     )
 
 

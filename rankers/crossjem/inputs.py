@@ -16,6 +16,14 @@ item's order, every occurrence, pooled by that item alone):
   their item's order. Repeated tokens (function words, the page's topic) cost one position per
   row as in the union, while the words that tell items apart keep their order.
 
+Token merging (``merge_layers`` k > 0) keeps every item's whole word order *and* shares: the first
+k encoder layers run over the ``concat`` row of the group (the items as written, numbered left to
+right), so every token is contextualised in its sentence; then the hidden states of a shared
+token's copies are averaged into its one place of the layout's row (``union`` or ``hybrid``), own
+tokens move to theirs, and the remaining layers run over that shorter row. Groups are packed by
+the concat row's length (it must fit ``union_len``), and :attr:`Row.first_ids` /
+:attr:`Row.merge_dst` carry the first row and where each of its positions goes.
+
 Each item pools ``P_k = T_q + [SEP] + (its shared tokens) + (its own tokens)``: [CLS] and the
 final [SEP] are not pooled. With ``positions="item"`` an own token gets the position id
 ``len([CLS] query [SEP]) + (its position in its item)``, so every item's words sit where the
@@ -60,6 +68,8 @@ class Layout:
     order: str = "union"
     share_min: int = 2
     positions: str = "row"
+    #: encoder layers run over the concat row before shared tokens are merged (0: none)
+    merge_layers: int = 0
 
     def __post_init__(self) -> None:
         if self.order not in ORDERS:
@@ -70,6 +80,19 @@ class Layout:
             )
         if self.share_min < 1:
             raise ValueError(f"share_min must be at least 1, not {self.share_min}")
+        if self.merge_layers < 0:
+            raise ValueError(f"merge_layers must be at least 0, not {self.merge_layers}")
+
+    @property
+    def packing(self) -> Layout:
+        """The layout whose row content decides the groups: the concat row when the first layers
+        run over it (it is the longest row a group has), else this one."""
+        return CONCAT if self.merge_layers else self
+
+    @property
+    def target(self) -> Layout:
+        """The layout of the rows after the merge (this one without ``merge_layers``)."""
+        return dataclasses.replace(self, merge_layers=0)
 
     @property
     def min_holders(self) -> int | None:
@@ -86,6 +109,8 @@ class Layout:
 
 
 UNION = Layout()
+#: the first rows of a merged layout: items as written, numbered along the row
+CONCAT = Layout(order="concat")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,6 +135,10 @@ class Row:
     #: position id of every token (``range(len(input_ids))`` unless own tokens are numbered by
     #: their place in the item)
     position_ids: tuple[int, ...] = ()
+    #: merged layouts: the concat row the first layers run over (positions numbered 0, 1, ...)
+    first_ids: tuple[int, ...] = ()
+    #: merged layouts: for each position of ``first_ids``, its position in ``input_ids``
+    merge_dst: tuple[int, ...] = ()
 
 
 def canonical(items: Sequence[Sequence[int]]) -> list[int]:
@@ -137,6 +166,7 @@ def pack_groups(
     rule (+0.6% encoder tokens), and it can be computed with array operations
     (:mod:`rankers.crossjem.packed`).
     """
+    layout = layout.packing
     shared_tokens = layout.shared_tokens(items)
     groups: list[list[int]] = []
     shared: set[int] = set()
@@ -206,11 +236,28 @@ def build_row(
     position_ids.append(len(input_ids))
     input_ids.append(sep)
     token_type_ids = (0,) * start + (1,) * (len(input_ids) - start)
+    first_ids: list[int] = []
+    merge_dst: list[int] = []
+    if layout.merge_layers:  # the concat row of the same items, and where its tokens merge to
+        first_ids, merge_dst = [cls, *query, sep], list(range(start))
+        seen: set[tuple[int, ...]] = set()
+        for i in indices:
+            if tuple(items[i]) in seen:  # a copy writes nothing in the concat row either
+                continue
+            seen.add(tuple(items[i]))
+            own_places = iter(p for p, _ in written[tuple(items[i])])
+            for token in items[i]:
+                first_ids.append(token)
+                merge_dst.append(where[token] if token in shared_tokens else next(own_places))
+        first_ids.append(sep)
+        merge_dst.append(len(input_ids) - 1)
     return Row(
         input_ids=tuple(input_ids),
         token_type_ids=token_type_ids,
         slots=tuple(slots),
         position_ids=tuple(position_ids),
+        first_ids=tuple(first_ids),
+        merge_dst=tuple(merge_dst),
     )
 
 

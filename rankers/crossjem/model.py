@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import torch
@@ -50,13 +50,18 @@ class CrossJEMBatch:
     position_ids: Tensor | None = None
     #: ``n_items`` on the device, uploaded with the batch (the item mask of training steps)
     lengths: Tensor | None = None
+    #: merged layouts: the first (concat) rows, their lengths and merge targets
+    first_ids: Tensor | None = None
+    first_len: Tensor | None = None
+    merge_dst: Tensor | None = None
 
     @classmethod
     def upload(cls, packed: PackedRows, device: str) -> CrossJEMBatch:
         """One host-to-device copy for the whole batch (pinned and non-blocking on CUDA)."""
         arrays = {name: getattr(packed, name) for name in PackedRows.ARRAYS}
-        if packed.position_ids is not None:
-            arrays["position_ids"] = packed.position_ids
+        for name in ("position_ids", *PackedRows.MERGE_ARRAYS):
+            if getattr(packed, name) is not None:
+                arrays[name] = getattr(packed, name)
         arrays["lengths"] = np.asarray(packed.n_items, dtype=np.int64)
         tensors = upload(arrays, device)
         return cls(
@@ -76,6 +81,10 @@ def collate(rows_per_list: Sequence[Sequence[Row]]) -> PackedRows:
     width = max((len(row.input_ids) for _, row in rows), default=0)
     input_ids = np.zeros((len(rows), width), dtype=np.int64)
     position_ids = np.broadcast_to(np.arange(width), input_ids.shape).copy()
+    merged = any(row.first_ids for _, row in rows)
+    first_width = max((len(row.first_ids) for _, row in rows), default=0)
+    first_ids = np.zeros((len(rows), first_width), dtype=np.int64)
+    merge_dst = np.full((len(rows), first_width), -1, dtype=np.int64)
     row_len, query_end = [], []
     slots: dict[str, list[int]] = {k: [] for k in ("row", "count", "list", "item")}
     toks: dict[str, list[int]] = {k: [] for k in ("slot", "row", "pos", "offset")}
@@ -83,6 +92,8 @@ def collate(rows_per_list: Sequence[Sequence[Row]]) -> PackedRows:
         input_ids[r, : len(row.input_ids)] = row.input_ids
         if row.position_ids:
             position_ids[r, : len(row.position_ids)] = row.position_ids
+        first_ids[r, : len(row.first_ids)] = row.first_ids
+        merge_dst[r, : len(row.merge_dst)] = row.merge_dst
         start = row.token_type_ids.index(1) if 1 in row.token_type_ids else len(row.input_ids)
         row_len.append(len(row.input_ids))
         query_end.append(start)
@@ -113,9 +124,14 @@ def collate(rows_per_list: Sequence[Sequence[Row]]) -> PackedRows:
         tok_row=arr(toks["row"]),
         tok_pos=arr(toks["pos"]),
         tok_offset=arr(toks["offset"]),
-        buckets=[Bucket(0, n, 0, len(slots["row"]), 0, len(toks["slot"]), width)] if n else [],
+        buckets=[Bucket(0, n, 0, len(slots["row"]), 0, len(toks["slot"]), width, first_width)]
+        if n
+        else [],
         n_items=[sum(len(row.slots) for row in rows) for rows in rows_per_list],
         position_ids=drop_default_positions(position_ids),
+        first_ids=first_ids if merged else None,
+        first_len=arr([len(row.first_ids) for _, row in rows]) if merged else None,
+        merge_dst=merge_dst if merged else None,
     )
 
 
@@ -153,10 +169,16 @@ class CrossJEMModule(nn.Module):
     FLOAT32_PARTS = ("classifier", "item_position")
 
     def __init__(
-        self, encoder: PreTrainedModel, dropout: float, item_positions: bool, max_item_len: int
+        self,
+        encoder: PreTrainedModel,
+        dropout: float,
+        item_positions: bool,
+        max_item_len: int,
+        merge_layers: int = 0,
     ) -> None:
         super().__init__()
         self.encoder = encoder
+        self.merge_layers = merge_layers
         hidden = int(encoder.config.hidden_size)
         self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(hidden, 1)
@@ -183,12 +205,15 @@ class CrossJEMModule(nn.Module):
         position_ids = None
         if batch.position_ids is not None:  # own tokens numbered by their place in the item
             position_ids = batch.position_ids[b.r0 : b.r1, : b.width]
-        hidden = self.encoder(
-            input_ids=ids,
-            attention_mask=attention.long(),
-            token_type_ids=types.long(),
-            position_ids=position_ids,
-        ).last_hidden_state.float()
+        if batch.first_ids is not None:
+            hidden = self.merged_hidden(batch, b, attention, types).float()
+        else:
+            hidden = self.encoder(
+                input_ids=ids,
+                attention_mask=attention.long(),
+                token_type_ids=types.long(),
+                position_ids=position_ids,
+            ).last_hidden_state.float()
         shared_mask = ((positions >= 1) & (positions < query_end)).float()
         shared = torch.bmm(shared_mask[:, None, :], hidden).squeeze(1)  # (rows, hidden)
         slot_row = batch.slot_row[b.s0 : b.s1]
@@ -199,3 +224,64 @@ class CrossJEMModule(nn.Module):
         summed = shared[slot_row].index_add(0, tok_slot, own)
         pooled = summed / batch.slot_count[b.s0 : b.s1, None].float().clamp_min(1.0)
         return float32_logits(self.classifier, self.dropout(pooled))
+
+    def merged_hidden(
+        self, batch: CrossJEMBatch, b: Bucket, attention: Tensor, types: Tensor
+    ) -> Tensor:
+        """Last hidden states of a merged layout's rows ``[r0, r1)``: the first
+        ``merge_layers`` layers over the concat rows, then each row's copies of a token averaged
+        into the token's place (:func:`merge_rows`), then the other layers over the merged rows
+        (``attention``/``types``: their mask and token types)."""
+        assert batch.first_ids is not None and batch.first_len is not None
+        assert batch.merge_dst is not None
+        ids = batch.first_ids[b.r0 : b.r1, : b.first_width]
+        positions = torch.arange(b.first_width, device=ids.device)[None, :]
+        first_mask = positions < batch.first_len[b.r0 : b.r1, None]
+        query_end = batch.query_end[b.r0 : b.r1, None]
+        first_types = (positions >= query_end) & first_mask
+        layers = list(encoder_layers(self.encoder))
+        embeddings = cast(nn.Module, self.encoder.embeddings)
+        hidden = embeddings(input_ids=ids, token_type_ids=first_types.long())
+        hidden = run_layers(self.encoder, layers[: self.merge_layers], hidden, first_mask)
+        dst = batch.merge_dst[b.r0 : b.r1, : b.first_width]
+        hidden = merge_rows(hidden, dst, b.width)
+        return run_layers(self.encoder, layers[self.merge_layers :], hidden, attention)
+
+
+def encoder_layers(encoder: nn.Module) -> nn.ModuleList:
+    """The transformer layers of a BERT-style encoder (``encoder.encoder.layer``)."""
+    layers = getattr(getattr(encoder, "encoder", None), "layer", None)
+    if not isinstance(layers, nn.ModuleList):
+        raise TypeError(
+            f"merge_layers needs a BERT-style encoder (encoder.layer); {type(encoder).__name__} "
+            "has none"
+        )
+    return layers
+
+
+def run_layers(
+    encoder: PreTrainedModel, layers: Sequence[nn.Module], hidden: Tensor, mask: Tensor
+) -> Tensor:
+    """``hidden`` through ``layers`` with padding ``mask`` (rows, width) as the encoder's own
+    forward builds it (an additive mask in the encoder's dtype)."""
+    extended = encoder.get_extended_attention_mask(mask.long(), tuple(mask.shape))
+    for layer in layers:
+        out = layer(hidden, attention_mask=extended)
+        hidden = out[0] if isinstance(out, tuple) else out
+    return hidden
+
+
+def merge_rows(hidden: Tensor, dst: Tensor, width: int) -> Tensor:
+    """Rows of ``width`` positions whose position ``p`` is the mean of the ``hidden`` states
+    (rows, first width, d) that ``dst`` sends to ``p`` (-1: padding, dropped). Positions nothing
+    is sent to (the merged rows' padding) are zero."""
+    rows, first_width, dim = hidden.shape
+    target = (
+        torch.where(dst < 0, width, dst)
+        + (width + 1) * torch.arange(rows, device=dst.device)[:, None]
+    )
+    flat = hidden.reshape(rows * first_width, dim)
+    summed = hidden.new_zeros(rows * (width + 1), dim).index_add(0, target.reshape(-1), flat)
+    counts = torch.bincount(target.reshape(-1), minlength=rows * (width + 1))
+    merged = summed / counts.clamp_min(1)[:, None].to(summed.dtype)
+    return merged.reshape(rows, width + 1, dim)[:, :width]

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rankers.crossjem.inputs import UNION, Layout, length_buckets
+from rankers.crossjem.inputs import CONCAT, UNION, Layout, length_buckets
 from rankers.tokens import PAD, ItemArrays
 
 
@@ -44,6 +44,8 @@ class Bucket:
     t0: int
     t1: int
     width: int
+    #: merged layouts: columns of the first (concat) rows of this call
+    first_width: int = 0
 
 
 @dataclasses.dataclass
@@ -74,6 +76,14 @@ class PackedRows:
     #: position id of every token, None when every row numbers its tokens 0, 1, 2, ... (the
     #: encoder's default); set only by ``positions="item"`` layouts
     position_ids: np.ndarray | None = None
+    #: merged layouts (``merge_layers`` > 0): the concat rows the first layers run over, their
+    #: lengths, and for each of their positions its position in ``input_ids`` (-1: padding)
+    first_ids: np.ndarray | None = None
+    first_len: np.ndarray | None = None
+    merge_dst: np.ndarray | None = None
+
+    #: the optional array fields of merged layouts
+    MERGE_ARRAYS = ("first_ids", "first_len", "merge_dst")
 
     #: the array fields, in upload order
     ARRAYS = (
@@ -176,6 +186,11 @@ class _QueryRows:
     tok_row: np.ndarray
     tok_pos: np.ndarray
     tok_offset: np.ndarray
+    first_ids: np.ndarray | None = None
+    first_len: np.ndarray | None = None
+    merge_dst: np.ndarray | None = None
+    #: whether each pooled token is a shared one (merging needs it)
+    tok_shared: np.ndarray | None = None
 
 
 def shared_mask(items: ItemArrays, layout: Layout) -> np.ndarray:
@@ -200,6 +215,7 @@ def query_rows(
     sep: int,
     pad: int,
     layout: Layout = UNION,
+    group: np.ndarray | None = None,
 ) -> _QueryRows:
     """Rows, slots and pooled tokens of one query (slots in canonical order; ``tok_slot`` and
     ``slot_row`` relative to this query).
@@ -208,7 +224,15 @@ def query_rows(
     distinct shared tokens (ascending, as in ``items.distinct``), then its own tokens in item
     order. A shared occurrence adds a token to its group only when the group holds no earlier
     occurrence of it; an own one always does unless its item copies the previous one, which is
-    what :func:`next_fit_cuts` counts."""
+    what :func:`next_fit_cuts` counts. ``group``: the group of each item in canonical order
+    (default: next-fit packing of this layout's content).
+
+    A merged layout (``merge_layers`` > 0) is packed by its concat rows, which become the first
+    rows (:func:`merge_targets`)."""
+    if layout.merge_layers:
+        first = query_rows(query, items, union_len, cls, sep, pad, CONCAT)
+        rows = query_rows(query, items, union_len, cls, sep, pad, layout.target, first.slot_row)
+        return merge_targets(first, rows)
     n = len(items)
     order = canonical_order(items.ids) if n else np.zeros(0, dtype=np.int64)
     is_shared = shared_mask(items, layout)[order]
@@ -256,7 +280,8 @@ def query_rows(
     source = own_occ[own_first[run_first[own_item]] + np.arange(len(own_occ)) - own_first[own_item]]
     is_copy = copy[own_item]
     prev[own_occ[is_copy]] = source[is_copy]
-    group = next_fit_cuts(item_start, item_end, prev, union_len)
+    if group is None:
+        group = next_fit_cuts(item_start, item_end, prev, union_len)
     n_rows = int(group[-1]) + 1
     occ_group = group[occ_item]
     # the sorted union of each group's shared tokens, and each shared occurrence's rank in it
@@ -301,6 +326,40 @@ def query_rows(
         tok_row=occ_group,
         tok_pos=tok_pos,
         tok_offset=occ_offset,
+        tok_shared=occ_shared,
+    )
+
+
+def merge_targets(first: _QueryRows, rows: _QueryRows) -> _QueryRows:
+    """``rows`` (the merged layout's rows of the same groups as the concat rows ``first``) with
+    ``first``'s ids and, for each of its positions, the position in ``rows`` it merges into.
+
+    Both hold the items of a row in canonical order. A concat occurrence ``(item, column)`` of a
+    shared token goes to that item's shared occurrence of the token, any other to the item's own
+    occurrence of that column; [CLS], the query and both [SEP] keep their places."""
+    n_rows, width = first.input_ids.shape
+    dst = np.full((n_rows, width), -1, dtype=np.int64)
+    if n_rows:
+        start = int(first.query_end[0])
+        dst[:, :start] = np.arange(start)
+        dst[np.arange(n_rows), first.row_len - 1] = rows.row_len - 1
+        tok = rows.input_ids[rows.tok_row, rows.tok_pos]
+        assert rows.tok_shared is not None
+        shared = rows.tok_shared
+        f_tok = first.input_ids[first.tok_row, first.tok_pos]
+        big = int(max(tok.max(initial=0), f_tok.max(initial=0), width)) + 1
+        # shared occurrences are keyed by (item, token), own ones by (item, column)
+        keys = (rows.tok_slot * 2 + ~shared) * big + np.where(shared, tok, rows.tok_offset)
+        order = np.argsort(keys, kind="stable")
+        shared_tok = np.unique(tok[shared])
+        f_shared = np.isin(f_tok, shared_tok)
+        f_keys = (first.tok_slot * 2 + ~f_shared) * big + np.where(
+            f_shared, f_tok, first.tok_offset
+        )
+        at = order[np.searchsorted(keys[order], f_keys)]
+        dst[first.tok_row, first.tok_pos] = rows.tok_pos[at]
+    return dataclasses.replace(
+        rows, first_ids=first.input_ids, first_len=first.row_len, merge_dst=dst
     )
 
 
@@ -348,6 +407,7 @@ def pack_lists(
                 rows = slice(row_base[k], row_base[k + 1])
                 position_ids[rows, : p.position_ids.shape[1]] = p.position_ids
         position_ids = drop_default_positions(position_ids)
+    merged = _join_first_rows(parts, row_base, pad)
 
     # rows in bucket order; slots and tokens follow their rows (stable: canonical order kept)
     if tolerance is None or not len(row_len):
@@ -374,7 +434,9 @@ def pack_lists(
     slot_start = np.zeros(len(slot_order), dtype=np.int64)
     for k, run in enumerate(runs):
         r1, s1, t1 = r0 + len(run), int(bounds_s[k]), int(bounds_t[k])
-        buckets.append(Bucket(r0, r1, s0, s1, t0, t1, int(row_len_new[r0:r1].max())))
+        first_width = 0 if merged is None else int(merged[1][row_order[r0:r1]].max())
+        width_k = int(row_len_new[r0:r1].max())
+        buckets.append(Bucket(r0, r1, s0, s1, t0, t1, width_k, first_width))
         row_start[r0:r1] = r0
         slot_start[s0:s1] = s0
         r0, s0, t0 = r1, s1, t1
@@ -393,4 +455,28 @@ def pack_lists(
         tok_offset=joined("tok_offset")[tok_order],
         buckets=buckets,
         n_items=n_items,
+        **(
+            {}
+            if merged is None
+            else dict(zip(PackedRows.MERGE_ARRAYS, (m[row_order] for m in merged), strict=True))
+        ),
     )
+
+
+def _join_first_rows(
+    parts: Sequence[_QueryRows], row_base: np.ndarray, pad: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The first rows, their lengths and merge targets of every query, one matrix each (None
+    when the layout merges nothing)."""
+    if not parts or parts[0].first_ids is None:
+        return None
+    width = max(p.first_ids.shape[1] for p in parts if p.first_ids is not None)
+    ids = np.full((int(row_base[-1]), width), pad, dtype=np.int64)
+    dst = np.full(ids.shape, -1, dtype=np.int64)
+    for k, p in enumerate(parts):
+        assert p.first_ids is not None and p.merge_dst is not None
+        rows = slice(row_base[k], row_base[k + 1])
+        ids[rows, : p.first_ids.shape[1]] = p.first_ids
+        dst[rows, : p.merge_dst.shape[1]] = p.merge_dst
+    lengths = np.concatenate([p.first_len for p in parts if p.first_len is not None])
+    return ids, lengths, dst

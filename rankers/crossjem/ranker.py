@@ -72,6 +72,14 @@ class CrossJEMConfig(EncoderConfig):
         "along the row, as BERT) or item (query length + the token's place in its item, so each "
         "item restarts where the first begins)",
     )
+    merge_layers: int = option(
+        0,
+        role=TRAINING | SCORE,
+        min=0,
+        help="token merging: the first this many encoder layers run over the items as written "
+        "(concat row, positions along it), then each shared token's copies are averaged into its "
+        "one place of the order/share_min layout for the other layers (0: no merging)",
+    )
     item_positions: bool = option(
         False,
         role=TRAINING | SCORE,
@@ -96,18 +104,44 @@ class CrossJEMConfig(EncoderConfig):
     @property
     def layout_tag(self) -> str:
         """How the layout reads in latency columns and labels ("" for the paper's union)."""
+        merged = f", merged after {self.merge_layers} layer" + "s" * (self.merge_layers > 1)
         if self.order == "union":
-            return ""
+            return "union" + merged if self.merge_layers else ""
         tag = self.order + (f" share_min={self.share_min}" if self.order == "hybrid" else "")
-        return tag + (", item positions" if self.positions == "item" else "")
+        tag += ", item positions" if self.positions == "item" else ""
+        if self.merge_layers and self.order == "hybrid":
+            tag += ", row positions" if self.positions == "row" else ""
+        return tag + (merged if self.merge_layers else "")
 
     @property
     def layout(self) -> Layout:
         """The row layout these options describe (:class:`~rankers.crossjem.inputs.Layout`)."""
-        return Layout(order=self.order, share_min=self.share_min, positions=self.positions)
+        return Layout(
+            order=self.order,
+            share_min=self.share_min,
+            positions=self.positions,
+            merge_layers=self.merge_layers,
+        )
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.positions == "item" and (self.order == "union" or self.merge_layers):
+            why = (
+                "under order=union every token is shared"
+                if self.order == "union"
+                else (
+                    "with merge_layers > 0 the first layers number the concat row along the row "
+                    "and the later layers read no position ids"
+                )
+            )
+            raise RankerError(
+                f"option positions=item has no effect here ({why}); leave positions=row"
+            )
+        if self.merge_layers and self.order == "concat":
+            raise RankerError(
+                "option merge_layers needs order=union or order=hybrid (concat shares no token, "
+                "so nothing would merge)"
+            )
         if self.max_item_len > self.union_len:
             raise RankerError(
                 f"option max_item_len={self.max_item_len} exceeds union_len={self.union_len}: "
@@ -127,6 +161,12 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
     def _check_encoder(self, encoder: PreTrainedModel) -> None:
         longest = self.cfg.max_query_len + self.cfg.union_len + 3
         check_positions(encoder, longest, "crossjem: max_query_len + union_len + 3")
+        layers = int(getattr(encoder.config, "num_hidden_layers", 0))
+        if self.cfg.merge_layers >= layers > 0:
+            raise RankerError(
+                f"option merge_layers={self.cfg.merge_layers} must be below the encoder's "
+                f"{layers} layers (at least one layer must run over the merged row)"
+            )
 
     def _build_module(self, encoder: PreTrainedModel) -> nn.Module:
         return CrossJEMModule(
@@ -134,6 +174,7 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
             dropout=self.cfg.dropout,
             item_positions=self.cfg.item_positions,
             max_item_len=self.cfg.max_item_len,
+            merge_layers=self.cfg.merge_layers,
         )
 
     # -- inputs --------------------------------------------------------------------------------
