@@ -27,6 +27,7 @@ from bench.latency.tracker import LatencyTracker
 from bench.metrics import evaluate
 from bench.progress import progress_bar
 from bench.ranking import build_run
+from bench.reports import input_notes
 from bench.results import (
     RECORD,
     RUN_FILE,
@@ -244,7 +245,11 @@ class ScoreJob:
             "ranker": ranker.describe(),
             # how many processes scored it (not in the key: any count gives the same run file)
             "processes": role.world,
+            # texts cut and lists split over encoder rows (bench.reports.input_notes)
+            "inputs": ranker.input_report(split.lists),
         }
+        for note in input_notes(record.provenance["inputs"]):
+            log.info("%s on %s/%s: %s", ranker.name, split.dataset, split.split, note)
         record.created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         write_result(record, result_run, ev.per_query, self.out_dir)
         log.info("wrote %s", self.out_dir)

@@ -484,6 +484,12 @@ class Ranker(ABC, Generic[C]):
         return {}
 
     # -- provenance ----------------------------------------------------------------------------
+    def input_report(self, lists: Sequence[CandidateList]) -> dict[str, Any]:
+        """What this ranker does to ``lists`` before its model sees them (text cut to a length
+        limit, lists split over several encoder rows), with counts, so a run never changes its
+        inputs silently. Default: nothing (the ranker reads every text whole)."""
+        return {}
+
     def describe(self) -> dict[str, Any]:
         """Name, family and config; model-backed rankers add model id and weight hash."""
         return {"name": self.name, "family": self.family, "config": self.config.to_dict()}

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from bench.data.model import RankingSplit
+from bench.data.model import CandidateList, RankingSplit
 from bench.device import auto_choice, resolve_device
 from bench.trained import TrainingSummary
 from rankers.base import (
@@ -157,7 +157,10 @@ def float32_logits(head: nn.Module, features: Tensor) -> Tensor:
     head's dtype: float32 under a bf16 scoring copy (:class:`CastCache` keeps heads in float32),
     so the pooled features are never rounded to bf16 on their way to the logit."""
     weight = next(head.parameters())
-    return head(features.to(weight.dtype)).squeeze(-1).float()
+    # autocast would run a float32 head in bf16 anyway (it casts a Linear's inputs and weights):
+    # the head is switched out of it, so training logits keep float32 resolution too
+    with torch.autocast(device_type=features.device.type, enabled=False):
+        return head(features.to(weight.dtype)).squeeze(-1).float()
 
 
 def upload(arrays: dict[str, np.ndarray], device: str) -> dict[str, Tensor]:
@@ -168,7 +171,10 @@ def upload(arrays: dict[str, np.ndarray], device: str) -> dict[str, Tensor]:
     shapes = [np.shape(a) for a in arrays.values()]
     sizes = [int(np.prod(shape, dtype=np.int64)) for shape in shapes]
     if device.startswith("cuda"):
-        buffer = torch.empty(sum(sizes), dtype=torch.int64, pin_memory=True)
+        # pinned memory is allocated in the current device's context: make it the target's, so
+        # a run on cuda:1 opens no context on cuda:0
+        with torch.cuda.device(torch.device(device)):
+            buffer = torch.empty(sum(sizes), dtype=torch.int64, pin_memory=True)
         host, start = buffer.numpy(), 0
         for a, size in zip(arrays.values(), sizes, strict=True):
             host[start : start + size] = np.ravel(a)  # casts to int64 while writing
@@ -276,6 +282,22 @@ def token_ids(tokenizer: Any, texts: Sequence[str], max_len: int) -> list[list[i
         return []
     enc = tokenizer(list(texts), add_special_tokens=False, truncation=True, max_length=max_len)
     return [list(ids) for ids in enc["input_ids"]]
+
+
+def cut_counts(tokenizer: Any, texts: Sequence[str], max_len: int) -> dict[str, Any]:
+    """How many of ``texts`` exceed ``max_len`` WordPiece tokens (no special tokens) and the
+    share of all their tokens that the cut drops."""
+    lengths = [len(ids) for ids in tokenizer(list(texts), add_special_tokens=False)["input_ids"]]
+    cut = [n for n in lengths if n > max_len]
+    total = sum(lengths)
+    return {
+        "max_len": max_len,
+        "texts": len(lengths),
+        "cut": len(cut),
+        "tokens": total,
+        "tokens_lost": sum(n - max_len for n in cut),
+        "share_lost": sum(n - max_len for n in cut) / total if total else 0.0,
+    }
 
 
 def pad_array(rows: Sequence[Sequence[int]], value: int) -> np.ndarray:
@@ -500,6 +522,17 @@ class EncoderRanker(Ranker[EC], Generic[EC]):
         if self.cfg.pretokenise:
             return self.item_tokens.lookup(texts)
         return self.item_tokens.tokenise(texts)
+
+    def input_report(self, lists: Sequence[CandidateList]) -> dict[str, Any]:
+        """Queries and items cut to ``max_query_len`` / ``max_item_len`` WordPiece tokens: how
+        many, and the share of their tokens lost (distinct item texts of ``lists``)."""
+        cfg = self.cfg
+        queries = list(dict.fromkeys(cl.query.text for cl in lists))
+        items = item_texts(cfg, list(dict.fromkeys(t for cl in lists for t in cl.texts)))
+        return {
+            "queries_cut": cut_counts(self.tokenizer, queries, cfg.max_query_len),
+            "items_cut": cut_counts(self.tokenizer, items, cfg.max_item_len),
+        }
 
     # -- inference helpers ---------------------------------------------------------------------
     @contextlib.contextmanager

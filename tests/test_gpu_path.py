@@ -8,6 +8,7 @@ runs in tests/test_gpu.py (``pytest -m gpu``) when a GPU is there.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
@@ -317,6 +318,25 @@ def test_backward_under_several_processes_reads_once(monkeypatch: pytest.MonkeyP
     assert torch.equal(accelerator.loss, torch.tensor(2.0 * (1 * 2 / 4)))
 
 
+# -- the head under autocast (training on CUDA runs the encoder in bf16 autocast) -----------------
+
+
+def test_float32_logits_leave_autocast_for_the_head() -> None:
+    """Under bf16 autocast a float32 Linear still runs in bf16 (autocast casts its inputs and
+    weight); the head must give the float32 logits exactly."""
+    from rankers.encoders import float32_logits
+
+    torch.manual_seed(0)
+    head = torch.nn.Linear(64, 1)
+    features = torch.randn(32, 64)
+    expected = head(features).squeeze(-1)
+    with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+        assert head(features).dtype == torch.bfloat16  # what autocast does to a plain head
+        logits = float32_logits(head, features)
+    assert logits.dtype == torch.float32
+    torch.testing.assert_close(logits, expected, rtol=0, atol=0)
+
+
 # -- rows 6 and 4: fakes of a CUDA upload (a pinned host buffer and its copy to the GPU) ---------
 
 
@@ -335,10 +355,23 @@ class FakeUpload:
         self.from_python = 0
         concatenate = np.concatenate
 
+        #: the device whose context is current (torch.cuda.device), and where pinning happened
+        self.current: list[str] = ["cuda:0"]
+        self.pinned_in: list[str] = []
+
+        @contextlib.contextmanager
+        def fake_device(device: Any) -> Any:
+            self.current.append(str(device))
+            try:
+                yield
+            finally:
+                self.current.pop()
+
         def fake_empty(*size: Any, pin_memory: bool = False, **kwargs: Any) -> torch.Tensor:
             out = empty(*size, **kwargs)
             if pin_memory:
                 self.pinned.append(out.numel())
+                self.pinned_in.append(self.current[-1])
             return out
 
         def fake_pin(tensor: torch.Tensor) -> torch.Tensor:
@@ -370,6 +403,7 @@ class FakeUpload:
             return concatenate(*args, **kwargs)
 
         monkeypatch.setattr(torch, "empty", fake_empty)
+        monkeypatch.setattr(torch.cuda, "device", fake_device)
         monkeypatch.setattr(torch.Tensor, "pin_memory", fake_pin)
         monkeypatch.setattr(torch.Tensor, "to", fake_to)
         monkeypatch.setattr(torch, "tensor", fake_tensor)
@@ -389,6 +423,7 @@ def test_upload_writes_one_pinned_buffer_and_copies_it_once(
     }
     out = upload(arrays, "cuda:1")
     assert fake.pinned == [8]  # one pinned buffer, written directly (no pin after a concatenate)
+    assert fake.pinned_in == ["cuda:1"]  # in the target's context: no context opened on cuda:0
     assert fake.concatenated == 0
     assert fake.copies == [("cuda:1", True)]  # one non-blocking host-to-device copy
     assert out["a"].tolist() == [[0, 1, 2], [3, 4, 5]] and out["a"].dtype == torch.int64

@@ -144,6 +144,9 @@ def token_summary(tokens: Sequence[QueryTokens], shape: efficiency.EncoderShape)
         "union_mean": mean([t.union.union for t in tokens]),  # the paper's N_u
         "union_max": max((t.union.union for t in tokens), default=0),
         "groups_mean": mean([len(t.row_tokens) for t in tokens]),
+        # lists whose items do not fit one row: items in different rows never see each other
+        "groups_max": max((len(t.row_tokens) for t in tokens), default=0),
+        "lists_split": sum(1 for t in tokens if len(t.row_tokens) > 1),
         "compression_mean": mean([t.union.compression for t in tokens]),
         "realised_compression_mean": mean([t.union.realised_compression for t in tokens]),
         "monobert_tokens_per_query": cost.monobert_tokens / max(len(tokens), 1),

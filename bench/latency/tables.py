@@ -231,6 +231,21 @@ def _notes(record: LatencyRecord, columns: Sequence[str], stat: str) -> list[str
                     f"{col} at N={b.n}, each configuration (best shown): " + ", ".join(parts) + "."
                 )
     notes += throughput_notes(record, columns)
+    rows_per_list = [
+        f"N={b.n}: mean {b.tokens['groups_mean']:.2f}, max {b.tokens['groups_max']}, "
+        f"{b.tokens['lists_split']} of {b.tokens['queries']} lists split"
+        for b in record.blocks
+        if "groups_max" in b.tokens  # records older than this count
+    ]
+    if rows_per_list:
+        first = record.blocks[0].tokens
+        layout = first.get("order", "union") + (
+            f", merged after {first['merge_layers']} layer(s)" if first.get("merge_layers") else ""
+        )
+        notes.append(
+            f"CROSS-JEM encoder rows per list ({layout} layout; items in different rows do not "
+            "attend to each other): " + "; ".join(rows_per_list) + "."
+        )
     notes.append(
         "Speed-up: best monoBERT / CROSS-JEM mean latency; predicted: ratio of the "
         "cost model's encoder FLOPs (bench.efficiency) on the same lists. "

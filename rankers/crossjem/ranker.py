@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
@@ -230,6 +230,12 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
             for v in out
         ]
 
+    def input_report(self, lists: Sequence[CandidateList]) -> dict[str, Any]:
+        """Cuts (:meth:`EncoderRanker.input_report`) and encoder rows per list in this layout:
+        items of a list split over several rows never attend to each other."""
+        rows = [self.pack([(cl.query.text, cl.texts)]).rows for cl in lists if len(cl)]
+        return {**super().input_report(lists), "rows": row_counts(rows, self.cfg)}
+
     # -- scoring -------------------------------------------------------------------------------
     host_step: ClassVar[str | None] = (
         "query WordPiece; item ids from the index-time store (WordPiece in end-to-end mode); "
@@ -270,3 +276,15 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
 
     def score(self, lists: Sequence[CandidateList]) -> list[np.ndarray]:
         return self.score_prepared(self.prepare_scoring(lists))
+
+
+def row_counts(rows: Sequence[int], cfg: CrossJEMConfig) -> dict[str, Any]:
+    """Rows per list (mean, max) and lists split over several rows, for one layout."""
+    return {
+        "layout": cfg.layout_tag or "union",
+        "union_len": cfg.union_len,
+        "lists": len(rows),
+        "mean": float(np.mean(rows)) if rows else 0.0,
+        "max": max(rows, default=0),
+        "split": sum(1 for r in rows if r > 1),
+    }
