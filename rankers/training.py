@@ -57,6 +57,10 @@ log = logging.getLogger(__name__)
 
 #: config dtype -> Accelerate mixed precision on CUDA (CPU always trains in float32); ``auto`` is
 #: resolved per GPU by :func:`mixed_precision` (its entry is the answer on Ampere or later)
+#: training losses stay on the device and are read this many steps at a time (and at each epoch's
+#: end and checkpoint): a read per step makes the host wait for the GPU before packing the next
+#: batch, so host preparation never overlaps the device's work
+LOSS_READ_STEPS = 16
 MIXED_PRECISION = {"auto": "bf16", "bfloat16": "bf16", "float16": "fp16", "float32": "no"}
 
 
@@ -424,6 +428,16 @@ def train_loop(
             batches = steps.epoch_batches(train_split, epoch)
             model.train()
             optimizer.zero_grad(set_to_none=True)
+            unread: list[torch.Tensor | float] = []  # losses still on the device
+
+            def read_losses(
+                unread: list[torch.Tensor | float] = unread, epoch: int = epoch
+            ) -> None:
+                if unread:
+                    progress.epoch_losses.extend(host_values(unread))
+                    unread.clear()
+                    bar.set_postfix(epoch=epoch, loss=f"{progress.epoch_losses[-1]:.4f}")
+
             for batch in batches[progress.batches_done :]:
                 if progress.step >= total:
                     break
@@ -433,18 +447,19 @@ def train_loop(
                     accelerator.clip_grad_norm_(model.parameters(), plan.max_grad_norm)
                     optimizer.step()
                     scheduler.step()
-                    loss = float(pending)  # the step's one host read, after the optimiser step
-                    progress.epoch_losses.append(loss)
+                    unread.append(pending)  # read with the next LOSS_READ_STEPS - 1 steps'
                 optimizer.zero_grad(set_to_none=True)
                 progress.epoch_skipped += real - used
                 progress.batches_done += 1
                 progress.step += 1
                 bar.update(1)
-                if used:
-                    bar.set_postfix(epoch=epoch, loss=f"{loss:.4f}")
+                if len(unread) >= LOSS_READ_STEPS:
+                    read_losses()
                 due = every and progress.step % every == 0
                 if due and progress.batches_done < len(batches) and progress.step < total:
+                    read_losses()  # a checkpoint holds every loss of the epoch so far
                     run.save()
+            read_losses()
             module.eval()
             dev_now = dev_score(ranker, dev)  # every process scores its shard
 
@@ -506,6 +521,17 @@ class _HookState:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.steps.load_training_state(state)
+
+
+def host_values(values: Sequence[torch.Tensor | float]) -> list[float]:
+    """``values`` as floats with one device read for all the tensors among them."""
+    import torch
+
+    tensors = [v.detach().float().reshape(()) for v in values if isinstance(v, torch.Tensor)]
+    if not tensors:
+        return [float(v) for v in values]
+    read = iter(torch.stack(tensors).tolist())
+    return [next(read) if isinstance(v, torch.Tensor) else float(v) for v in values]
 
 
 def _slice(batch: Any, accelerator: Accelerator) -> Any:
