@@ -72,6 +72,22 @@ class Plan:
 
     jobs: dict[str, Job] = field(default_factory=dict)
     targets: list[str] = field(default_factory=list)
+    #: folders the jobs write into, with what they hold and what to do when one is not
+    #: writable: checked (and created) when the plan is executed, before its first job, so
+    #: planning (``--plan``, a command that fails on its options or data) writes nothing
+    folders: dict[Path, tuple[str, str]] = field(default_factory=dict)
+
+    def writes_into(self, folder: Path, what: str, hint: str) -> None:
+        """Declare that some job writes into ``folder`` (``what`` it holds, ``hint``: what to do
+        when it cannot be written)."""
+        self.folders.setdefault(folder, (what, hint))
+
+    def folder_problems(self) -> list[str]:
+        """Why a declared folder could not be written, checked without creating anything."""
+        from bench.results import writable_problem
+
+        problems = (writable_problem(f, what, hint) for f, (what, hint) in self.folders.items())
+        return [p for p in problems if p]
 
     def add(self, job: Job) -> str:
         """Add ``job`` (a job already planned, e.g. a teacher shared by two students, is kept
@@ -149,7 +165,11 @@ class Executor:
 
     def execute(self) -> list[Any]:
         """Run every needed job in order; the targets' results, in target order."""
+        from bench.results import ensure_writable
+
         needed = self.plan.needed()
+        for folder, (what, hint) in self.plan.folders.items():
+            ensure_writable(folder, what, hint)
         for job in self.plan:
             if job.id in needed and not job.on_demand:
                 self.result(job.id)

@@ -191,6 +191,22 @@ def ensure_writable(folder: Path, what: str = "results", hint: str = RESULTS_HIN
         ) from exc
 
 
+def writable_problem(folder: Path, what: str = "results", hint: str = RESULTS_HINT) -> str | None:
+    """Why :func:`ensure_writable` would fail on ``folder``, found without writing anything:
+    the folder, or the closest existing folder above it, must be a writable directory."""
+    probe = folder
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    reason = None
+    if not probe.is_dir():
+        reason = f"{probe} is not a folder"
+    elif not os.access(probe, os.W_OK | os.X_OK):
+        reason = f"{probe} is not writable"
+    if reason is None:
+        return None
+    return f"the {what} folder {folder} is not writable: {reason} ({hint})"
+
+
 def check_file_writable(path: Path, hint: str) -> int | None:
     """The mode of ``path`` (None: it does not exist yet), or a :class:`StorageError` naming it
     when it is read-only. The mode bits count even for root, whom the kernel lets write

@@ -37,7 +37,7 @@ from bench.keys import evaluation_stamp, scoring_code, training_code
 from bench.metrics import DEFAULT_MEASURES
 from bench.plan import BASELINE, EVALUATE, SCORE, TEACHER, TRAIN, Executor, Job, Plan
 from bench.policy import DEV_BASELINES
-from bench.results import RECORD, ResultRecord, ensure_writable, read_record, run_dir
+from bench.results import RECORD, RESULTS_HINT, ResultRecord, read_record, run_dir
 from bench.scoring import (
     ScoreJob,
     batches,
@@ -346,7 +346,7 @@ def plan_training(
     plan (a ranker may still name its own kind, trained as its settings file says)."""
     if not ranker.trainable:
         raise RankerError(f"ranker {ranker.name!r} is not trainable; drop --fit")
-    ensure_writable(root / "models", "models")
+    plan.writes_into(root / "models", "models", RESULTS_HINT)
     opts = replace(opts, results_dir=root)
     train, dev = _load_splits_for_fit(opts)
     config = ranker.config.to_dict()
@@ -462,7 +462,7 @@ def plan_run(
     Everything is checked here, before any work: options, data, writable folders, teachers."""
     plan = plan if plan is not None else Plan()
     root, device, threads = ctx.results_root, ctx.device, ctx.threads
-    ensure_writable(root / "runs")
+    plan.writes_into(root / "runs", "results", RESULTS_HINT)
     name = canonical_name(opts.ranker)
     # the ranker's options are checked before any data is read
     ranker = create_ranker(name, ranker_options(name, opts.dataset, opts.options), device=device)
@@ -474,7 +474,7 @@ def plan_run(
         )
     fit = opts.fit or untrained is not None
     if fit:
-        ensure_writable(root / "models", "models")
+        plan.writes_into(root / "models", "models", RESULTS_HINT)
     split = load_split(opts.dataset, opts.split, ctx.data_root)
     if opts.subset:
         split = split.subset(opts.subset)

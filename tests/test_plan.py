@@ -148,3 +148,37 @@ def test_teachers_that_form_a_cycle_are_refused_before_any_work(
     assert "teachers form a cycle (monobert -> crossjem -> monobert)" in " ".join(
         result.output.split()
     )
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("run", "-r", "crossjem", "-d", "toy", "--plan"),
+        ("train", "-r", "monobert", "-d", "toy", "--plan"),
+        ("ablate", "-d", "toy", "--what", "order", "--plan"),
+        ("sweep", "-r", "monobert", "-d", "toy", "--set", "lr=1e-4,2e-4", "--plan"),
+    ],
+)
+def test_a_plan_writes_nothing(toy: Path, configs: Path, command: tuple[str, ...]) -> None:
+    bench(*command)
+    assert not toy.exists()  # not even an empty runs/ or models/
+
+
+def test_a_command_that_fails_while_planning_writes_nothing(toy: Path) -> None:
+    result = cli.invoke(app, ["-q", "run", "-r", "bm25", "-d", "nosuch"])
+    assert result.exit_code == 2 and "unknown dataset 'nosuch'" in result.output
+    result = cli.invoke(app, ["-q", "run", "-r", "crossjem", "-d", "toy", "--teacher", "nosuch"])
+    assert result.exit_code != 0
+    assert not toy.exists()
+
+
+def test_an_unwritable_results_folder_is_named_by_the_plan_and_stops_the_run(
+    toy: Path,
+) -> None:
+    toy.parent.mkdir(parents=True, exist_ok=True)
+    toy.write_text("a file where the results folder should be\n")
+    out = bench("run", "-r", "bm25", "-d", "toy", "--plan")  # the plan still prints
+    assert f"would stop before the first job: the results folder {toy / 'runs'}" in out
+    result = cli.invoke(app, ["-q", "run", "-r", "bm25", "-d", "toy"])
+    assert result.exit_code == 2
+    assert f"the results folder {toy / 'runs'} is not writable" in result.output
