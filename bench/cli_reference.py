@@ -44,9 +44,9 @@ def reference_render(readme: ReadmePath = Path("README.md"), root: RootPath = No
 def reference_check(readme: ReadmePath = Path("README.md"), root: RootPath = None) -> None:
     """Exit 1 when a marked README table differs from what its records give, naming the table,
     row, column, both values and the record files. Loads no model."""
-    from bench.published import check_document, find_blocks
+    from bench.published import check_document, find_blocks, read_document
 
-    text = readme.read_text(encoding="utf-8")
+    text = read_document(readme)
     if not find_blocks(text):
         err_console.print(f"[bold red]FAIL[/] {escape(str(readme))}: no rendered tables (markers)")
         raise typer.Exit(1)

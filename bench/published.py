@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from bench.latency.records import LatencyRecord, LatencyRow
-from bench.results import ResultRecord, atomic_write_text
+from bench.results import ResultRecord, atomic_write_text, check_file_writable
 
 if TYPE_CHECKING:
     from bench.checks import Expectation
@@ -212,7 +212,18 @@ class Records:
     def _once(self, kind: str, name: str, read: Callable[[Path], T]) -> T:
         key = (kind, name)
         if key not in self._read:
-            self._read[key] = read(self._path(name))
+            path = self._path(name)
+            try:
+                self._read[key] = read(path)
+            except json.JSONDecodeError as exc:
+                raise ReferenceError(
+                    f"table {self.table!r}: record {path} is not valid JSON (line {exc.lineno} "
+                    f"column {exc.colno}: {exc.msg}); restore it or write it again"
+                ) from exc
+            except UnicodeDecodeError as exc:
+                raise ReferenceError(
+                    f"table {self.table!r}: record {path} is not UTF-8 text"
+                ) from exc
         return self._read[key]  # type: ignore[return-value]
 
     def comparison(self, name: str) -> dict[str, ComparisonRow]:
@@ -345,6 +356,13 @@ def find_blocks(text: str) -> list[Block]:
     for match in _BLOCK.finditer(text):
         records = [Path(r.strip()) for r in match["records"].split(",") if r.strip()]
         line = text.count("\n", 0, match.start()) + 1
+        inner = _ANY_MARKER.search(match["body"])
+        if inner is not None:  # this table's end marker is missing: it ran into the next table
+            later = text.count("\n", 0, match.start("body") + inner.start()) + 1
+            raise ReferenceError(
+                f"line {line}: table {match['name']!r} has no end marker "
+                f"({END!r}) before the next marker on line {later}"
+            )
         blocks.append(
             Block(
                 match["name"], records, match.start("body"), match.end("body"), match["body"], line
@@ -433,14 +451,29 @@ def check_document(text: str, root: Path) -> list[Mismatch]:
     return out
 
 
+def read_document(path: Path) -> str:
+    """The text of a marked document (a README), or a :class:`ReferenceError` naming it when it
+    is missing or not UTF-8 text."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise ReferenceError(
+            f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} on line {line})"
+        ) from exc
+    except OSError as exc:
+        raise ReferenceError(f"{path}: cannot read it ({exc.strerror or exc})") from exc
+
+
 def render_file(path: Path, root: Path) -> list[str]:
-    """Re-render the marked tables of ``path`` in place (atomically); the names of the tables
-    that changed."""
-    text = path.read_text(encoding="utf-8")
+    """Re-render the marked tables of ``path`` in place (atomically, keeping its mode); the names
+    of the tables that changed. A read-only file is refused before anything is rendered."""
+    text = read_document(path)
+    mode = check_file_writable(path, "make it writable to re-render its tables")
     mismatches = check_document(text, root)
     for mismatch in mismatches:
         log.info("re-rendering %s: %s", path, mismatch.message())
     changed = [m.table for m in mismatches]
     if changed:
-        atomic_write_text(path, render_document(text, root))
+        atomic_write_text(path, render_document(text, root), mode)
     return changed

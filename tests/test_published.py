@@ -23,6 +23,7 @@ from bench.published import (
     read_comparison,
     render_document,
     renderer,
+    renderers,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -123,7 +124,12 @@ def test_cli_check_fails_without_markers(tmp_path: Path) -> None:
     copy = tmp_path / "README.md"
     copy.write_text("# no tables\n", encoding="utf-8")
     result = runner.invoke(app, ["reference", "check", "--readme", str(copy)])
-    assert result.exit_code == 1
+    assert (
+        result.exit_code == 1
+        and result.exception is None
+        or isinstance(result.exception, SystemExit)
+    )
+    assert "no rendered tables (markers)" in " ".join(result.output.split())
 
 
 def test_broken_markers_and_unknown_renderers_are_errors() -> None:
@@ -175,3 +181,73 @@ def test_markdown_and_json_comparisons_agree() -> None:
         for metric, value in row.metrics.items():
             assert md[label].metrics[metric] == pytest.approx(value, abs=5e-5), (label, metric)
         assert md[label].latency["p50_ms"] == pytest.approx(row.latency["p50_ms"], abs=0.05)
+
+
+def _run_record_doc(tmp_path: Path) -> tuple[Path, Path]:
+    """A README whose one table reads a copy of a run record under ``tmp_path``."""
+    record = tmp_path / "results/reference/word-order/wikiqa-concat-row.json"
+    record.parent.mkdir(parents=True)
+    record.write_bytes((REPO / "results/reference/word-order/wikiqa-concat-row.json").read_bytes())
+
+    if "test-run-ap" not in renderers():
+
+        @renderer("test-run-ap")
+        def run_ap(records: Records) -> str:
+            return f"AP@10 {records.run('wikiqa-concat-row.json').metrics['AP@10']:.4f}\n"
+
+    doc = tmp_path / "README.md"
+    doc.write_text(
+        "<!-- reference: test-run-ap from results/reference/word-order/wikiqa-concat-row.json -->"
+        "\nold\n<!-- /reference -->\n",
+        encoding="utf-8",
+    )
+    return doc, record
+
+
+def _reference(*args: str) -> tuple[int, str]:
+    result = runner.invoke(app, ["reference", *args])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    return result.exit_code, " ".join(result.output.split())
+
+
+def test_render_refuses_a_read_only_readme_and_keeps_it(tmp_path: Path) -> None:
+    doc, _ = _run_record_doc(tmp_path)
+    doc.chmod(0o444)
+    before = doc.read_text(encoding="utf-8")
+    code, out = _reference("render", "--readme", str(doc))
+    assert code == 2 and f"{doc} is read-only (mode 0444)" in out
+    assert doc.read_text(encoding="utf-8") == before and doc.stat().st_mode & 0o777 == 0o444
+    doc.chmod(0o640)  # writable: rendered, and its mode kept
+    assert _reference("render", "--readme", str(doc))[0] == 0
+    assert "AP@10 0.7816" in doc.read_text(encoding="utf-8")
+    assert doc.stat().st_mode & 0o777 == 0o640
+
+
+def test_a_truncated_record_is_named_with_its_table(tmp_path: Path) -> None:
+    doc, record = _run_record_doc(tmp_path)
+    record.write_text(record.read_text(encoding="utf-8")[:300], encoding="utf-8")
+    for command in ("check", "render"):
+        code, out = _reference(command, "--readme", str(doc))
+        assert code == 2, out
+        assert f"table 'test-run-ap': record {record} is not valid JSON" in out
+
+
+def test_a_missing_end_marker_blames_its_own_table(tmp_path: Path) -> None:
+    doc = tmp_path / "README.md"
+    doc.write_text(
+        "<!-- reference: first from a.json -->\n| a |\n\n"
+        "<!-- reference: second from b.json -->\n| b |\n<!-- /reference -->\n",
+        encoding="utf-8",
+    )
+    code, out = _reference("check", "--readme", str(doc))
+    assert code == 2
+    assert "line 1: table 'first' has no end marker ('<!-- /reference -->') before the " in out
+    assert "next marker on line 4" in out
+
+
+def test_a_readme_that_is_not_utf8_is_named(tmp_path: Path) -> None:
+    doc = tmp_path / "README.md"
+    doc.write_bytes(b"# title\n\ncaf\xe9\n")
+    for command in ("check", "render"):
+        code, out = _reference(command, "--readme", str(doc))
+        assert code == 2 and f"{doc}: not UTF-8 text (byte 0xe9 on line 3)" in out
