@@ -67,6 +67,9 @@ ABLATIONS: dict[str, Ablation] = {
             {"order": "concat", "positions": "row"},
             {"order": "concat", "positions": "item"},
             {"order": "hybrid", "positions": "item"},
+            {"order": "hybrid", "positions": "row"},
+            {"order": "hybrid", "positions": "row", "share_min": 3},
+            {"order": "union", "positions": "row", "merge_layers": 1},
         ),
         help="CROSS-JEM row layout: the paper's sorted union against layouts keeping word order",
     ),
@@ -105,6 +108,14 @@ def ablation_runs(what: str, base: RunOptions) -> list[RunOptions]:
     plans)."""
     spec = ablation(what)
     check_ranker(what, base.ranker)
+    varied = {k for i in range(len(spec.values)) for k in spec.options(i)}
+    clash = sorted(varied & set(base.options))
+    if clash:
+        given = ", ".join(f"--set {k}={base.options[k]}" for k in clash)
+        raise ValueError(
+            f"{given}: the {what} ablation sets {', '.join(clash)} itself in every variant "
+            f"({spec.describe()}); drop it, or run one variant with bench run"
+        )
     return [
         dataclasses.replace(base, options={**base.options, **spec.options(index)})
         for index in range(len(spec.values))

@@ -3,6 +3,7 @@ sets, the array path against the simple implementation, order invariance, hand-p
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from pathlib import Path
 
@@ -323,7 +324,7 @@ def test_order_ablation_trains_every_layout_on_the_same_data(
 ) -> None:
     from toydata import write_toy_mteb
 
-    from bench.ablate import ABLATIONS, run_ablation
+    from bench.ablate import run_ablation
     from bench.runner import RunOptions
 
     data = tmp_path / "data"
@@ -343,8 +344,28 @@ def test_order_ablation_trains_every_layout_on_the_same_data(
         "crossjem order=concat, positions=row",
         "crossjem order=concat, positions=item",
         "crossjem order=hybrid, positions=item",
+        "crossjem order=hybrid, positions=row",
+        "crossjem order=hybrid, positions=row, share_min=3",
+        "crossjem order=union, positions=row, merge_layers=1",
     ]
-    layouts = [(r.config["order"], r.config["positions"]) for r in records]
-    assert layouts == [("union", "row"), ("concat", "row"), ("concat", "item"), ("hybrid", "item")]
-    assert len({r.training["model_dir"] for r in records}) == 4  # four models, one each
-    assert len(ABLATIONS["order"].values) == 4
+    layouts = [
+        (r.config["order"], r.config["positions"], r.config["share_min"], r.config["merge_layers"])
+        for r in records
+    ]
+    assert layouts == [
+        ("union", "row", 2, 0),
+        ("concat", "row", 2, 0),
+        ("concat", "item", 2, 0),
+        ("hybrid", "item", 2, 0),
+        ("hybrid", "row", 2, 0),
+        ("hybrid", "row", 3, 0),
+        ("union", "row", 2, 1),
+    ]
+    assert len({r.training["model_dir"] for r in records}) == 7  # one model each
+    # the same data for every layout: train and dev splits, their sizes and the test lists
+    assert len({r.training["key_parts"]["data"] for r in records}) == 1
+    assert len({(r.training["train_queries"], r.training["train_items"]) for r in records}) == 1
+    assert len({r.data["checksum"] for r in records}) == 1
+    assert all(r.training["targets"] == records[0].training["targets"] for r in records)
+    with pytest.raises(ValueError, match="--set order=concat: the order ablation sets"):
+        run_ablation("order", dataclasses.replace(base, options={"order": "concat"}))
