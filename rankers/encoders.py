@@ -240,6 +240,14 @@ class EncoderConfig(ListTrainingConfig):
         help="grow each train list to N items with BM25 negatives from the train collection "
         "(0: lists as given)",
     )
+    train_max_items: int = option(
+        64,
+        role=TRAINING,
+        min=0,
+        help="most items of a train list in a step: its positives plus a seeded sample of its "
+        "negatives; bounds a step's memory to train_batch_queries x this many items on long "
+        "lists (0: whole lists)",
+    )
     epochs: int = inherit_option(TrainingConfig, "epochs", 3, help="passes over the train lists")
     checkpoint_steps: int = option(
         0,
@@ -255,6 +263,17 @@ class EncoderConfig(ListTrainingConfig):
                 f"option teacher_scores=logits needs a loss that takes any real targets "
                 f"({', '.join(sorted(ANY_REAL_TARGETS))}); loss {self.loss} needs 0-1 targets "
                 "(teacher_scores=sigmoid)"
+            )
+        if self.train_max_items == 1:
+            raise RankerError(
+                "option train_max_items=1 leaves a list one item, from which a list loss learns "
+                "nothing; use 2 or more (0: whole lists)"
+            )
+        if self.train_max_items and self.train_list_size > self.train_max_items:
+            raise RankerError(
+                f"option train_list_size={self.train_list_size} grows lists beyond "
+                f"train_max_items={self.train_max_items}, which would cut them back; raise "
+                "train_max_items or set it to 0"
             )
 
 

@@ -32,7 +32,13 @@ from rankers.base import (
 )
 from rankers.losses import RankingLoss, get_loss
 from rankers.resume import list_ids
-from rankers.targets import TEACHER_CACHE_DIR, Targets, extend_lists, training_targets
+from rankers.targets import (
+    TEACHER_CACHE_DIR,
+    Targets,
+    cap_lists,
+    extend_lists,
+    training_targets,
+)
 from rankers.trainconfig import list_config
 from rankers.training import BatchLoss, LoopPlan, accelerated_device, make_accelerator, train_loop
 
@@ -229,6 +235,27 @@ def fit_lists(
             given / len(lists),
             sum(len(cl) for cl in lists) / len(lists),
         )
+    cap = int(getattr(cfg, "train_max_items", 0) or 0)
+    longest = max(len(cl) for cl in lists)
+    if cap and longest > cap:
+        cut = sum(1 for cl in lists if len(cl) > cap)
+        lists = cap_lists(lists, train.qrels, cap, cfg.seed)
+        log.info(
+            "%s: %d of %d train lists (up to %d items) cut to %d items: their positives and a "
+            "seeded sample of negatives (option train_max_items)",
+            ranker.name,
+            cut,
+            len(lists),
+            longest,
+            cap,
+        )
+    log.info(
+        "%s: the largest training step holds at most %d items (%d lists of up to %d)",
+        ranker.name,
+        cfg.train_batch_queries * max(len(cl) for cl in lists),
+        cfg.train_batch_queries,
+        max(len(cl) for cl in lists),
+    )
     if work_dir is None:
         work_dir = getattr(ranker, "work_dir", None)
     work = Path(work_dir) if work_dir is not None else None

@@ -16,6 +16,7 @@ import dataclasses
 import json
 import logging
 import os
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -263,4 +264,27 @@ def extend_lists(
         mined = index.top_k(cl.query.text, need, exclude=exclude)
         extra = tuple(Candidate(docid=d, text=collection[d]) for d in mined)
         out.append(dataclasses.replace(cl, candidates=cl.candidates + extra))
+    return out
+
+
+def cap_lists(
+    lists: Sequence[CandidateList], qrels: Qrels, cap: int, seed: int
+) -> list[CandidateList]:
+    """Each list cut to at most ``cap`` candidates: its positives first (grade > 0; the first
+    ``cap`` of them when there are more), then a sample of its negatives drawn with ``seed`` and
+    the query id, in the list's own order. A training step then holds at most
+    ``train_batch_queries x cap`` items whatever the lists' lengths, and the same lists come out
+    of every run (and every resume) with the same seed."""
+    out = []
+    for cl in lists:
+        if len(cl) <= cap:
+            out.append(cl)
+            continue
+        grades = qrels.get(cl.query.qid, {})
+        positive = [i for i, c in enumerate(cl.candidates) if grades.get(c.docid, 0) > 0][:cap]
+        negative = [i for i, c in enumerate(cl.candidates) if grades.get(c.docid, 0) <= 0]
+        rng = np.random.default_rng([seed, zlib.crc32(cl.query.qid.encode("utf-8"))])
+        drawn = rng.choice(len(negative), size=cap - len(positive), replace=False)
+        keep = sorted(positive + [negative[i] for i in drawn.tolist()])
+        out.append(dataclasses.replace(cl, candidates=tuple(cl.candidates[i] for i in keep)))
     return out

@@ -29,6 +29,7 @@ ENCODER_TRAINING = {
     "teacher",
     "teacher_scores",
     "train_list_size",
+    "train_max_items",
     "epochs",
     "min_steps",
     "patience",
@@ -85,7 +86,7 @@ EXPECTED: dict[str, dict[Role, set[str]]] = {
     },
     "crossjem": {
         Role.TRAINING: ENCODER_TRAINING
-        | {"union_len", "item_positions", "order", "share_min", "positions"},
+        | {"union_len", "item_positions", "order", "share_min", "positions", "merge_layers"},
         Role.SCORE: {
             "model",
             "max_query_len",
@@ -95,6 +96,7 @@ EXPECTED: dict[str, dict[Role, set[str]]] = {
             "order",
             "share_min",
             "positions",
+            "merge_layers",
         },
         Role.RUNTIME: {
             "checkpoint",
