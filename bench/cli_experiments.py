@@ -61,7 +61,7 @@ def shard_work(runs: Sequence[RunOptions], base: RunOptions, processes: int) -> 
     processes have just computed every entry, so the report reads them instead of computing
     them again in one process); None when this process should stop (a launch's other rank)."""
     from bench.scale import execute_runs
-    from bench.shard import launched, single_process_from_accelerate
+    from bench.shard import current_role, launched, single_process_from_accelerate
 
     if single_process_from_accelerate():
         log.warning(
@@ -71,9 +71,10 @@ def shard_work(runs: Sequence[RunOptions], base: RunOptions, processes: int) -> 
         )
     if processes == 1 and not launched():
         return base
+    world = processes if processes > 1 else current_role().world
     if not execute_runs(runs, base, processes, logging.getLogger().getEffectiveLevel()):
         return None
-    return dataclasses.replace(base, force=False)
+    return dataclasses.replace(base, force=False, written_by=world)
 
 
 def demo(

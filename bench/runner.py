@@ -106,6 +106,9 @@ class RunOptions:
     fit: bool = False
     train_subset: int | None = None
     force: bool = False
+    #: the processes of ``--processes N`` have just computed every entry of this command (with
+    #: or without --force): the report reads them, and says so instead of "reusing"
+    written_by: int = 0
     data_dir: str | Path | None = None
     results_dir: str | Path | None = None
     measures: Sequence[str] = DEFAULT_MEASURES
@@ -531,7 +534,7 @@ def plan_run(
     stamp = evaluation_stamp(opts.measures)
     score = ScoreJob(
         ranker, split, out_dir, key, code, record, opts.measures, stamp,
-        opts.batch_queries, opts.warmup, opts.progress, opts.force,
+        opts.batch_queries, opts.warmup, opts.progress, opts.force, opts.written_by,
     )  # fmt: skip
     cached = not opts.force and reusable_now(out_dir)
     what = f"{name} on {split.dataset}/{split.split}"

@@ -157,6 +157,8 @@ class ScoreJob:
     warmup: int = 5
     progress: bool = True
     force: bool = False
+    #: processes that have just written this entry (``--processes N``'s report reads it)
+    written_by: int = 0
 
     @property
     def what(self) -> str:
@@ -174,9 +176,17 @@ class ScoreJob:
             if from_main(cached is not None, role):
                 if cached is None:  # another rank: the main process reuses the entry
                     return self.record
-                log.info(
-                    "reusing %s (same config, data and code; --force to recompute)", self.out_dir
-                )
+                if self.written_by:
+                    log.info(
+                        "reading %s, which the %d processes computed or reused above",
+                        self.out_dir,
+                        self.written_by,
+                    )
+                else:
+                    log.info(
+                        "reusing %s (same config, data and code; --force to recompute)",
+                        self.out_dir,
+                    )
                 return cached
             if role.main:
                 self._log_miss()

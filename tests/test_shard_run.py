@@ -84,6 +84,8 @@ def test_two_processes_give_the_one_process_run_and_share_its_entry(
     # one-process computation that would overwrite theirs)
     forced = ok(bench_run(one, shared_data, *args, "--processes", "2", "--force"))
     assert forced.stderr.count("wrote ") == 1
+    assert "--force to recompute" not in forced.stderr  # it was recomputed, not reused
+    assert "which the 2 processes computed or reused above" in " ".join(forced.stderr.split())
     assert json.loads((entry(one) / "record.json").read_text())["provenance"]["processes"] == 2
 
 
@@ -92,6 +94,8 @@ def test_more_processes_than_queries(shared_data: Path, tmp_path: Path) -> None:
     ok(bench_run(one, shared_data, "-r", "bm25", "--subset", "1"))
     ok(bench_run(two, shared_data, "-r", "bm25", "--subset", "1", "--processes", "2"))
     assert (entry(one) / "run.trec").read_bytes() == (entry(two) / "run.trec").read_bytes()
+    # two processes did run (one with no query), not one
+    assert json.loads((entry(two) / "record.json").read_text())["provenance"]["processes"] == 2
 
 
 def test_a_failed_rank_is_named_and_nothing_is_cached(shared_data: Path, tmp_path: Path) -> None:
