@@ -91,9 +91,10 @@ def friendly_errors(func: F) -> F:
                 raise
             err_console.print(f"[bold red]error:[/] {escape(error_text(exc))}")
             raise typer.Exit(2) from None
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
+            # Ctrl-C: 130; a stop signal turned into an interrupt (bench.shard.Stopped): 128 + it
             err_console.print(f"[bold yellow]{escape(INTERRUPTED)}[/]")
-            raise typer.Exit(130) from None
+            raise typer.Exit(128 + getattr(exc, "signum", 2)) from None
 
     return wrapper  # type: ignore[return-value]
 

@@ -35,6 +35,7 @@ from bench.plan import TEACHER, TRAIN, Plan
 from bench.shard import (
     PeersLost,
     ShardError,
+    Stopped,
     current_role,
     from_main,
     launched,
@@ -44,6 +45,9 @@ from bench.shard import (
 )
 
 log = logging.getLogger(__name__)
+
+#: exit codes of a spawned rank stopped by SIGINT (130) or SIGTERM (143)
+STOPPED_CODES = (130, 143)
 
 #: the job kinds that train a model
 TRAINING = frozenset({TRAIN, TEACHER})
@@ -114,6 +118,8 @@ def launch(processes: int, target: Callable[..., Any], *args: Any) -> None:
         except mp.ProcessExitedException as exc:
             if exc.signal_name:  # killed: the rank could not say why itself
                 _killed_rank(exc.error_index, processes, exc.signal_name)
+            elif exc.exit_code in STOPPED_CODES:  # a rank got SIGINT/SIGTERM: the command stops
+                raise Stopped(exc.exit_code - 128) from None
             sys.exit(exc.exit_code if exc.exit_code and exc.exit_code > 0 else 1)
         return
     target(*args)

@@ -305,7 +305,31 @@ def spawned() -> bool:
     return os.environ.get(SPAWNED_ENV) == "1"
 
 
+class Stopped(KeyboardInterrupt):
+    """SIGTERM (or another stop signal) turned into an interrupt, so the command stops as on
+    Ctrl-C, with exit code 128 + ``signum`` (143 for SIGTERM)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+#: seconds spawned ranks get to end after SIGTERM before they are killed
+STOP_GRACE_S = 5.0
+
+
+def _rank_stops_at_once(signum: int, _frame: Any) -> None:
+    """A spawned rank's SIGINT/SIGTERM handler: end now, silently, with 128 + signum (no
+    traceback from an exit hook, nothing half-written taken for finished: entries are written
+    atomically by the main rank). The parent sees the exit code and stops the others."""
+    os._exit(128 + signum)
+
+
 def _spawned(rank: int, world: int, port: int, target: Callable[..., Any], args: tuple) -> None:
+    import signal
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _rank_stops_at_once)
     os.environ.update(
         RANK=str(rank),
         LOCAL_RANK=str(rank),
@@ -338,11 +362,38 @@ def spawn(processes: int, target: Callable[..., Any], *args: Any) -> None:
         start_method="spawn",
         join=False,
     )
+    import signal
+
+    def stop(signum: int, _frame: Any) -> None:
+        raise Stopped(signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
     try:
         while not context.join():
             pass
     except mp.ProcessExitedException as exc:
         raise killed_first(exc, context.processes) from None
+    except KeyboardInterrupt:  # SIGINT or SIGTERM to this process: stop every rank first
+        stop_ranks(context.processes)
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def stop_ranks(processes: Sequence[Any], grace: float = STOP_GRACE_S) -> None:
+    """SIGTERM to every live rank, then SIGKILL to any still alive after ``grace`` seconds, and
+    wait for all: none is left running (and writing) after the command ends."""
+    import time
+
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    deadline = time.monotonic() + grace
+    for process in processes:
+        process.join(max(0.0, deadline - time.monotonic()))
+        if process.is_alive():
+            process.kill()
+            process.join()
 
 
 def killed_first(exc: Any, processes: Sequence[Any]) -> Any:

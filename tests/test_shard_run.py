@@ -343,3 +343,74 @@ def test_accelerate_launch_scores_in_two_ranks(shared_data: Path, tmp_path: Path
     said = " ".join(result.stderr.split())
     assert "accelerate launch --cpu started one process" in said
     assert json.loads((entry(cpu) / "record.json").read_text())["provenance"]["processes"] == 1
+
+
+def _children_alive(pid: int) -> list[int]:
+    import psutil
+
+    try:
+        return [c.pid for c in psutil.Process(pid).children(recursive=True) if c.is_running()]
+    except psutil.NoSuchProcess:
+        return []
+
+
+@pytest.mark.parametrize(
+    ("target", "signame", "code"),
+    [("parent", "SIGINT", 130), ("parent", "SIGTERM", 143), ("rank", "SIGINT", 130)],
+)
+def test_a_signal_stops_every_rank_and_writes_nothing(
+    shared_data: Path, tmp_path: Path, target: str, signame: str, code: int
+) -> None:
+    """SIGINT or SIGTERM to the parent of --processes 2 (as a scheduler sends it), or to one
+    rank: every rank ends within seconds, no entry is written, no process is left, one line
+    says what was kept, and the exit code is 128 + the signal."""
+    import signal
+    import time
+
+    import psutil
+
+    command = [sys.executable, "-m", "bench.cli", "run", "-d", "wikiqa", "--threads", "1"]
+    command += ["-r", "dpr", "--subset", "120", "--processes", "2"]
+    env = {
+        **os.environ,
+        "BENCH_DATA_DIR": str(shared_data),
+        "BENCH_RESULTS_DIR": str(tmp_path),
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+    proc = subprocess.Popen(
+        command,
+        cwd=PROJECT_ROOT,
+        env=env,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while len(_children_alive(proc.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(8)  # the ranks load the model and start scoring
+        ranks = [
+            p
+            for p in psutil.Process(proc.pid).children()
+            if "resource_tracker" not in " ".join(p.cmdline())
+        ]
+        assert ranks, "no rank started"
+        victim = proc.pid if target == "parent" else ranks[-1].pid
+        sent = time.monotonic()
+        os.kill(victim, getattr(signal, signame))
+        _, stderr = proc.communicate(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == code, stderr[-2000:]
+    assert took < 20, took
+    time.sleep(0.5)
+    left = [p.cmdline() for p in ranks if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert not left
+    assert not list(tmp_path.glob("runs/*/*/*/record.json"))
+    text = " ".join(stderr.split())
+    assert "interrupted: finished results and trained models are kept" in text
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
