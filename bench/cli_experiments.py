@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated
 
@@ -54,6 +55,23 @@ def show_plan(runs: Sequence[RunOptions], ctx: RunContext) -> None:
     console.print(plan_table(plan_runs(runs, ctx)))
 
 
+def process_warnings(processes: int, launched: bool, cores: int) -> list[str]:
+    """What to say before ``--processes N`` runs: N ignored under a launcher (which started the
+    processes itself), or more processes than CPU cores (they share cores, and each loads the
+    model: more processes are then slower, not faster)."""
+    if launched and processes > 1:
+        return [
+            f"--processes {processes} is ignored under a launcher: the launch's processes "
+            "(torchrun --nproc_per_node, accelerate --num_processes) do the work"
+        ]
+    if processes > cores:
+        return [
+            f"--processes {processes} on {cores} CPU cores: the processes share the cores and "
+            f"each loads the model, so this is slower than --processes {cores}"
+        ]
+    return []
+
+
 def shard_work(runs: Sequence[RunOptions], base: RunOptions, processes: int) -> RunOptions | None:
     """Do the work of ``runs`` over ``processes`` (or a launch's) processes first
     (:func:`bench.scale.execute_runs`). Returns the options this process goes on with, as
@@ -69,6 +87,8 @@ def shard_work(runs: Sequence[RunOptions], base: RunOptions, processes: int) -> 
             "under mpirun); for N local processes use accelerate launch --multi_gpu "
             "--num_processes N (CPU works), torchrun --nproc_per_node N or --processes N"
         )
+    for warning in process_warnings(processes, launched(), os.cpu_count() or 1):
+        log.warning(warning)
     if processes == 1 and not launched():
         return base
     world = processes if processes > 1 else current_role().world

@@ -302,3 +302,14 @@ def test_check_that_checks_nothing_exits_1(
     assert result.exit_code == 1, result.output
     assert "error:" in result.output and message in result.output.replace("\n", "")
     assert "checks:" not in result.output
+
+
+def test_process_counts_that_cannot_help_are_warned_about() -> None:
+    from bench.cli_experiments import process_warnings
+
+    assert process_warnings(2, False, 2) == []
+    assert process_warnings(1, True, 2) == []
+    (more,) = process_warnings(32, False, 2)
+    assert more.startswith("--processes 32 on 2 CPU cores") and "--processes 2" in more
+    (ignored,) = process_warnings(4, True, 16)
+    assert ignored.startswith("--processes 4 is ignored under a launcher")
