@@ -29,6 +29,7 @@ once per command (:class:`CurrentInputs`).
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 from collections.abc import Sequence
@@ -216,8 +217,6 @@ def select_records(
 ) -> Selection:
     """The current records among ``records`` (`bench run` records; other kinds pass through),
     in their order; ``all_records`` keeps every one and leaves nothing out."""
-    if all_records:
-        return Selection(list(records))
     inputs = inputs or CurrentInputs(data_dir)
     kept: list[ResultRecord] = []
     left_out: dict[str, list[ResultRecord]] = {}
@@ -225,10 +224,21 @@ def select_records(
         problem = None if record.kind != RUN_KIND else record_problem(record, inputs)
         if problem is None:
             kept.append(record)
+        elif all_records:  # shown, but never as an ordinary row: its label says what it is
+            kept.append(stale(record, problem))
         else:
             log.debug("left out %s: %s", record.path, problem)
             left_out.setdefault(problem, []).append(record)
     return Selection(kept, left_out)
+
+
+def stale(record: ResultRecord, problem: str) -> ResultRecord:
+    """A copy of ``record`` whose label ends ``(STALE: other data)`` (``problem``), so a table
+    of ``--all-records`` shows it on a row of its own, beside the current record of the same
+    settings, never in its place."""
+    marked = copy.copy(record)
+    marked.label = f"{record.label or record.ranker} (STALE: {problem})"
+    return marked
 
 
 def newest_per_row(records: Sequence[ResultRecord]) -> list[ResultRecord]:

@@ -270,7 +270,11 @@ def test_readers_show_the_record_of_the_data_as_it_is_now(
             app, ["-q", "compare", "-d", "semeval16b", "-f", "json", "--all-records"]
         ).stdout
     )
-    assert [r["metrics"]["AP@10"] for r in every] == [deleted]  # the newest, as before
+    # both, the record of other data marked as such on a row of its own
+    assert sorted((r["label"], r["metrics"]["AP@10"]) for r in every) == [
+        ("bm25", now),
+        ("bm25 (STALE: other data)", deleted),
+    ]
     expected = tmp_path / "exp.yaml"
     entry = {"dataset": "semeval16b", "split": "test", "ranker": "bm25", "metric": "AP@10"}
     expected.write_text(yaml.safe_dump([{**entry, "expected": round(now, 4), "tolerance": 1e-4}]))

@@ -176,6 +176,9 @@ def test_plot_dataset_from_written_records(results_dir: Path) -> None:
     path, points = plot_dataset("wikiqa", results_dir=results_dir, all_records=True)
     assert path == results_dir / "plots" / "wikiqa-test-APat10.png"
     assert path.read_bytes()[:8] == PNG_MAGIC
-    assert [p.label for p in points] == ["bm25", "dpr (minilm-l6)"]
+    assert [p.label for p in points] == [  # shown, each marked as not current
+        "bm25 (STALE: unrecorded inputs)",
+        "dpr (minilm-l6) (STALE: unrecorded inputs)",
+    ]
     with pytest.raises(ValueError, match="no latency-benchmark record"):
         plot_dataset("wikiqa", results_dir=results_dir, use_benchmark=True, all_records=True)

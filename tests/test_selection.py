@@ -47,8 +47,10 @@ def test_runs_of_any_options_are_current_and_others_are_counted(
     assert select_records([old_code], inputs=inputs).summary() == (
         "1 record of other code left out; --all-records shows them"
     )
-    every = select_records([full, old_code], all_records=True)
-    assert every.records == [full, old_code] and every.summary() is None
+    every = select_records([full, old_code], all_records=True, inputs=inputs)
+    assert every.records[0] is full and every.summary() is None
+    assert every.records[1].label == f"{old_code.label} (STALE: other code)"
+    assert every.records[1].metrics == old_code.metrics
 
 
 def test_a_card_changed_and_changed_back_selects_the_first_record(
