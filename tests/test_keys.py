@@ -168,9 +168,67 @@ def test_rankers_import_training_only_modules_inside_functions() -> None:
     for path in sorted(folder.rglob("*.py")):
         if path.stem in {m.rsplit(".", 1)[-1] for m in TRAINING_ONLY_MODULES}:
             continue
-        for node in ast.parse(path.read_text()).body:
-            if isinstance(node, ast.ImportFrom) and node.module in TRAINING_ONLY_MODULES:
-                raise AssertionError(f"{path} imports {node.module} at module level")
+        package = "rankers." + ".".join(path.relative_to(folder).parent.parts)
+        for module in module_level_imports(path.read_text(), package.rstrip(".")):
+            assert module not in TRAINING_ONLY_MODULES, f"{path} imports {module} at module level"
+
+
+def module_level_imports(source: str, package: str) -> set[str]:
+    """Every module a source imports when it is imported (module level, inside ``if`` and
+    ``try`` blocks too, but not under ``if TYPE_CHECKING:``), as full dotted names: ``from
+    rankers import listtrain`` gives ``rankers`` and ``rankers.listtrain``; relative imports are
+    resolved against ``package``."""
+    out: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.Import):
+                out.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    parent = ".".join(parts[: len(parts) - node.level + 1])
+                    base = f"{parent}.{base}" if base else parent
+                out.add(base)
+                out.update(f"{base}.{alias.name}" for alias in node.names)
+            elif isinstance(node, ast.If):
+                if "TYPE_CHECKING" not in ast.unparse(node.test):
+                    visit(node.body)
+                visit(node.orelse)
+            elif isinstance(node, ast.Try):
+                for block in (node.body, node.orelse, node.finalbody):
+                    visit(block)
+                for handler in node.handlers:
+                    visit(handler.body)
+
+    visit(ast.parse(source).body)
+    return out
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from rankers.training import train_loop\n",
+        "from rankers import listtrain\n",
+        "import rankers.training\n",
+        "from . import listtrain\n",
+        "try:\n    from rankers.listtrain import fit_lists\nexcept ImportError:\n    pass\n",
+        "if True:\n    import rankers.training as t\n",
+    ],
+)
+def test_every_way_of_importing_a_training_module_is_seen(source: str) -> None:
+    from bench.keys import TRAINING_ONLY_MODULES
+
+    assert module_level_imports(source, "rankers") & set(TRAINING_ONLY_MODULES)
+
+
+def test_imports_for_type_checking_or_inside_functions_are_not_module_level() -> None:
+    source = (
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from rankers import listtrain\n"
+        "def f():\n    import rankers.training\n"
+    )
+    assert module_level_imports(source, "rankers") == {"typing", "typing.TYPE_CHECKING"}
 
 
 def test_the_scoring_closure_leaves_out_the_cli_plots_measures_and_other_rankers() -> None:
