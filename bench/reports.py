@@ -10,9 +10,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from rich.console import RenderableType
 from rich.markup import escape
 from rich.table import Table
+
+from bench.data.stats import ITEM_LIMIT
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +71,8 @@ def datasets_table(
         "tokens/list",
         "union/list",
         "m/N_u",
+        "cut",
+        "rows/list",
         "all relevant",
         "dropped",
     ):
@@ -89,7 +94,7 @@ def datasets_table(
             if not loaded:
                 log.info("%s: not available: no local copy", name)
         if not loaded:
-            table.add_row(name, layout, "-", *["-"] * 10)
+            table.add_row(name, layout, "-", *["-"] * 12)
             continue
         for split in loaded:
             s = split_stats(split, tokenizer=tokenizer)
@@ -107,18 +112,65 @@ def datasets_table(
                 f"{s['list_tokens'][key]['mean']:.1f}",
                 f"{s['union_length'][key]['mean']:.1f} (max {s['union_length'][key]['max']:.0f})",
                 f"{s['compression'][key]:.2f}",
+                _cut_cell(s["item_cut"][key]),
+                _rows_cell(split, tokenizer),
                 f"{s['all_relevant']['queries']} ({s['all_relevant']['treatment']})",
                 ", ".join(f"{k}: {v}" for k, v in split.dropped.items() if v) or "0",
             )
     table.caption = (
         f"lengths: mean {unit}; tokens/list: a query's candidates' lengths summed (m); "
         "union/list: their distinct tokens (N_u, CROSS-JEM's input); m/N_u: the paper's "
-        "compression C (motivation table (b)), from the means; all relevant: queries whose every "
+        "compression C (motivation table (b)), from the means; cut: distinct candidates "
+        f"longer than the encoders' max_item_len ({ITEM_LIMIT}), and the share of their tokens "
+        "the cut drops; rows/list: CROSS-JEM's mean encoder rows per list and lists split over "
+        "several rows (their items do not see each other) in the union, concat and hybrid "
+        "layouts at the dataset's union_len; all relevant: queries whose every "
         "candidate is relevant (every ranker scores 1.0 on them), kept or dropped as the card's "
         "drop_all_relevant says; unavailable datasets are listed with '-' (the log says why: a "
         "warning for broken files, a note for no local copy)"
     )
     return table
+
+
+def _cut_cell(cut: dict[str, Any]) -> str:
+    if not cut["cut"]:
+        return "0"
+    return (
+        f"{cut['cut']} of {cut['of']} ({cut['cut'] / cut['of']:.0%}), "
+        f"{cut['tokens_lost_share']:.1%} of tokens"
+    )
+
+
+#: the CROSS-JEM layouts `bench datasets` counts rows for
+ROW_LAYOUTS = ("union", "concat", "hybrid")
+
+
+def _rows_cell(split: Any, tokenizer: Callable[[str], list[str]] | None) -> str:
+    """``union 1.04 (9 split) / concat 1.37 (73) / hybrid 1.04 (10)`` for ``split`` (WordPiece
+    tokens cut as CROSS-JEM's settings for its dataset say); '-' without a tokenizer."""
+    if tokenizer is None or not split.lists:
+        return "-"
+    from bench.runner import ranker_options
+    from rankers.crossjem import CrossJEMConfig
+    from rankers.crossjem.inputs import Layout, pack_groups
+
+    cfg = CrossJEMConfig.from_options(ranker_options("crossjem", split.dataset, {}))
+    assert isinstance(cfg, CrossJEMConfig)
+    # the tokenizer's own ids where it has them (packing follows their order), else stand-ins
+    owner = getattr(tokenizer, "__self__", None)
+    seen: dict[str, int] = {}
+    to_ids: Callable[[list[str]], list[int]] = getattr(
+        owner, "convert_tokens_to_ids", lambda toks: [seen.setdefault(x, len(seen)) for x in toks]
+    )
+    ids = {t: to_ids(tokenizer(t)[: cfg.max_item_len]) for cl in split.lists for t in cl.texts}
+    parts = []
+    for order in ROW_LAYOUTS:
+        rows = [
+            len(pack_groups([ids[t] for t in cl.texts], cfg.union_len, Layout(order)))
+            for cl in split.lists
+        ]
+        parts.append(f"{order} {np.mean(rows):.2f} ({sum(r > 1 for r in rows)})")
+    return f"L_u {cfg.union_len}: " + " / ".join(parts)
 
 
 def list_tokens_table(

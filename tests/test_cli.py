@@ -64,10 +64,20 @@ def test_datasets_lists_real_sets_with_sizes(env: Path) -> None:
     for name in ("wikiqa", "semeval16b", "trec-dl19-passage", "sodq", "msmarco-titles"):
         assert name in out
     assert "243" in out and "873" in out  # wikiqa test and train queries
-    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in out.splitlines() if "│" in line]
+    rows: list[list[str]] = []  # cells that wrap continue on lines whose first cell is empty
+    for line in out.splitlines():
+        cells = [c.strip() for c in line.split("│")[1:-1]]
+        if not cells:
+            continue
+        if cells[0] or not rows:
+            rows.append(cells)
+        else:
+            rows[-1] = [f"{a} {b}".strip() for a, b in zip(rows[-1], cells, strict=True)]
     wikiqa = {row[2]: row for row in rows if row[0] == "wikiqa"}
-    header = next(line for line in out.splitlines() if "┃" in line)
-    column = [c.strip() for c in header.split("┃")[1:-1]].index("all relevant")
+    # headers may wrap over several lines: join each column's parts
+    parts = [[c.strip() for c in line.split("┃")[1:-1]] for line in out.splitlines() if "┃" in line]
+    header = [" ".join(p for p in column if p) for column in zip(*parts, strict=True)]
+    column = header.index("all relevant")
     # queries whose every candidate is relevant, kept (the card's default)
     assert {split: row[column] for split, row in wikiqa.items()} == {
         "train": "16 (kept)",

@@ -298,3 +298,21 @@ def test_split_stats(fixtures_dir: Path) -> None:
         "max": 16,
     }
     assert list(split_stats(split)["union_length"]) == ["words"]
+    # 6 distinct candidates of 42 words (8, 7, 11 and three of 16 together) cut at 6: 8, 7, 11 are
+    # cut, losing 2 + 1 + 5 = 8 of 42 tokens
+    cut = split_stats(split, item_limit=6)["item_cut"]["words"]
+    assert cut == {"limit": 6, "cut": 3, "of": 6, "tokens_lost_share": pytest.approx(8 / 42)}
+
+
+def test_datasets_reports_cut_items_and_rows_per_layout(shared_data: Path) -> None:
+    """The wikiqa test figures of issues 31 and 32: 32% of items cut at 32 WordPiece tokens,
+    10.7% of their tokens lost; lists over several rows: union 9, concat 73, hybrid 10."""
+    from bench.reports import _cut_cell, _rows_cell, wordpiece_tokenizer
+
+    tokenizer = wordpiece_tokenizer()
+    split = load_split("wikiqa", "test", shared_data)
+    stats = split_stats(split, tokenizer=tokenizer)
+    assert _cut_cell(stats["item_cut"]["wordpiece"]) == "738 of 2309 (32%), 10.7% of tokens"
+    assert _rows_cell(split, tokenizer) == (
+        "L_u 272: union 1.04 (9) / concat 1.37 (73) / hybrid 1.04 (10)"
+    )

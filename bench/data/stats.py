@@ -32,8 +32,27 @@ def _summary(values: Sequence[int], keys: Sequence[str] = ("mean", "p50", "p95",
     return {k: every[k] for k in keys}
 
 
+#: the encoder rankers' default item limit (``max_item_len``): what ``item_cut`` counts against
+ITEM_LIMIT = 32
+
+
+def cut_summary(lengths: Sequence[int], limit: int) -> dict[str, Any]:
+    """Texts longer than ``limit`` tokens, and the share of all tokens a cut to it drops."""
+    total = sum(lengths)
+    lost = sum(n - limit for n in lengths if n > limit)
+    return {
+        "limit": limit,
+        "cut": sum(1 for n in lengths if n > limit),
+        "of": len(lengths),
+        "tokens_lost_share": lost / total if total else 0.0,
+    }
+
+
 def split_stats(
-    split: RankingSplit, tokenizer: Tokenizer | None = None, unit: str = "wordpiece"
+    split: RankingSplit,
+    tokenizer: Tokenizer | None = None,
+    unit: str = "wordpiece",
+    item_limit: int = ITEM_LIMIT,
 ) -> dict[str, Any]:
     """Queries, candidates, candidates and positives per query, text lengths, and the queries
     whose every candidate is relevant (how many, and whether they were kept or dropped).
@@ -41,7 +60,9 @@ def split_stats(
     ``query_length``, ``candidate_length``, ``list_tokens`` (the sum of a list's item lengths)
     and ``union_length`` (distinct tokens per list) map a unit to mean/p50/p95/max: ``"words"``
     (whitespace) always, ``unit`` when a tokenizer is given. ``compression`` maps a unit to mean
-    list tokens / mean union size (the paper's m / N_u, table (b)); items are not truncated.
+    list tokens / mean union size (the paper's m / N_u, table (b)), over whole items; ``item_cut``
+    maps a unit to how many distinct candidates exceed ``item_limit`` (the encoders cut them
+    there) and the share of their tokens the cut drops.
     """
     queries = [cl.query.text for cl in split.lists]
     candidates = [c.text for cl in split.lists for c in cl.candidates]
@@ -54,8 +75,10 @@ def split_stats(
         tokenizers[unit] = tokenizer
     lengths: dict[str, dict[str, Any]] = {"query": {}, "candidate": {}, "list": {}, "union": {}}
     compression: dict[str, float] = {}
+    item_cut: dict[str, dict[str, Any]] = {}
     for name, tok in tokenizers.items():
         tokens = {t: list(tok(t)) for t in {*queries, *candidates}}
+        item_cut[name] = cut_summary([len(tokens[t]) for t in set(candidates)], item_limit)
         lengths["query"][name] = _summary([len(tokens[t]) for t in queries])
         lengths["candidate"][name] = _summary([len(tokens[t]) for t in candidates])
         lengths["list"][name] = _summary(
@@ -78,6 +101,7 @@ def split_stats(
         "list_tokens": lengths["list"],
         "union_length": lengths["union"],
         "compression": compression,
+        "item_cut": item_cut,
         "dropped": dict(split.dropped),
         "all_relevant": split.all_relevant_summary(),
     }
