@@ -81,11 +81,40 @@ def test_hybrid_share_min_three_with_item_positions() -> None:
     # positions:     0    1  2  3    4  5  6  7  8  9  10
     assert row.input_ids == (CLS, 5, 6, SEP, 7, 4, 9, 8, 9, 9, SEP)
     # own tokens at 4 + their place in the item: 4 (item 2, 0) 9 (item 2, 2) 8 (item 1, 1)
-    # 9 (item 0, 0) 9 (item 0, 2)
-    assert row.position_ids == (0, 1, 2, 3, 4, 4, 6, 5, 4, 6, 10)
+    # 9 (item 0, 0) 9 (item 0, 2); the shared 7 after the longest item (3 tokens): 4 + 3
+    assert row.position_ids == (0, 1, 2, 3, 7, 4, 6, 5, 4, 6, 10)
     assert slot[2].pool == (1, 2, 3, 4, 5, 6) and slot[2].offsets == (1, 0, 2)
     assert slot[1].pool == (1, 2, 3, 4, 7) and slot[1].offsets == (0, 1)
     assert slot[0].pool == (1, 2, 3, 4, 8, 9) and slot[0].offsets == (1, 0, 2)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS + [Layout("union", merge_layers=1)])
+def test_position_rule_per_layout(layout: Layout) -> None:
+    """Row positions number the row 0, 1, 2, ...; item positions give each own token
+    start + its place in its item and the shared block ids after the row's longest item, so a
+    shared token never shares an id with an own one; the query part and the final [SEP] keep
+    their row positions."""
+    rng = random.Random(7)
+    for _ in range(20):
+        items = [[rng.randrange(3, 12) for _ in range(rng.randrange(1, 6))] for _ in range(6)]
+        for row in build_rows(QUERY, items, 40, CLS, SEP, layout):
+            start, n = len(QUERY) + 2, len(row.input_ids)
+            if layout.positions == "row":
+                assert row.position_ids == tuple(range(n))
+                continue
+            assert row.position_ids[:start] == tuple(range(start))
+            assert row.position_ids[-1] == n - 1
+            shared_end = start + len(set(row.input_ids[start:-1]) & layout.shared_tokens(items))
+            longest = max(len(items[s.item]) for s in row.slots)
+            own = row.position_ids[shared_end:-1]
+            assert row.position_ids[start:shared_end] == tuple(
+                range(start + longest, start + longest + shared_end - start)
+            )
+            assert all(start <= p < start + longest for p in own)
+            for slot in row.slots:  # each own token at start + its offset in the item
+                places = [p for p in slot.pool[start - 1 :] if p >= shared_end]
+                offsets = slot.offsets[len(slot.offsets) - len(places) :]
+                assert [row.position_ids[p] for p in places] == [start + o for o in offsets]
 
 
 def test_a_copy_writes_nothing_and_pools_the_first_items_tokens() -> None:

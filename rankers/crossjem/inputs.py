@@ -27,9 +27,10 @@ the concat row's length (it must fit ``union_len``), and :attr:`Row.first_ids` /
 Each item pools ``P_k = T_q + [SEP] + (its shared tokens) + (its own tokens)``: [CLS] and the
 final [SEP] are not pooled. With ``positions="item"`` an own token gets the position id
 ``len([CLS] query [SEP]) + (its position in its item)``, so every item's words sit where the
-first item's would (the order inside an item is kept, the order of items is not visible);
-``positions="row"`` numbers the row left to right as BERT does. Shared tokens are numbered left
-to right in both.
+first item's would (the order inside an item is kept, the order of items is not visible), and
+the shared block (hybrid) is numbered after the row's longest item, ``start + longest + rank``,
+so a shared token never has an own token's position id; the final [SEP] keeps its row position.
+``positions="row"`` numbers the whole row left to right as BERT does.
 
 When the items' tokens exceed ``union_len`` the items are packed into groups that fit, one
 encoder row per group (paper: 700 items in 7 passes).
@@ -208,6 +209,11 @@ def build_row(
     where = {t: start + p for p, t in enumerate(union)}
     input_ids = [cls, *query, sep, *union]
     position_ids = list(range(len(input_ids)))
+    if layout.positions == "item" and union:
+        # own tokens take start + (their place in the item): the shared block is numbered after
+        # the row's longest item, so no shared token shares a position id with an own token
+        longest = max(len(items[i]) for i in indices)
+        position_ids[start:] = range(start + longest, start + longest + len(union))
     shared = tuple(range(1, start))  # query tokens and the first [SEP]
     slots = []
     written: dict[tuple[int, ...], list[tuple[int, int]]] = {}  # item -> its own tokens' places

@@ -311,9 +311,14 @@ def query_rows(
     input_ids[occ_group, tok_pos] = occ_tok
     input_ids[np.arange(n_rows), row_len - 1] = sep
     position_ids = None
-    if layout.positions == "item" and len(written):
+    if layout.positions == "item" and len(occ_tok):
         position_ids = np.broadcast_to(np.arange(row_width), input_ids.shape).copy()
         position_ids[occ_group[written], tok_pos[written]] = start + occ_offset[written]
+        # the shared block after the row's longest item (the oracle's rule)
+        longest = np.zeros(n_rows, dtype=np.int64)
+        np.maximum.at(longest, group, (ids != PAD).sum(axis=1))
+        g_sh = occ_group[sh_occ]
+        position_ids[g_sh, tok_pos[sh_occ]] = tok_pos[sh_occ] + longest[g_sh]
     return _QueryRows(
         input_ids=input_ids,
         position_ids=position_ids,

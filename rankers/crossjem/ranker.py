@@ -159,8 +159,14 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
     pointwise: ClassVar[bool] = False
 
     def _check_encoder(self, encoder: PreTrainedModel) -> None:
-        longest = self.cfg.max_query_len + self.cfg.union_len + 3
-        check_positions(encoder, longest, "crossjem: max_query_len + union_len + 3")
+        cfg = self.cfg
+        if cfg.positions == "item" and cfg.order == "hybrid":  # shared block after the items
+            longest = cfg.max_query_len + cfg.max_item_len + cfg.union_len + 3
+            formula = "crossjem: max_query_len + max_item_len + union_len + 3 (hybrid, item)"
+        else:
+            longest = cfg.max_query_len + cfg.union_len + 3
+            formula = "crossjem: max_query_len + union_len + 3"
+        check_positions(encoder, longest, formula)
         layers = int(getattr(encoder.config, "num_hidden_layers", 0))
         if self.cfg.merge_layers >= layers > 0:
             raise RankerError(
