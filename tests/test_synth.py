@@ -127,6 +127,35 @@ def test_cli_writes_refuses_bad_values_and_never_overwrites(tmp_path: Path) -> N
     assert list(tmp_path.iterdir()) == [tmp_path / "s"]  # no temporary folder left behind
 
 
+def test_a_full_disk_and_a_file_in_the_path_are_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    import bench.data.synth
+
+    runner = CliRunner()
+    base = ["datasets", "synth", "--queries", "4", "--items", "6", "--collection", "30"]
+
+    def full(*_args: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(bench.data.synth, "_write_trec", full)
+    result = runner.invoke(app, [*base, "--out", str(tmp_path / "s")])
+    assert (
+        result.exit_code == 2
+        and result.exception is None
+        or isinstance(result.exception, SystemExit)
+    )
+    text = " ".join(result.output.split())
+    assert f"cannot write {tmp_path / 's'}: No space left on device" in text
+    assert list(tmp_path.iterdir()) == []  # nothing half-written left
+    (tmp_path / "plain").write_text("a file\n")
+    result = runner.invoke(app, [*base, "--out", str(tmp_path / "plain" / "deeper" / "s")])
+    assert result.exit_code == 2
+    assert f"{tmp_path / 'plain'} is a file, not a folder" in " ".join(result.output.split())
+
+
 def _word_list(path: Path, n: int) -> Path:
     letters = "abcdefghijklmnopqrstuvwxyz"
     words = [letters[i // 26 % 26] + letters[i % 26] + letters[i // 676 % 26] for i in range(n)]

@@ -38,7 +38,7 @@ import yaml
 from bench.data import mteb, trec
 from bench.data.cards import CARD_FILE
 from bench.data.files import DatasetError, read_text, sha256_16
-from bench.results import current_umask
+from bench.results import current_umask, storage_errors
 
 log = logging.getLogger(__name__)
 
@@ -336,16 +336,22 @@ def write_synth(spec: SynthSpec, out: Path) -> Path:
         )
     if not out.name or out.name.startswith("."):
         raise DatasetError(f"--out {out}: the folder name is the dataset name; give a plain name")
+    above = next((p for p in out.parents if p.exists()), None)
+    if above is not None and not above.is_dir():
+        raise DatasetError(f"--out {out}: {above} is a file, not a folder; give a folder path")
     data = generate(spec)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
+    with storage_errors(out.parent):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
     try:
-        tmp.chmod(0o777 & ~current_umask())  # mkdtemp's 0700 is not what a plain mkdir gives
-        (_write_trec if spec.layout == trec.LAYOUT else _write_mteb)(data, tmp)
-        (tmp / CARD_FILE).write_text(_card(spec, out.name), encoding="utf-8")
-        if out.exists():
-            out.rmdir()
-        tmp.rename(out)
+        # an OS error (a full disk) names the data set being written, and nothing of it is left
+        with storage_errors(out):
+            tmp.chmod(0o777 & ~current_umask())  # mkdtemp's 0700 is not what mkdir gives
+            (_write_trec if spec.layout == trec.LAYOUT else _write_mteb)(data, tmp)
+            (tmp / CARD_FILE).write_text(_card(spec, out.name), encoding="utf-8")
+            if out.exists():
+                out.rmdir()
+            tmp.rename(out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
