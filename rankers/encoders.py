@@ -47,6 +47,7 @@ from rankers.losses import ANY_REAL_TARGETS, TEACHER_SCORES
 from rankers.models import resolve_model, state_hash, weights_hash
 from rankers.tokens import ItemTokens
 from rankers.trainconfig import ListTrainingConfig
+from rankers.transfer import upload, upload_along  # noqa: F401 - the encoders' one copy
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -161,33 +162,6 @@ def float32_logits(head: nn.Module, features: Tensor) -> Tensor:
     # the head is switched out of it, so training logits keep float32 resolution too
     with torch.autocast(device_type=features.device.type, enabled=False):
         return head(features.to(weight.dtype)).squeeze(-1).float()
-
-
-def upload(arrays: dict[str, np.ndarray], device: str) -> dict[str, Tensor]:
-    """int64 arrays -> tensors on ``device`` with ONE host-to-device copy, split into views there.
-
-    On CUDA the arrays are written straight into one pinned buffer (one host copy) that is copied
-    without blocking; on CPU they are packed into one plain buffer (no pinning, no device copy)."""
-    shapes = [np.shape(a) for a in arrays.values()]
-    sizes = [int(np.prod(shape, dtype=np.int64)) for shape in shapes]
-    if device.startswith("cuda"):
-        # pinned memory is allocated in the current device's context: make it the target's, so
-        # a run on cuda:1 opens no context on cuda:0
-        with torch.cuda.device(torch.device(device)):
-            buffer = torch.empty(sum(sizes), dtype=torch.int64, pin_memory=True)
-        host, start = buffer.numpy(), 0
-        for a, size in zip(arrays.values(), sizes, strict=True):
-            host[start : start + size] = np.ravel(a)  # casts to int64 while writing
-            start += size
-        buffer = buffer.to(device, non_blocking=True)
-    else:
-        flat = [np.ascontiguousarray(a, dtype=np.int64).ravel() for a in arrays.values()]
-        buffer = torch.from_numpy(np.concatenate(flat) if flat else np.zeros(0, dtype=np.int64))
-    out, start = {}, 0
-    for name, shape, size in zip(arrays, shapes, sizes, strict=True):
-        out[name] = buffer[start : start + size].view(shape)
-        start += size
-    return out
 
 
 ENCODER_DIR = "encoder"

@@ -41,6 +41,7 @@ from rankers.targets import (
 )
 from rankers.trainconfig import list_config
 from rankers.training import BatchLoss, LoopPlan, accelerated_device, make_accelerator, train_loop
+from rankers.transfer import upload_along
 
 if TYPE_CHECKING:
     import torch
@@ -104,27 +105,45 @@ class ListCollate:
 
     def __call__(self, ids: Sequence[int]) -> ListBatch:
         rows = [i if i >= 0 else -1 - i for i in ids]
-        inputs = self.ranker.prepare(
-            [(self.lists[r].query.text, self.lists[r].texts) for r in rows]
-        )
-        targets, mask = pad_targets([self.targets[r] for r in rows], [i >= 0 for i in ids])
-        device = self.ranker.device
-        return ListBatch(inputs, targets.to(device), mask.to(device), list(ids))
+        targets, mask = pad_host([self.targets[r] for r in rows], [i >= 0 for i in ids])
+        # the targets and their mask ride in the inputs' one host-to-device copy
+        with upload_along({"targets": targets, "mask": mask}) as sent:
+            inputs = self.ranker.prepare(
+                [(self.lists[r].query.text, self.lists[r].texts) for r in rows]
+            )
+        if not sent:  # a ranker whose prepare() uploads nothing itself
+            import torch
+
+            device = self.ranker.device
+            sent = {
+                "targets": torch.from_numpy(targets).to(device),
+                "mask": torch.from_numpy(mask).to(device),
+            }
+        return ListBatch(inputs, sent["targets"], sent["mask"], list(ids))
+
+
+def pad_host(
+    targets: Sequence[np.ndarray], real: Sequence[bool] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Right-pad per-list targets into (B, N_max) float32 and a bool mask (False on padding
+    lists), as host arrays."""
+    width = max((len(t) for t in targets), default=0)
+    values = np.zeros((len(targets), width), dtype=np.float32)
+    mask = np.zeros((len(targets), width), dtype=bool)
+    for row, t in enumerate(targets):
+        values[row, : len(t)] = np.asarray(t, dtype=np.float32)
+        mask[row, : len(t)] = True if real is None else bool(real[row])
+    return values, mask
 
 
 def pad_targets(
     targets: Sequence[np.ndarray], real: Sequence[bool] | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pad per-list targets into (B, N_max) float32 and a mask (False on padding lists)."""
+    """:func:`pad_host` as CPU tensors."""
     import torch
 
-    width = max((len(t) for t in targets), default=0)
-    values = torch.zeros(len(targets), width)
-    mask = torch.zeros(len(targets), width, dtype=torch.bool)
-    for row, t in enumerate(targets):
-        values[row, : len(t)] = torch.as_tensor(np.asarray(t), dtype=torch.float32)
-        mask[row, : len(t)] = True if real is None else bool(real[row])
-    return values, mask
+    values, mask = pad_host(targets, real)
+    return torch.from_numpy(values), torch.from_numpy(mask)
 
 
 def signal_rows(loss: RankingLoss, targets: Sequence[np.ndarray], chunk: int = 64) -> np.ndarray:

@@ -469,6 +469,34 @@ def test_a_training_batch_reaches_the_gpu_in_one_copy(
     assert mask.sum().item() == sum(len(items) for _, items in lists)
 
 
+@pytest.mark.parametrize("kind", ["crossjem", "monobert", "rankt5"])
+def test_a_training_steps_batch_with_its_targets_reaches_the_gpu_in_one_copy(
+    kind: str, tiny_bert: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a training step sends (rankers.listtrain.ListCollate: the ranker's inputs, the
+    targets and their mask, a padding list included) is one pinned, non-blocking copy: the
+    targets and mask ride in the inputs' buffer, bit for bit."""
+    from toydata import gold_split
+
+    from rankers.listtrain import ListCollate
+
+    ranker = _ranker(kind, str(tiny_bert))
+    _ = ranker.module  # type: ignore[attr-defined]  # loaded on the CPU
+    lists = gold_split("train", 0, 3).lists
+    rng = np.random.default_rng(0)
+    targets = [rng.random(len(cl)).astype(np.float32) for cl in lists]
+    fake = FakeUpload(monkeypatch)
+    ranker.device = "cuda:0"
+    batch = ListCollate(ranker, lists, targets)([0, 2, -2])  # -2: list 1 as padding
+    assert fake.copies == [("cuda:0", True)] and fake.pageable == []
+    assert len(fake.pinned) == 1 and fake.pinned[0] > 0
+    assert batch.targets.dtype == torch.float32 and batch.mask.dtype == torch.bool
+    for row, (index, real) in enumerate([(0, True), (2, True), (1, False)]):
+        n = len(lists[index])
+        assert batch.targets[row, :n].tolist() == targets[index].tolist()
+        assert batch.mask[row].tolist() == [real] * n + [False] * (batch.mask.shape[1] - n)
+
+
 # -- row 5: scores reach the host once per call ---------------------------------------------------
 
 
