@@ -57,3 +57,42 @@ def reference_check(readme: ReadmePath = Path("README.md"), root: RootPath = Non
         err_console.print(f"fix the record or run `bench reference render --readme {readme}`")
         raise typer.Exit(1)
     log.info("%s: %d rendered tables match their records", readme, len(find_blocks(text)))
+
+
+@reference_app.command("frontier")
+@friendly_errors
+def reference_frontier(
+    out: Annotated[Path, typer.Option(help="PNG to write.")] = Path(
+        "results/reference/plots/wikiqa-order-frontier.png"
+    ),
+    n: Annotated[int, typer.Option(help="List size whose speed-up is plotted (100 or 700).")] = 100,
+    readme: ReadmePath = Path("README.md"),
+    root: RootPath = None,
+) -> None:
+    """Plot test AP@10 against latency relative to monoBERT (1 / measured speed-up at N) for
+    every CROSS-JEM row layout of the README's `crossjem-order-wikiqa` table, from the records
+    its marker names, with the Pareto front marked."""
+    from bench.plot import Point, plot_accuracy_latency
+    from bench.published import Records, find_blocks, read_document
+    from bench.published_tables import order_frontier
+
+    if n not in (100, 700):
+        raise ValueError(f"--n must be 100 or 700 (the table's list sizes), not {n}")
+    base = root or readme.resolve().parent
+    block = next(
+        (b for b in find_blocks(read_document(readme)) if b.name == "crossjem-order-wikiqa"), None
+    )
+    if block is None:
+        raise ValueError(f"{readme}: no crossjem-order-wikiqa table (marker) to plot")
+    points = [
+        Point(p.shown, 1.0 if p.speedup is None else 1.0 / p.speedup[n][0], p.test)
+        for p in order_frontier(Records(block.name, block.records, base))
+    ]
+    path = plot_accuracy_latency(
+        points,
+        out,
+        metric="test AP@10",
+        title=f"wikiqa: CROSS-JEM row layouts against monoBERT (CPU, N={n})",
+        xlabel=f"latency relative to monoBERT at N={n} (1 / measured speed-up, log scale)",
+    )
+    log.info("wrote %s", path)

@@ -132,7 +132,12 @@ def pyplot() -> Any:
 
 
 def plot_accuracy_latency(
-    points: Sequence[Point], path: Path, *, metric: str, title: str = ""
+    points: Sequence[Point],
+    path: Path,
+    *,
+    metric: str,
+    title: str = "",
+    xlabel: str = "p50 latency per query (ms, log scale)",
 ) -> Path:
     """Scatter on a log latency axis, every point labelled (or numbered, with a key, when labels
     are long), the Pareto front joined and ringed."""
@@ -177,7 +182,7 @@ def plot_accuracy_latency(
         low = min(p.latency_ms for p in points)
         high = max(p.latency_ms for p in points)
         ax.set_xlim(low / 2.0, high * 3.0)  # room for the labels right of the points
-        ax.set_xlabel("p50 latency per query (ms, log scale)")
+        ax.set_xlabel(xlabel)
         ax.set_ylabel(metric)
         ax.set_title(title or f"{metric} against latency", fontsize=10)
         ax.grid(True, which="both", alpha=0.3)

@@ -9,6 +9,7 @@ comes from the record. To add a table: write a function here decorated with
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from bench.checks import MetricExpectation
 from bench.latency.records import LatencyRecord
@@ -610,14 +611,27 @@ def _kept_dev(record: ResultRecord) -> str:
     return f"{kept:.4f} ({training.best_epoch})" if kept is not None else MISSING
 
 
-@renderer("crossjem-order-wikiqa")
-def crossjem_order_wikiqa(records: Records) -> str:
-    """CROSS-JEM's row layouts on wikiqa (same teacher, seed and settings) beside monoBERT: dev
-    and test AP@10, and the speed-up over monoBERT measured in one `bench latency` run per layout
-    with the cost model's prediction."""
+@dataclass(frozen=True)
+class LayoutPoint:
+    """One row of the layout frontier: a layout's accuracy and its speed-ups over monoBERT."""
+
+    shown: str
+    dev: str
+    test: float
+    #: N -> (measured mean-latency ratio, cost model's FLOPs ratio); None for monoBERT itself
+    speedup: dict[int, tuple[float, float]] | None
+
+
+def order_frontier(records: Records) -> list[LayoutPoint]:
+    """monoBERT, then every CROSS-JEM row layout of :data:`_LAYOUTS` with its dev and test
+    AP@10 and its speed-ups at N = 100 and 700, each read from the layout's own `bench latency`
+    run beside monoBERT (the column of that layout, or an error naming the record)."""
     mono = records.row(WIKIQA, MONOBERT_CE)
-    rows = [["monobert (loss=ce; one sequence per item)", MISSING, fixed(mono.metrics["AP@10"])]]
-    rows[0] += [MISSING] * 5  # the reference the others are measured against
+    out = [
+        LayoutPoint(
+            "monobert (loss=ce; one sequence per item)", MISSING, mono.metrics["AP@10"], None
+        )
+    ]
     for shown, run, latency, column in _LAYOUTS:
         if run is None:
             dev, test = MISSING, records.row(WIKIQA, UNION_CHOSEN).metrics["AP@10"]
@@ -625,22 +639,36 @@ def crossjem_order_wikiqa(records: Records) -> str:
             record = records.run(run)
             dev, test = _kept_dev(record), record.metrics["AP@10"]
         bench = records.latency(latency)
-        speed = []
+        speed = {}
         for n in (100, 700):
             sp = bench.block(n).speedup
             if sp.get("model") is None or best_row(bench, n, column).label != sp["model"]:
                 raise ReferenceError(f"{bench.path}: N={n} speed-up is not of column {column!r}")
-            speed.append((times(sp["measured_mean"]), times(sp["predicted_flops"])))
+            speed[n] = (float(sp["measured_mean"]), float(sp["predicted_flops"]))
+        out.append(LayoutPoint(shown, dev, float(test), speed))
+    return out
+
+
+@renderer("crossjem-order-wikiqa")
+def crossjem_order_wikiqa(records: Records) -> str:
+    """CROSS-JEM's row layouts on wikiqa (same teacher, seed and settings) beside monoBERT: dev
+    and test AP@10, and the speed-up over monoBERT measured in one `bench latency` run per layout
+    with the cost model's prediction."""
+    points = order_frontier(records)
+    mono = points[0].test
+    rows = [[points[0].shown, MISSING, fixed(mono)] + [MISSING] * 5]
+    for p in points[1:]:
+        assert p.speedup is not None
         rows.append(
             [
-                shown,
-                dev,
-                fixed(test),
-                f"{100 * (test - mono.metrics['AP@10']):+.2f}",
-                speed[0][0],
-                speed[0][1],
-                speed[1][0],
-                speed[1][1],
+                p.shown,
+                p.dev,
+                fixed(p.test),
+                f"{100 * (p.test - mono):+.2f}",
+                times(p.speedup[100][0]),
+                times(p.speedup[100][1]),
+                times(p.speedup[700][0]),
+                times(p.speedup[700][1]),
             ]
         )
     header = [

@@ -251,3 +251,23 @@ def test_a_readme_that_is_not_utf8_is_named(tmp_path: Path) -> None:
     for command in ("check", "render"):
         code, out = _reference(command, "--readme", str(doc))
         assert code == 2 and f"{doc}: not UTF-8 text (byte 0xe9 on line 3)" in out
+
+
+def test_frontier_plot_reads_the_order_tables_records(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from bench.published import Records
+    from bench.published_tables import order_frontier
+
+    block = next(
+        b
+        for b in find_blocks(README.read_text(encoding="utf-8"))
+        if b.name == "crossjem-order-wikiqa"
+    )
+    points = order_frontier(Records(block.name, block.records, REPO))
+    assert points[0].speedup is None and all(p.speedup for p in points[1:])
+    out = tmp_path / "frontier.png"
+    code, text = _reference("frontier", "--out", str(out), "--readme", str(README))
+    assert code == 0, text
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    code, text = _reference("frontier", "--out", str(out), "--n", "10", "--readme", str(README))
+    assert code == 2 and "--n must be 100 or 700" in text
