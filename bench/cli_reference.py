@@ -87,6 +87,7 @@ def reference_frontier(
     points = [
         Point(p.shown, 1.0 if p.speedup is None else 1.0 / p.speedup[n][0], p.test)
         for p in order_frontier(Records(block.name, block.records, base))
+        if p.speedup is None or n in p.speedup  # a layout not timed at N is left out
     ]
     path = plot_accuracy_latency(
         points,
