@@ -639,7 +639,7 @@ def order_frontier(records: Records) -> list[LayoutPoint]:
             record = records.run(run)
             dev, test = _kept_dev(record), record.metrics["AP@10"]
         bench = records.latency(latency)
-        speed = {}
+        speed: dict[int, tuple[float, float]] = {}
         timed = {b.n for b in bench.blocks}
         for n in (100, 700):
             if n not in timed:  # a run that timed other list sizes: that cell stays empty
