@@ -231,6 +231,35 @@ class ReadCounter:
         for name in READS_ALL:
             original = getattr(torch.Tensor, name)
             monkeypatch.setattr(torch.Tensor, name, self._wrap(name, original))
+        # calls that wait for the device too: a copy to the host by .to, nonzero (its size
+        # depends on the values) and indexing with a boolean mask (likewise)
+        to, nonzero, getitem = torch.Tensor.to, torch.Tensor.nonzero, torch.Tensor.__getitem__
+
+        def to_host(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            # an explicit copy to the host (.to("cpu")); .to(x.device) follows its tensor, which
+            # on a GPU run is not the host, so a device object does not count here
+            target = kwargs.get("device", args[0] if args else None)
+            if isinstance(target, str) and target.startswith("cpu"):
+                self._count("to(cpu)", tensor)
+            return to(tensor, *args, **kwargs)
+
+        def counted_nonzero(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            self._count("nonzero", tensor)
+            return nonzero(tensor, *args, **kwargs)
+
+        def masked(tensor: torch.Tensor, index: Any) -> Any:
+            parts = index if isinstance(index, tuple) else (index,)
+            if any(isinstance(p, torch.Tensor) and p.dtype == torch.bool for p in parts):
+                self._count("[bool mask]", tensor)
+            return getitem(tensor, index)
+
+        monkeypatch.setattr(torch.Tensor, "to", to_host)
+        monkeypatch.setattr(torch.Tensor, "nonzero", counted_nonzero)
+        monkeypatch.setattr(torch.Tensor, "__getitem__", masked)
+
+    def _count(self, name: str, tensor: torch.Tensor) -> None:
+        if self.active and (tensor.is_floating_point() or not self.floating) and _project_frame(3):
+            self.reads.append(name)
 
     def _wrap(self, name: str, original: Any) -> Any:
         counter = self
