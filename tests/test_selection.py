@@ -10,6 +10,7 @@ from bench.selection import (
     OTHER_CODE,
     OTHER_DATA,
     UNKNOWN_INPUTS,
+    UNREADABLE_DATA,
     CurrentInputs,
     load_selected,
     select_records,
@@ -77,3 +78,41 @@ def test_a_card_changed_and_changed_back_selects_the_first_record(
     assert [r.path for r in selection.records] == [first.path]
     assert [r.path for r in selection.left_out[OTHER_DATA]] == [other.path]
     assert selection.summary() == "1 record of other data left out; --all-records shows them"
+
+
+def test_unreadable_data_and_a_trained_models_code_are_checked(
+    shared_data: Path, tmp_path: Path, results_dir: Path
+) -> None:
+    """The outcomes the other tests do not reach: a split that cannot be read now, and a
+    record whose model was trained by other training code (or on other train data)."""
+    import shutil
+
+    data = tmp_path / "data"
+    shutil.copytree(shared_data / "semeval16b", data / "semeval16b")
+    record = run(RunOptions("bm25", "semeval16b", data_dir=data, progress=False))
+    inputs = CurrentInputs(data)
+    assert select_records([record], inputs=inputs).records == [record]
+    trained_on = inputs.training_data("semeval16b")
+    assert trained_on is not None
+    train_code = inputs.code(record.ranker, "train")
+    model = {"key_parts": {"data": trained_on, "code": train_code}}
+    current = dataclasses.replace(record, training=model)
+    assert select_records([current], inputs=inputs).records == [current]
+    other_code = dataclasses.replace(
+        record, training={"key_parts": {"data": trained_on, "code": "0" * 12}}
+    )
+    other_train = dataclasses.replace(
+        record, training={"key_parts": {"data": "1" * 12, "code": train_code}}
+    )
+    chosen = select_records([other_code, other_train], inputs=inputs)
+    assert chosen.left_out == {OTHER_CODE: [other_code], OTHER_DATA: [other_train]}
+    # the train split gone: the trained model's data cannot be told now
+    (data / "semeval16b" / "train.jsonl").unlink()
+    assert select_records([current], inputs=CurrentInputs(data)).left_out == {
+        UNREADABLE_DATA: [current]
+    }
+    # the test split gone: nor can the run's
+    (data / "semeval16b" / "test.jsonl").unlink()
+    assert select_records([record], inputs=CurrentInputs(data)).left_out == {
+        UNREADABLE_DATA: [record]
+    }
