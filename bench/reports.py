@@ -244,28 +244,6 @@ def ranker_options_report() -> list[RenderableType]:
     return out
 
 
-def input_notes(report: dict[str, Any]) -> list[str]:
-    """Lines that say what :meth:`~rankers.base.Ranker.input_report` counted: texts cut to the
-    length limit (and the share of tokens lost), lists split over several encoder rows."""
-    out = []
-    for what, key in (("queries", "queries_cut"), ("items", "items_cut")):
-        cut = report.get(key)
-        if cut and cut["cut"]:
-            out.append(
-                f"{cut['cut']} of {cut['texts']} distinct {what} ({cut['cut'] / cut['texts']:.0%}) "
-                f"cut to {cut['max_len']} WordPiece tokens, {cut['share_lost']:.1%} of their "
-                "tokens lost"
-            )
-    rows = report.get("rows")
-    if rows and rows["lists"]:
-        out.append(
-            f"encoder rows per list ({rows['layout']}, union_len {rows['union_len']}): mean "
-            f"{rows['mean']:.2f}, max {rows['max']}; {rows['split']} of {rows['lists']} lists "
-            "split over several rows (their items do not attend to each other)"
-        )
-    return out
-
-
 # -- one run -------------------------------------------------------------------------------------
 def record_report(record: Any) -> list[RenderableType]:
     """One `bench run` result: its metrics, p50 latency and throughput, dropped queries (if
@@ -294,6 +272,8 @@ def record_report(record: Any) -> list[RenderableType]:
         out.append(
             f"queries whose every candidate is relevant: {every['queries']}, {every['convention']}"
         )
+    from bench.scoring import input_notes
+
     out.extend(input_notes((record.provenance or {}).get("inputs") or {}))
     out.append(f"record: {record.path}")
     return out

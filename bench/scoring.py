@@ -27,7 +27,6 @@ from bench.latency.tracker import LatencyTracker
 from bench.metrics import evaluate
 from bench.progress import progress_bar
 from bench.ranking import build_run
-from bench.reports import input_notes
 from bench.results import (
     RECORD,
     RUN_FILE,
@@ -40,6 +39,28 @@ from bench.shard import current_role, from_main, gather_to_main, score_sharded
 from rankers import Ranker, RankerError
 
 log = logging.getLogger(__name__)
+
+
+def input_notes(report: Mapping[str, Any]) -> list[str]:
+    """Lines that say what :meth:`~rankers.base.Ranker.input_report` counted: texts cut to the
+    length limit (and the share of tokens lost), lists split over several encoder rows."""
+    out = []
+    for what, key in (("queries", "queries_cut"), ("items", "items_cut")):
+        cut = report.get(key)
+        if cut and cut["cut"]:
+            out.append(
+                f"{cut['cut']} of {cut['texts']} distinct {what} ({cut['cut'] / cut['texts']:.0%}) "
+                f"cut to {cut['max_len']} WordPiece tokens, {cut['share_lost']:.1%} of their "
+                "tokens lost"
+            )
+    rows = report.get("rows")
+    if rows and rows["lists"]:
+        out.append(
+            f"encoder rows per list ({rows['layout']}, union_len {rows['union_len']}): mean "
+            f"{rows['mean']:.2f}, max {rows['max']}; {rows['split']} of {rows['lists']} lists "
+            "split over several rows (their items do not attend to each other)"
+        )
+    return out
 
 
 def batches(lists: Sequence[CandidateList], size: int) -> Iterator[list[CandidateList]]:
