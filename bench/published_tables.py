@@ -576,6 +576,8 @@ def item_order(records: Records) -> str:
     return table(header, rows)
 
 
+#: list sizes of the order table's speed-up columns
+ORDER_NS = (10, 100, 700)
 #: CROSS-JEM's row layouts on wikiqa: (shown, run record or None, latency record)
 _LAYOUTS = (
     ("union (the paper's layout)", None, "latency/word-order-union.json", "crossjem"),
@@ -596,6 +598,18 @@ _LAYOUTS = (
         "word-order/wikiqa-hybrid-item.json",
         "latency/word-order-hybrid-item.json",
         "crossjem {hybrid share_min=2, item positions}",
+    ),
+    (
+        "hybrid share_min=2, row positions, union_len 477 (1 thread)",
+        "word-order/wikiqa-hybrid2-row.json",
+        "latency/word-order-hybrid2-row.json",
+        "crossjem {hybrid share_min=2}",
+    ),
+    (
+        "hybrid share_min=3, row positions, union_len 477 (1 thread)",
+        "word-order/wikiqa-hybrid3-row.json",
+        "latency/word-order-hybrid3-row.json",
+        "crossjem {hybrid share_min=3}",
     ),
 )
 UNION_CHOSEN = (
@@ -641,7 +655,7 @@ def order_frontier(records: Records) -> list[LayoutPoint]:
         bench = records.latency(latency)
         speed: dict[int, tuple[float, float]] = {}
         timed = {b.n for b in bench.blocks}
-        for n in (100, 700):
+        for n in ORDER_NS:
             if n not in timed:  # a run that timed other list sizes: that cell stays empty
                 continue
             sp = bench.block(n).speedup
@@ -659,25 +673,17 @@ def crossjem_order_wikiqa(records: Records) -> str:
     with the cost model's prediction."""
     points = order_frontier(records)
     mono = points[0].test
-    rows = [[points[0].shown, MISSING, fixed(mono)] + [MISSING] * 5]
+    rows = [[points[0].shown, MISSING, fixed(mono)] + [MISSING] * (1 + 2 * len(ORDER_NS))]
     for p in points[1:]:
         assert p.speedup is not None
         cells = [
             times(p.speedup[n][i]) if n in p.speedup else MISSING
-            for n in (100, 700)
+            for n in ORDER_NS
             for i in (0, 1)
         ]
         rows.append([p.shown, p.dev, fixed(p.test), f"{100 * (p.test - mono):+.2f}", *cells])
-    header = [
-        "ranker / row layout",
-        "dev AP@10 (epoch)",
-        "test AP@10",
-        "vs monoBERT (points)",
-        "speed-up N=100",
-        "predicted N=100",
-        "speed-up N=700",
-        "predicted N=700",
-    ]
+    header = ["ranker / row layout", "dev AP@10 (epoch)", "test AP@10", "vs monoBERT (points)"]
+    header += [f"{what} N={n}" for n in ORDER_NS for what in ("speed-up", "predicted")]
     return table(header, rows)
 
 
