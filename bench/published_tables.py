@@ -611,6 +611,12 @@ _LAYOUTS = (
         "latency/word-order-hybrid3-row.json",
         "crossjem {hybrid share_min=3}",
     ),
+    (
+        "union merged after 1 concat layer, union_len 477 (1 thread)",
+        "word-order/wikiqa-merge1-union.json",
+        "latency/word-order-merge1-union.json",
+        "crossjem {union, merged after 1 layer}",
+    ),
 )
 UNION_CHOSEN = (
     "crossjem (minilm-l6, epochs=6, min_steps=200, patience=2, teacher=M+C, union_len=272, "
