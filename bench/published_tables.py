@@ -683,9 +683,7 @@ def crossjem_order_wikiqa(records: Records) -> str:
     for p in points[1:]:
         assert p.speedup is not None
         cells = [
-            times(p.speedup[n][i]) if n in p.speedup else MISSING
-            for n in ORDER_NS
-            for i in (0, 1)
+            times(p.speedup[n][i]) if n in p.speedup else MISSING for n in ORDER_NS for i in (0, 1)
         ]
         rows.append([p.shown, p.dev, fixed(p.test), f"{100 * (p.test - mono):+.2f}", *cells])
     header = ["ranker / row layout", "dev AP@10 (epoch)", "test AP@10", "vs monoBERT (points)"]
@@ -702,3 +700,33 @@ def crossjem_order_semeval16b(records: Records) -> str:
         for r in sweep.rows
     ]
     return table(["order", "positions", "dev AP@10", "test AP@10", "epoch kept"], rows)
+
+
+#: DL19 transfer: the wikiqa-trained models scored zero-shot, by checkpoint key -> shown name
+_DL19_MODELS = (
+    ("monobert (minilm-l6, checkpoint=d11d1acf7c90)", "monobert (loss=ce)"),
+    ("crossjem (minilm-l6, checkpoint=ef55f4fa8bef)", "hybrid share_min=2, row positions"),
+    ("crossjem (minilm-l6, checkpoint=a5c565825725)", "hybrid share_min=3, row positions"),
+    ("crossjem (minilm-l6, checkpoint=9b9efc867cd0)", "union merged after 1 concat layer"),
+)
+DL19_TRANSFER = "word-order/dl19-transfer.md"
+
+
+@renderer("order-transfer-dl19")
+def order_transfer_dl19(records: Records) -> str:
+    """The wikiqa-trained monoBERT and CROSS-JEM layouts scored zero-shot on TREC DL19 (43
+    queries x 100 BM25 candidates, graded; binary measures count grade >= 2), from one `bench
+    compare` markdown record."""
+    metrics = ("AP@10", "AP", "nDCG@10", "RR@10")
+    mono = records.row(DL19_TRANSFER, _DL19_MODELS[0][0])
+    rows = []
+    for label, shown in _DL19_MODELS:
+        row = records.row(DL19_TRANSFER, label)
+        cells = [fixed(row.metrics[m]) for m in metrics]
+        delta = (
+            MISSING
+            if row is mono
+            else f"{100 * (row.metrics['nDCG@10'] - mono.metrics['nDCG@10']):+.2f}"
+        )
+        rows.append([shown, *cells, delta])
+    return table(["wikiqa-trained model", *metrics, "nDCG@10 vs monoBERT (points)"], rows)
