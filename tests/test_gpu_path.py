@@ -490,8 +490,21 @@ def test_a_training_batch_reaches_the_gpu_in_one_copy(
     assert fake.copies == [("cuda:0", True)] and fake.pageable == []
     assert len(fake.pinned) == 1 and fake.pinned[0] > 0  # written pinned, not pinned after
     fake.from_python = 0
+    # the fake GPU is the CPU, so a tensor made without a device (on the CPU: the wrong device
+    # on a GPU run) would pass unseen: every factory call of the project's forward must name one
+    homeless: list[str] = []
+    for name in ("arange", "zeros", "ones", "full", "empty", "eye", "rand", "randn"):
+        factory = getattr(torch, name)
+
+        def made(*args: Any, _f: Any = factory, _n: str = name, **kwargs: Any) -> torch.Tensor:
+            if "device" not in kwargs and _project_frame():
+                homeless.append(_n)
+            return _f(*args, **kwargs)
+
+        monkeypatch.setattr(torch, name, made)
     with torch.no_grad():
         logits, mask = ranker.forward(batch)  # type: ignore[attr-defined]
+    assert homeless == []
     assert fake.copies == [("cuda:0", True)] and fake.pageable == []
     assert fake.from_python == 0  # the item mask from the uploaded lengths, not a new tensor
     assert mask.tolist() == reference[1].tolist()
