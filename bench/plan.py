@@ -76,6 +76,11 @@ class Plan:
     #: writable: checked (and created) when the plan is executed, before its first job, so
     #: planning (``--plan``, a command that fails on its options or data) writes nothing
     folders: dict[Path, tuple[str, str]] = field(default_factory=dict)
+    #: what the plan says beside its jobs (the largest training step and its memory)
+    notes: list[str] = field(default_factory=list)
+    #: why the plan must not run (a training step that cannot fit): the executor stops before
+    #: the first job with the first of them; ``--plan`` prints them
+    refusals: list[str] = field(default_factory=list)
 
     def writes_into(self, folder: Path, what: str, hint: str) -> None:
         """Declare that some job writes into ``folder`` (``what`` it holds, ``hint``: what to do
@@ -87,7 +92,7 @@ class Plan:
         from bench.results import writable_problem
 
         problems = (writable_problem(f, what, hint) for f, (what, hint) in self.folders.items())
-        return [p for p in problems if p]
+        return [*self.refusals, *(p for p in problems if p)]
 
     def add(self, job: Job) -> str:
         """Add ``job`` (a job already planned, e.g. a teacher shared by two students, is kept
@@ -168,6 +173,8 @@ class Executor:
         from bench.results import ensure_writable
 
         needed = self.plan.needed()
+        if self.plan.refusals:
+            raise ValueError(self.plan.refusals[0])
         for folder, (what, hint) in self.plan.folders.items():
             ensure_writable(folder, what, hint)
         for job in self.plan:

@@ -289,6 +289,7 @@ def plan_table(plan: Any) -> Table:
     rows = plan.rows()
     counts = {s: sum(r["status"] == s for r in rows) for s in PLAN_STYLES}
     caption = ", ".join(f"{n} {s}" for s, n in counts.items() if n) + "; nothing was run"
+    caption += "".join(f"\n{note}" for note in plan.notes)
     caption += "".join(f"\nwould stop before the first job: {p}" for p in plan.folder_problems())
     table = Table(title="plan", caption=caption, show_lines=False)
     for column in ("job", "what", "key", "status", "why"):

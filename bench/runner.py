@@ -34,6 +34,7 @@ from bench.fitting import (
     training_advice,
 )
 from bench.keys import evaluation_stamp, scoring_code, training_code
+from bench.memory import step_problem
 from bench.metrics import DEFAULT_MEASURES
 from bench.plan import BASELINE, EVALUATE, SCORE, TEACHER, TRAIN, Executor, Job, Plan
 from bench.policy import DEV_BASELINES
@@ -401,6 +402,13 @@ def plan_training(
         ranker, opts.dataset, train, dev, model_dir, key, code, config, teacher_key, opts.force
     )
     cached = not opts.force and model_cached(model_dir)
+    if not cached:  # the largest step it will take, and whether it can fit (bench.memory)
+        line, problem = step_problem(ranker, [len(cl) for cl in train.lists], ranker.device)
+        if line:
+            log.info("%s", line)
+            plan.notes.append(line)
+        if problem:
+            plan.refusals.append(problem)
     return plan.add(
         Job(
             id=str(model_dir),

@@ -484,6 +484,12 @@ class Ranker(ABC, Generic[C]):
         return {}
 
     # -- provenance ----------------------------------------------------------------------------
+    def training_step_shape(self, list_lengths: Sequence[int]) -> tuple[int, int] | None:
+        """The largest training step on train lists of ``list_lengths`` items, as (encoder
+        sequences, tokens each, an upper bound) for the step-memory estimate of the plan
+        (:mod:`bench.memory`); None: not an encoder trained on whole lists."""
+        return None
+
     def input_report(self, lists: Sequence[CandidateList]) -> dict[str, Any]:
         """What this ranker does to ``lists`` before its model sees them (text cut to a length
         limit, lists split over several encoder rows), with counts, so a run never changes its

@@ -516,6 +516,19 @@ class EncoderRanker(Ranker[EC], Generic[EC]):
             return self.item_tokens.lookup(texts)
         return self.item_tokens.tokenise(texts)
 
+    def step_items(self, list_lengths: Sequence[int]) -> int:
+        """Items of the largest list a training step holds (after ``train_max_items``)."""
+        longest = max(list_lengths, default=0)
+        cap = int(getattr(self.cfg, "train_max_items", 0) or 0)
+        return min(longest, cap) if cap else longest
+
+    def training_step_shape(self, list_lengths: Sequence[int]) -> tuple[int, int] | None:
+        """One ``[CLS] q [SEP] item [SEP]`` sequence per item of ``train_batch_queries`` of the
+        longest lists (monoBERT's shape; CROSS-JEM overrides it)."""
+        cfg = self.cfg
+        length = cfg.max_query_len + cfg.max_item_len + 3
+        return cfg.train_batch_queries * self.step_items(list_lengths), length
+
     def input_report(self, lists: Sequence[CandidateList]) -> dict[str, Any]:
         """Queries and items cut to ``max_query_len`` / ``max_item_len`` WordPiece tokens: how
         many, and the share of their tokens lost (distinct item texts of ``lists``)."""

@@ -79,3 +79,60 @@ def test_cap_options_are_checked(tiny_bert: Path) -> None:
         MonoBERTRanker.Config.from_options({"train_max_items": 1})
     with pytest.raises(RankerError, match="train_list_size=100 grows lists beyond"):
         MonoBERTRanker.Config.from_options({"train_list_size": 100, "train_max_items": 64})
+
+
+def test_step_estimate_hand_computed() -> None:
+    from bench.memory import estimate_step
+
+    # 2 x (34 s h + 5 a s^2) bytes per sequence and layer in float32; 16 bytes a parameter
+    e = estimate_step(sequences=3, length=10, layers=2, hidden=8, heads=2, parameters=100)
+    assert e.activation_bytes == 3 * 2 * 2 * (34 * 10 * 8 + 5 * 2 * 10 * 10)
+    assert e.parameter_bytes == 1600 and e.total_bytes == e.activation_bytes + 1600
+
+
+def test_step_shapes_follow_the_options(tiny_bert: Path) -> None:
+    from rankers.crossjem import CrossJEMRanker
+    from rankers.monobert import MonoBERTRanker
+
+    options = {"model": str(tiny_bert), "train_batch_queries": 4}
+    mono = MonoBERTRanker(MonoBERTRanker.Config.from_options({**options, "train_max_items": 16}))
+    assert mono.training_step_shape([5, 300, 9]) == (4 * 16, 32 + 32 + 3)
+    whole = MonoBERTRanker(MonoBERTRanker.Config.from_options({**options, "train_max_items": 0}))
+    assert whole.training_step_shape([5, 300, 9]) == (4 * 300, 67)
+    jem = CrossJEMRanker(CrossJEMRanker.Config.from_options({**options, "union_len": 100}))
+    # 64 items x 32 tokens, no token shared: 21 rows of 100 at most
+    assert jem.training_step_shape([5, 300]) == (4 * 21, 32 + 100 + 3)
+
+
+def test_a_step_that_cannot_fit_is_refused_before_any_work(
+    tmp_path: Path, tiny_bert: Path, results_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plan says the largest step and its memory; one larger than the free memory stops
+    the command before the first job (exit 2, one line naming the options), and --plan says it
+    would."""
+    from toydata import write_toy_mteb
+    from typer.testing import CliRunner
+
+    import bench.memory
+    from bench.cli import app
+
+    write_toy_mteb(tmp_path / "data" / "toy")
+    monkeypatch.setenv("BENCH_DATA_DIR", str(tmp_path / "data"))
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    (folder / "monobert.yaml").write_text(
+        f"default:\n  model: {tiny_bert}\n  epochs: 1\n  min_steps: 0\n  loss: bce\n"
+    )
+    monkeypatch.setattr("bench.runner.CONFIG_DIR", folder)
+    monkeypatch.setattr(bench.memory, "available_bytes", lambda device: 1000)
+    runner = CliRunner()
+    plan = runner.invoke(app, ["-q", "run", "-r", "monobert", "-d", "toy", "--plan"])
+    text = " ".join(plan.output.split())
+    assert plan.exit_code == 0, text
+    assert "monobert: largest training step: " in text
+    assert "would stop before the first job: monobert: largest training step" in text
+    result = runner.invoke(app, ["-q", "run", "-r", "monobert", "-d", "toy"])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and "more than the 0.0 GiB free on cpu" in text
+    assert "lower train_max_items or train_batch_queries" in text
+    assert not results_dir.exists()  # nothing trained, scored or written

@@ -236,6 +236,13 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
             for v in out
         ]
 
+    def training_step_shape(self, list_lengths: Sequence[int]) -> tuple[int, int] | None:
+        """Rows of full length: a list of N items needs at most ceil(N x max_item_len /
+        union_len) rows (no token shared: the upper bound)."""
+        cfg = self.cfg
+        rows = -(-self.step_items(list_lengths) * cfg.max_item_len // cfg.union_len)
+        return cfg.train_batch_queries * rows, cfg.max_query_len + cfg.union_len + 3
+
     def input_report(self, lists: Sequence[CandidateList]) -> dict[str, Any]:
         """Cuts (:meth:`EncoderRanker.input_report`) and encoder rows per list in this layout:
         items of a list split over several rows never attend to each other."""
