@@ -301,16 +301,28 @@ def write_result(
     """Write run, per-query metrics, then the record (last: its presence marks completion).
 
     The record lists the SHA-256 of the files written before it, so reuse can verify them."""
+    created = not directory.exists()
     with storage_errors(directory):
         directory.mkdir(parents=True, exist_ok=True)
     texts = {
         RUN_FILE: format_trec_run(run, record.ranker),
         PER_QUERY: format_per_query(per_query, record.metrics),
     }
-    for name, text in texts.items():
-        atomic_write_text(directory / name, text)
-    record.files = {n: hashlib.sha256(t.encode("utf-8")).hexdigest() for n, t in texts.items()}
-    atomic_write_json(directory / RECORD, record.to_json())
+    try:
+        for name, text in texts.items():
+            atomic_write_text(directory / name, text)
+        record.files = {n: hashlib.sha256(t.encode("utf-8")).hexdigest() for n, t in texts.items()}
+        atomic_write_json(directory / RECORD, record.to_json())
+    except StorageError:
+        # a failed write (a full disk) leaves no entry folder it made: its files are gone (each
+        # write is atomic), so an empty folder would only say an entry exists. The entry's
+        # .lock file beside it stays, as after every run: it is never held once a process ends
+        if created:
+            with contextlib.suppress(OSError):
+                for leftover in directory.iterdir():
+                    leftover.unlink()
+                directory.rmdir()
+        raise
     record.path = directory
     return record
 

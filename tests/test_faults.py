@@ -1185,3 +1185,29 @@ def test_dev_baselines_follow_the_results_root_given(
     assert set(summary["dev_baselines"]["scores"]) == {"bm25"}
     assert len(list(root.glob("runs/toy/bm25/dev-*/record.json"))) == 1
     assert not project.exists()
+
+
+def test_a_full_disk_while_writing_an_entry_leaves_no_entry_folder(
+    shared_data: Path, results_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run file written, the per-query file hits a full disk: the error names the file and
+    the entry folder the write made is gone (no half entry); a rerun then writes it whole."""
+    import bench.results
+    from bench.results import PER_QUERY, StorageError
+    from bench.runner import RunOptions, run
+
+    write = bench.results.atomic_write_text
+
+    def full(path: Path, text: str, mode: int | None = None) -> None:
+        if path.name == PER_QUERY:
+            raise StorageError(f"cannot write {path}: No space left on device")
+        write(path, text, mode)
+
+    monkeypatch.setattr(bench.results, "atomic_write_text", full)
+    opts = RunOptions("bm25", "semeval16b", data_dir=shared_data, progress=False)
+    with pytest.raises(StorageError, match=f"cannot write .*{PER_QUERY}: No space left"):
+        run(opts)
+    entries = list((results_dir / "runs" / "semeval16b" / "bm25").iterdir())
+    assert [p.suffix for p in entries] == [".lock"]  # the lock file stays, never held
+    monkeypatch.setattr(bench.results, "atomic_write_text", write)
+    assert (run(opts).path / "record.json").exists()
