@@ -370,6 +370,8 @@ def test_a_signal_stops_every_rank_and_writes_nothing(
         "TOKENIZERS_PARALLELISM": "false",
         "COLUMNS": "200",
     }
+    # as from a terminal or a scheduler: SIGINT at its default (a shell that starts the tests in
+    # the background, `cmd &`, passes SIGINT on ignored, and Python then keeps ignoring it)
     proc = subprocess.Popen(
         command,
         cwd=PROJECT_ROOT,
@@ -377,6 +379,7 @@ def test_a_signal_stops_every_rank_and_writes_nothing(
         stderr=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     seen = []
     try:
