@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -46,7 +47,9 @@ from bench.shard import (
 
 log = logging.getLogger(__name__)
 
-#: exit codes of a spawned rank stopped by SIGINT (130) or SIGTERM (143)
+#: signals that stop the command when a rank gets one (as when the parent gets one)
+STOP_SIGNALS = ("SIGINT", "SIGTERM")
+#: exit codes of a rank that ended itself on SIGINT (130) or SIGTERM (143)
 STOPPED_CODES = (130, 143)
 
 #: the job kinds that train a model
@@ -116,10 +119,12 @@ def launch(processes: int, target: Callable[..., Any], *args: Any) -> None:
         try:
             spawn(processes, target, *args)
         except mp.ProcessExitedException as exc:
+            if exc.signal_name in STOP_SIGNALS:  # a rank got SIGINT/SIGTERM: the command stops
+                raise Stopped(int(getattr(signal, exc.signal_name))) from None
+            if exc.exit_code in STOPPED_CODES:
+                raise Stopped(exc.exit_code - 128) from None
             if exc.signal_name:  # killed: the rank could not say why itself
                 _killed_rank(exc.error_index, processes, exc.signal_name)
-            elif exc.exit_code in STOPPED_CODES:  # a rank got SIGINT/SIGTERM: the command stops
-                raise Stopped(exc.exit_code - 128) from None
             sys.exit(exc.exit_code if exc.exit_code and exc.exit_code > 0 else 1)
         return
     target(*args)
