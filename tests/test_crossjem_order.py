@@ -29,6 +29,15 @@ LAYOUTS = [
     Layout("concat", positions="item"),
     Layout("hybrid"),
     Layout("hybrid", share_min=3, positions="item"),
+    Layout("hybrid", share="function", function_ids=frozenset({4, 5, 7}), query_pool=True),
+    Layout(
+        "hybrid",
+        share="function",
+        function_ids=frozenset({4, 5, 7}),
+        content_min=3,
+        query_pool=True,
+        positions="item",
+    ),
 ]
 
 
@@ -104,7 +113,9 @@ def test_position_rule_per_layout(layout: Layout) -> None:
                 continue
             assert row.position_ids[:start] == tuple(range(start))
             assert row.position_ids[-1] == n - 1
-            shared_end = start + len(set(row.input_ids[start:-1]) & layout.shared_tokens(items))
+            shared_end = start + len(
+                set(row.input_ids[start:-1]) & layout.shared_tokens(items, QUERY)
+            )
             longest = max(len(items[s.item]) for s in row.slots)
             own = row.position_ids[shared_end:-1]
             assert row.position_ids[start:shared_end] == tuple(
@@ -115,6 +126,50 @@ def test_position_rule_per_layout(layout: Layout) -> None:
                 places = [p for p in slot.pool[start - 1 :] if p >= shared_end]
                 offsets = slot.offsets[len(slot.offsets) - len(places) :]
                 assert [row.position_ids[p] for p in places] == [start + o for o in offsets]
+
+
+def test_function_words_shared_and_query_terms_pooled_from_the_query_hand_checked() -> None:
+    # query [5, 9]: 9 is pooled from the query (position 2); function words {7, 8}: 7 is held by
+    # 3 items (shared), 8 by one (own); 4 is a content word (own, in item order)
+    layout = Layout("hybrid", share="function", function_ids=frozenset({7, 8}), query_pool=True)
+    (row,) = build_rows([5, 9], THREE, 40, CLS, SEP, layout)
+    # positions:     0    1  2  3    4  5  6  7
+    assert row.input_ids == (CLS, 5, 9, SEP, 7, 4, 8, SEP)
+    slot = {s.item: s for s in row.slots}
+    # pooled: the query part, then query terms and shared tokens by row position, then own
+    assert slot[2].pool == (1, 2, 3, 2, 4, 5) and slot[2].offsets == (2, 1, 0)
+    assert slot[1].pool == (1, 2, 3, 4, 6) and slot[1].offsets == (0, 1)
+    assert slot[0].pool == (1, 2, 3, 2, 4) and slot[0].offsets == (0, 1)
+    # a query term costs no row place: contents {7} + 4 + 8 = 3 tokens; written, the 9s make
+    # {7} + 4 9 (3), + 8 (4 > 3: a new row), {7} + 8 (2), + 9 9 (4 > 3: a new row)
+    assert pack_groups(THREE, 3, layout, [5, 9]) == [[2, 1, 0]]
+    written = dataclasses.replace(layout, query_pool=False)
+    assert pack_groups(THREE, 3, written, [5, 9]) == [[2], [1], [0]]
+
+
+def test_content_words_shared_from_content_min_holders_hand_checked() -> None:
+    # function words {8} (one holder: own); content 7 has 3 holders (shared at content_min 3),
+    # content 9 has 2 (own, in item order)
+    layout = Layout("hybrid", share="function", function_ids=frozenset({8}), content_min=3)
+    (row,) = build_rows(QUERY, THREE, 40, CLS, SEP, layout)
+    assert row.input_ids == (CLS, 5, 6, SEP, 7, 4, 9, 8, 9, 9, SEP)
+    assert layout.shared_tokens(THREE) == {7}
+    assert Layout("hybrid", share="function", function_ids=frozenset({8})).shared_tokens(
+        THREE
+    ) == set()
+    with pytest.raises(ValueError, match="content_min=1 needs share=function and content_min"):
+        Layout("hybrid", share="function", content_min=1)
+
+
+def test_function_words_are_words_and_punctuation_of_the_vocabulary() -> None:
+    from rankers.crossjem.function_words import is_function_token
+
+    assert [is_function_token(p) for p in ("the", "of", ",", "##.", "?!")] == [True] * 5
+    assert [is_function_token(p) for p in ("python", "##s", "[CLS]", "##", "theory")] == [
+        False
+    ] * 5
+    with pytest.raises(ValueError, match="share=function needs the tokenizer"):
+        Layout("hybrid", share="function").shared_tokens(THREE)
 
 
 def test_a_copy_writes_nothing_and_pools_the_first_items_tokens() -> None:
@@ -143,6 +198,12 @@ def test_layout_rejects_unknown_values() -> None:
         Layout("sorted")
     with pytest.raises(ValueError, match="positions must be one of row, item"):
         Layout("concat", positions="left")
+    with pytest.raises(ValueError, match="share must be one of all, function"):
+        Layout("hybrid", share="rare")
+    with pytest.raises(ValueError, match="share=function needs order=hybrid, not union"):
+        Layout("union", share="function")
+    with pytest.raises(ValueError, match="query_pool cannot be combined with merge_layers"):
+        Layout("union", query_pool=True, merge_layers=1)
 
 
 def test_options_choose_the_layout(tiny_bert: Path) -> None:
@@ -152,6 +213,15 @@ def test_options_choose_the_layout(tiny_bert: Path) -> None:
         _ranker(tiny_bert, order="sorted")
     with pytest.raises(RankerError, match="share_min"):
         _ranker(tiny_bert, order="hybrid", share_min=1)
+    with pytest.raises(RankerError, match="share=function needs order=hybrid"):
+        _ranker(tiny_bert, order="concat", share="function")
+    with pytest.raises(RankerError, match="query_pool cannot be combined with merge_layers"):
+        _ranker(tiny_bert, order="hybrid", query_pool=True, merge_layers=1)
+    from rankers.crossjem.function_words import function_token_ids
+
+    fw = _ranker(tiny_bert, order="hybrid", share="function", query_pool=True)
+    assert fw.layout.function_ids == function_token_ids(fw.tokenizer)
+    assert fw.layout.function_ids and fw.cfg.layout.function_ids is None
 
 
 OPTIONS = [
@@ -161,6 +231,9 @@ OPTIONS = [
     {"order": "hybrid", "positions": "item", "share_min": 3},
     {"order": "hybrid", "merge_layers": 1},
     {"order": "union", "merge_layers": 1},
+    {"order": "hybrid", "share": "function", "query_pool": True},
+    {"order": "hybrid", "share": "function", "content_share_min": 3, "positions": "item"},
+    {"order": "union", "query_pool": True},
 ]
 
 

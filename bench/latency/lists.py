@@ -97,11 +97,12 @@ def list_tokens(
     from rankers.crossjem.inputs import UNION, build_rows
     from rankers.encoders import token_ids
 
+    layout = (layout or UNION).bind(tokenizer)
     out = []
     for cl in lists:
         q = token_ids(tokenizer, [cl.query.text], max_query_len)[0]
         items = token_ids(tokenizer, cl.texts, max_item_len)
-        rows = build_rows(q, items, union_len, 0, 0, layout or UNION)
+        rows = build_rows(q, items, union_len, 0, 0, layout)
         out.append(
             QueryTokens(
                 query_len=len(q),
@@ -115,7 +116,7 @@ def list_tokens(
                     for r in rows
                     if r.first_ids
                 ),
-                first_layers=(layout or UNION).merge_layers,
+                first_layers=layout.merge_layers,
             )
         )
     return out
@@ -174,6 +175,10 @@ def token_settings(dataset: str, options: Mapping[str, Mapping[str, Any]]) -> di
         "share_min": cfg.share_min,
         "positions": cfg.positions,
         "merge_layers": cfg.merge_layers,
+        # newer layout options only where set, so records of older layouts keep their settings
+        **({"share": cfg.share} if cfg.share != "all" else {}),
+        **({"query_pool": True} if cfg.query_pool else {}),
+        **({"content_share_min": cfg.content_share_min} if cfg.content_share_min else {}),
     }
 
 
@@ -186,6 +191,9 @@ def settings_layout(settings: Mapping[str, Any]) -> Layout:
         share_min=settings.get("share_min", 2),
         positions=settings.get("positions", "row"),
         merge_layers=settings.get("merge_layers", 0),
+        share=settings.get("share", "all"),
+        query_pool=settings.get("query_pool", False),
+        content_min=settings.get("content_share_min", 0),
     )
 
 

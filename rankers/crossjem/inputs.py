@@ -55,11 +55,14 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 
 #: how a row is laid out (option ``order`` of :class:`~rankers.crossjem.CrossJEMConfig`)
 ORDERS = ("union", "concat", "hybrid")
 #: position ids of own tokens (option ``positions``)
 POSITIONS = ("row", "item")
+#: which tokens a hybrid row may share (option ``share``)
+SHARES = ("all", "function")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,6 +74,15 @@ class Layout:
     positions: str = "row"
     #: encoder layers run over the concat row before shared tokens are merged (0: none)
     merge_layers: int = 0
+    #: ``hybrid``: which tokens may be shared: any (``all``) or function words and punctuation
+    share: str = "all"
+    #: an item's tokens that occur in the query are not written; the item pools the query's copy
+    query_pool: bool = False
+    #: ``share="function"``: content tokens are shared too when at least this many items hold
+    #: them (0: never)
+    content_min: int = 0
+    #: ``share="function"``: the tokenizer's function-word ids (:meth:`bind` sets them)
+    function_ids: frozenset[int] | None = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.order not in ORDERS:
@@ -83,6 +95,26 @@ class Layout:
             raise ValueError(f"share_min must be at least 1, not {self.share_min}")
         if self.merge_layers < 0:
             raise ValueError(f"merge_layers must be at least 0, not {self.merge_layers}")
+        if self.share not in SHARES:
+            raise ValueError(f"share must be one of {', '.join(SHARES)}, not {self.share!r}")
+        if self.share != "all" and self.order != "hybrid":
+            raise ValueError(f"share={self.share} needs order=hybrid, not {self.order}")
+        if self.content_min and (self.share != "function" or self.content_min < self.share_min):
+            raise ValueError(
+                f"content_min={self.content_min} needs share=function and content_min >= "
+                f"share_min ({self.share_min})"
+            )
+        if self.query_pool and self.merge_layers:
+            raise ValueError("query_pool cannot be combined with merge_layers > 0")
+
+    def bind(self, tokenizer: Any) -> Layout:
+        """This layout with the tokenizer's function-word ids where ``share="function"`` needs
+        them (any other layout, or one whose ids are set, is returned as it is)."""
+        if self.share != "function" or self.function_ids is not None:
+            return self
+        from rankers.crossjem.function_words import function_token_ids
+
+        return dataclasses.replace(self, function_ids=function_token_ids(tokenizer))
 
     @property
     def packing(self) -> Layout:
@@ -100,13 +132,26 @@ class Layout:
         """Items that must hold a token for it to be shared (None: nothing is shared)."""
         return {"union": 1, "concat": None, "hybrid": self.share_min}[self.order]
 
-    def shared_tokens(self, items: Sequence[Sequence[int]]) -> set[int]:
-        """The tokens of this list that are written once per row."""
+    def shared_tokens(
+        self, items: Sequence[Sequence[int]], query: Sequence[int] = ()
+    ) -> set[int]:
+        """The tokens of this list that are written once per row (a query term pooled from the
+        query is not: :meth:`query_terms`)."""
         need = self.min_holders
         if need is None:
             return set()
         holders = Counter(t for ids in items for t in set(ids))
-        return {t for t, c in holders.items() if c >= need}
+        shared = {t for t, c in holders.items() if c >= need}
+        if self.share == "function":
+            if self.function_ids is None:
+                raise ValueError("share=function needs the tokenizer: use Layout.bind(tokenizer)")
+            content = self.content_min or len(items) + 1
+            shared = {t for t in shared if t in self.function_ids or holders[t] >= content}
+        return shared - self.query_terms(query)
+
+    def query_terms(self, query: Sequence[int]) -> set[int]:
+        """Item tokens pooled from the query instead of written in the row."""
+        return set(query) if self.query_pool else set()
 
 
 UNION = Layout()
@@ -148,13 +193,21 @@ def canonical(items: Sequence[Sequence[int]]) -> list[int]:
     return sorted(range(len(items)), key=lambda i: (tuple(items[i]), i))
 
 
-def item_cost(ids: Sequence[int], shared: set[int]) -> tuple[set[int], int]:
-    """An item's distinct shared tokens and its number of own tokens."""
-    return {t for t in ids if t in shared}, sum(1 for t in ids if t not in shared)
+def item_cost(
+    ids: Sequence[int], shared: set[int], pooled: set[int] | frozenset[int] = frozenset()
+) -> tuple[set[int], int]:
+    """An item's distinct shared tokens and its number of own tokens (``pooled``: tokens it
+    pools from the query, which take no place in the row)."""
+    return {t for t in ids if t in shared}, sum(
+        1 for t in ids if t not in shared and t not in pooled
+    )
 
 
 def pack_groups(
-    items: Sequence[Sequence[int]], union_len: int, layout: Layout = UNION
+    items: Sequence[Sequence[int]],
+    union_len: int,
+    layout: Layout = UNION,
+    query: Sequence[int] = (),
 ) -> list[list[int]]:
     """Next-fit packing of items, in canonical order, into groups whose row content (the union of
     their shared tokens plus all their own tokens) has <= union_len tokens. Returns item indices
@@ -168,13 +221,14 @@ def pack_groups(
     (:mod:`rankers.crossjem.packed`).
     """
     layout = layout.packing
-    shared_tokens = layout.shared_tokens(items)
+    shared_tokens = layout.shared_tokens(items, query)
+    pooled = layout.query_terms(query)
     groups: list[list[int]] = []
     shared: set[int] = set()
     own = 0
     written: set[tuple[int, ...]] = set()  # items whose own tokens the group already holds
     for i in canonical(items):
-        mine, n_own = item_cost(items[i], shared_tokens)
+        mine, n_own = item_cost(items[i], shared_tokens, pooled)
         if len(mine) + n_own > union_len:
             raise ValueError(
                 f"item {i} needs {len(mine) + n_own} row tokens, more than union_len={union_len}"
@@ -203,10 +257,14 @@ def build_row(
     """The encoder row for ``query`` and the items ``indices`` in that order (their content must
     already fit). ``shared_tokens``: the list's shared tokens (default: from ``items``)."""
     if shared_tokens is None:
-        shared_tokens = layout.shared_tokens(items)
+        shared_tokens = layout.shared_tokens(items, query)
     union = sorted({t for i in indices for t in items[i] if t in shared_tokens})
     start = len(query) + 2  # [CLS] query [SEP]
     where = {t: start + p for p, t in enumerate(union)}
+    pooled = layout.query_terms(query)
+    for p in reversed(range(len(query))):  # a query term: its first place in the query
+        if query[p] in pooled:
+            where[query[p]] = 1 + p
     input_ids = [cls, *query, sep, *union]
     position_ids = list(range(len(input_ids)))
     if layout.positions == "item" and union:
@@ -222,7 +280,7 @@ def build_row(
         copy = written.get(tuple(items[i]))
         own: list[tuple[int, int]] = [] if copy is None else copy  # (row position, offset)
         for offset, token in enumerate(items[i]):
-            if token in shared_tokens:
+            if token in shared_tokens or token in pooled:
                 first.setdefault(token, offset)
             elif copy is None:
                 own.append((len(input_ids), offset))
@@ -276,10 +334,10 @@ def build_rows(
     layout: Layout = UNION,
 ) -> list[Row]:
     """All encoder rows for one query: one per packed group (none for an empty list)."""
-    shared = layout.shared_tokens(items)
+    shared = layout.shared_tokens(items, query)
     return [
         build_row(query, items, g, cls, sep, layout, shared)
-        for g in pack_groups(items, union_len, layout)
+        for g in pack_groups(items, union_len, layout, query)
     ]
 
 

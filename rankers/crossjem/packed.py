@@ -193,18 +193,28 @@ class _QueryRows:
     tok_shared: np.ndarray | None = None
 
 
-def shared_mask(items: ItemArrays, layout: Layout) -> np.ndarray:
+def shared_mask(items: ItemArrays, layout: Layout, query: np.ndarray | None = None) -> np.ndarray:
     """Which entries of ``items.distinct`` are shared tokens (held by at least
-    ``layout.min_holders`` items of the list); the oracle's :meth:`Layout.shared_tokens`."""
+    ``layout.min_holders`` items of the list, function words only under ``share="function"``,
+    query terms never when they are pooled from the query); the oracle's
+    :meth:`Layout.shared_tokens`."""
     valid = items.distinct != PAD
     need = layout.min_holders
     if need is None:
         return np.zeros_like(valid)
-    if need <= 1:
-        return valid
     tokens, holders = np.unique(items.distinct[valid], return_counts=True)
-    common = tokens[holders >= need]
-    return valid & np.isin(items.distinct, common)
+    if need > 1:
+        valid &= np.isin(items.distinct, tokens[holders >= need])
+    if layout.share == "function":
+        if layout.function_ids is None:
+            raise ValueError("share=function needs the tokenizer: use Layout.bind(tokenizer)")
+        function = np.isin(items.distinct, np.fromiter(layout.function_ids, np.int64))
+        if layout.content_min:
+            function |= np.isin(items.distinct, tokens[holders >= layout.content_min])
+        valid &= function
+    if layout.query_pool and query is not None:
+        valid &= ~np.isin(items.distinct, query)
+    return valid
 
 
 def query_rows(
@@ -235,11 +245,12 @@ def query_rows(
         return merge_targets(first, rows)
     n = len(items)
     order = canonical_order(items.ids) if n else np.zeros(0, dtype=np.int64)
-    is_shared = shared_mask(items, layout)[order]
+    is_shared = shared_mask(items, layout, query)[order]
     distinct, first = items.distinct[order], items.first[order]
     ids = items.ids[order]
     shared_tok = np.unique(distinct[is_shared]) if is_shared.any() else np.zeros(0, np.int64)
-    is_own = (ids != PAD) & ~np.isin(ids, shared_tok)
+    pooled = query if layout.query_pool else np.zeros(0, np.int64)
+    is_own = (ids != PAD) & ~np.isin(ids, shared_tok) & ~np.isin(ids, pooled)
     n_shared, n_own = is_shared.sum(axis=1), is_own.sum(axis=1)
     cost = n_shared + n_own
     too_long = np.flatnonzero(cost > union_len)
@@ -319,13 +330,32 @@ def query_rows(
         np.maximum.at(longest, group, (ids != PAD).sum(axis=1))
         g_sh = occ_group[sh_occ]
         position_ids[g_sh, tok_pos[sh_occ]] = tok_pos[sh_occ] + longest[g_sh]
+    slot_count = (start - 1) + cost
+    if len(pooled):
+        # query terms pooled from the query's first copy: before the shared tokens, as in the
+        # oracle (each item's query terms and shared tokens by row position, then its own)
+        q_item, q_col = np.nonzero((distinct != PAD) & np.isin(distinct, pooled))
+        q_tok, q_first = np.unique(query, return_index=True)
+        q_pos = 1 + q_first[np.searchsorted(q_tok, distinct[q_item, q_col])]
+        slot_count = slot_count + np.bincount(q_item, minlength=n)
+        occ_item = np.concatenate([q_item, occ_item])
+        occ_group = group[occ_item]
+        occ_offset = np.concatenate([first[q_item, q_col], occ_offset])
+        occ_shared = np.concatenate([np.zeros(len(q_item), bool), occ_shared])
+        is_own_occ = np.concatenate([np.zeros(len(q_item), bool), ~occ_shared[len(q_item) :]])
+        tok_pos = np.concatenate([q_pos, tok_pos])
+        ranked = np.lexsort(
+            (np.where(is_own_occ, np.arange(len(tok_pos)), tok_pos), is_own_occ, occ_item)
+        )
+        occ_item, occ_group, occ_offset = occ_item[ranked], occ_group[ranked], occ_offset[ranked]
+        occ_shared, tok_pos = occ_shared[ranked], tok_pos[ranked]
     return _QueryRows(
         input_ids=input_ids,
         position_ids=position_ids,
         row_len=row_len,
         query_end=np.full(n_rows, start, dtype=np.int64),
         slot_row=group,
-        slot_count=(start - 1) + cost,
+        slot_count=slot_count,
         slot_item=order,
         tok_slot=occ_item,
         tok_row=occ_group,

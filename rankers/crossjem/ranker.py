@@ -21,7 +21,7 @@ from rankers.base import (
     inherit_option,
     option,
 )
-from rankers.crossjem.inputs import ORDERS, POSITIONS, Layout, Row, build_rows
+from rankers.crossjem.inputs import ORDERS, POSITIONS, SHARES, Layout, Row, build_rows
 from rankers.crossjem.model import CrossJEMBatch, CrossJEMModule, collate
 from rankers.crossjem.packed import PackedRows, pack_lists
 from rankers.encoders import EncoderConfig, EncoderRanker, check_positions, token_ids
@@ -64,6 +64,26 @@ class CrossJEMConfig(EncoderConfig):
         min=2,
         help="order=hybrid: a token is shared when at least this many items of the list hold it",
     )
+    share: str = option(
+        "all",
+        role=TRAINING | SCORE,
+        choices=SHARES,
+        help="order=hybrid: which tokens may be shared: all, or function (English function "
+        "words and punctuation only, so every content word keeps its item order)",
+    )
+    content_share_min: int = option(
+        0,
+        role=TRAINING | SCORE,
+        min=0,
+        help="share=function: content words are shared too when at least this many items of "
+        "the list hold them (0: never)",
+    )
+    query_pool: bool = option(
+        False,
+        role=TRAINING | SCORE,
+        help="an item's tokens that also occur in the query are not written in the row; the "
+        "item pools the query's copy instead (fewer row tokens; their place in the item is lost)",
+    )
     positions: str = option(
         "row",
         role=TRAINING | SCORE,
@@ -105,9 +125,14 @@ class CrossJEMConfig(EncoderConfig):
     def layout_tag(self) -> str:
         """How the layout reads in latency columns and labels ("" for the paper's union)."""
         merged = f", merged after {self.merge_layers} layer" + "s" * (self.merge_layers > 1)
-        if self.order == "union":
+        if self.order == "union" and not self.query_pool:
             return "union" + merged if self.merge_layers else ""
         tag = self.order + (f" share_min={self.share_min}" if self.order == "hybrid" else "")
+        if self.share == "function":
+            tag += ", function words" + (
+                f" + content held by {self.content_share_min}" if self.content_share_min else ""
+            )
+        tag += ", query terms from the query" if self.query_pool else ""
         tag += ", item positions" if self.positions == "item" else ""
         if self.merge_layers and self.order == "hybrid":
             tag += ", row positions" if self.positions == "row" else ""
@@ -121,10 +146,30 @@ class CrossJEMConfig(EncoderConfig):
             share_min=self.share_min,
             positions=self.positions,
             merge_layers=self.merge_layers,
+            share=self.share,
+            query_pool=self.query_pool,
+            content_min=self.content_share_min,
         )
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.share != "all" and self.order != "hybrid":
+            raise RankerError(
+                f"option share={self.share} needs order=hybrid (union shares every token, concat "
+                "none)"
+            )
+        if self.content_share_min and (
+            self.share != "function" or self.content_share_min < self.share_min
+        ):
+            raise RankerError(
+                f"option content_share_min={self.content_share_min} needs share=function and a "
+                f"value >= share_min ({self.share_min})"
+            )
+        if self.query_pool and self.merge_layers:
+            raise RankerError(
+                "option query_pool cannot be combined with merge_layers > 0 (the first layers "
+                "run over the items as written)"
+            )
         if self.positions == "item" and (self.order == "union" or self.merge_layers):
             why = (
                 "under order=union every token is shared"
@@ -190,7 +235,15 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
         cfg = self.cfg
         q = token_ids(self.tokenizer, [query], cfg.max_query_len)[0]
         ids = token_ids(self.tokenizer, items, cfg.max_item_len)
-        return build_rows(q, ids, cfg.union_len, self.special.cls, self.special.sep, cfg.layout)
+        return build_rows(q, ids, cfg.union_len, self.special.cls, self.special.sep, self.layout)
+
+    @property
+    def layout(self) -> Layout:
+        """The configured layout bound to this ranker's tokenizer (function-word ids)."""
+        bound = getattr(self, "_layout", None)
+        if bound is None:
+            bound = self._layout = self.cfg.layout.bind(self.tokenizer)
+        return bound
 
     def pack(self, lists: Sequence[QueryItems], tolerance: float | None = None) -> PackedRows:
         """Host-side inputs of several lists with array operations
@@ -200,7 +253,7 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
         items = [self.lookup_items(texts) for _, texts in lists]
         cfg = self.cfg
         return pack_lists(
-            queries, items, cfg.union_len, sp.cls, sp.sep, sp.pad, tolerance, cfg.layout
+            queries, items, cfg.union_len, sp.cls, sp.sep, sp.pad, tolerance, self.layout
         )
 
     def prepare(self, lists: Sequence[QueryItems]) -> CrossJEMBatch:
