@@ -154,9 +154,10 @@ def test_content_words_shared_from_content_min_holders_hand_checked() -> None:
     (row,) = build_rows(QUERY, THREE, 40, CLS, SEP, layout)
     assert row.input_ids == (CLS, 5, 6, SEP, 7, 4, 9, 8, 9, 9, SEP)
     assert layout.shared_tokens(THREE) == {7}
-    assert Layout("hybrid", share="function", function_ids=frozenset({8})).shared_tokens(
-        THREE
-    ) == set()
+    assert (
+        Layout("hybrid", share="function", function_ids=frozenset({8})).shared_tokens(THREE)
+        == set()
+    )
     with pytest.raises(ValueError, match="content_min=1 needs share=function and content_min"):
         Layout("hybrid", share="function", content_min=1)
 
@@ -165,9 +166,7 @@ def test_function_words_are_words_and_punctuation_of_the_vocabulary() -> None:
     from rankers.crossjem.function_words import is_function_token
 
     assert [is_function_token(p) for p in ("the", "of", ",", "##.", "?!")] == [True] * 5
-    assert [is_function_token(p) for p in ("python", "##s", "[CLS]", "##", "theory")] == [
-        False
-    ] * 5
+    assert [is_function_token(p) for p in ("python", "##s", "[CLS]", "##", "theory")] == [False] * 5
     with pytest.raises(ValueError, match="share=function needs the tokenizer"):
         Layout("hybrid", share="function").shared_tokens(THREE)
 

@@ -132,9 +132,7 @@ class Layout:
         """Items that must hold a token for it to be shared (None: nothing is shared)."""
         return {"union": 1, "concat": None, "hybrid": self.share_min}[self.order]
 
-    def shared_tokens(
-        self, items: Sequence[Sequence[int]], query: Sequence[int] = ()
-    ) -> set[int]:
+    def shared_tokens(self, items: Sequence[Sequence[int]], query: Sequence[int] = ()) -> set[int]:
         """The tokens of this list that are written once per row (a query term pooled from the
         query is not: :meth:`query_terms`)."""
         need = self.min_holders
