@@ -516,7 +516,7 @@ def latency(
         options_per_ranker,
         run_benchmark,
     )
-    from bench.latency.processes import latency_rank
+    from bench.latency.benchmark import latency_rank
     from bench.scale import launch
     from bench.shard import launched
 

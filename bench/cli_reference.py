@@ -33,7 +33,7 @@ RootPath = Annotated[
 def reference_render(readme: ReadmePath = Path("README.md"), root: RootPath = None) -> None:
     """Rewrite every marked table of the README from its records (atomically; only the text
     between markers changes). Run it after adding or replacing a record."""
-    from bench.published import render_file
+    from bench.reference_documents import render_file
 
     changed = render_file(readme, root or readme.resolve().parent)
     log.info("%s: %s", readme, f"re-rendered {', '.join(changed)}" if changed else "up to date")
@@ -44,7 +44,8 @@ def reference_render(readme: ReadmePath = Path("README.md"), root: RootPath = No
 def reference_check(readme: ReadmePath = Path("README.md"), root: RootPath = None) -> None:
     """Exit 1 when a marked README table differs from what its records give, naming the table,
     row, column, both values and the record files. Loads no model."""
-    from bench.published import check_document, find_blocks, read_document
+    from bench.published import find_blocks, read_document
+    from bench.reference_documents import check_document
 
     text = read_document(readme)
     if not find_blocks(text):
@@ -74,7 +75,7 @@ def reference_frontier(
     its marker names, with the Pareto front marked."""
     from bench.plot import Point, plot_accuracy_latency
     from bench.published import Records, find_blocks, read_document
-    from bench.published_tables import order_frontier
+    from bench.published_order import order_frontier
 
     if n not in (100, 700):
         raise ValueError(f"--n must be 100 or 700 (the table's list sizes), not {n}")

@@ -8,8 +8,9 @@ two markers that name a renderer and the record files it reads::
     | ranker | supervision | AP@10 | ...
     <!-- /reference -->
 
-:func:`render_document` rewrites the text between each pair from its records and leaves every
-other byte alone; :func:`check_document` renders in memory and reports, for the first figure
+:func:`bench.reference_documents.render_document` rewrites the text between each pair from its
+records and leaves every other byte alone; :func:`~bench.reference_documents.check_document`
+renders in memory and reports, for the first figure
 that differs, the table, its row and column, the README's value, the record's value and the
 record files, which is what ``bench reference check`` prints before exiting 1 (``make test``
 runs it; it loads no model, so it takes well under a second).
@@ -29,12 +30,11 @@ import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from itertools import zip_longest
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from bench.latency.records import LatencyRecord, LatencyRow
-from bench.results import ResultRecord, atomic_write_text, check_file_writable
+from bench.results import ResultRecord
 
 if TYPE_CHECKING:
     from bench.checks import Expectation
@@ -77,7 +77,7 @@ def _cell_value(text: str) -> float | None:
     return None if text in ("", MISSING, "--") else float(text)
 
 
-def _split_row(line: str) -> list[str]:
+def split_row(line: str) -> list[str]:
     """The cells of one markdown table line; ``\\|`` inside a cell stays a bar."""
     cells = re.split(r"(?<!\\)\|", line.strip())[1:-1]
     return [c.strip().replace("\\|", "|") for c in cells]
@@ -117,7 +117,7 @@ def _comparison_markdown(text: str) -> dict[str, ComparisonRow]:
             if header is not None and rows:
                 break  # the first table is complete
             continue
-        cells = _split_row(line)
+        cells = split_row(line)
         if cells[:TEXT_COLUMNS] == ["Family", "System", "Supervision"]:
             header = cells
             continue
@@ -290,11 +290,9 @@ def renderer(name: str) -> Callable[[Renderer], Renderer]:
     return register
 
 
-def renderers() -> dict[str, Renderer]:
-    """Every registered renderer by name (the tables module registers the README's)."""
-    import bench.published_scale  # noqa: F401  (registers on import)
-    import bench.published_tables  # noqa: F401  (registers on import)
-
+def registered() -> dict[str, Renderer]:
+    """The renderers registered so far, by name (:func:`bench.reference_documents.renderers`
+    imports every table module first)."""
     return dict(_RENDERERS)
 
 
@@ -318,6 +316,11 @@ def three_figures(value: float | None) -> str:
         return MISSING
     digits = 2 if abs(value) < 10 else 1 if abs(value) < 100 else 0
     return f"{value:,.{digits}f}"
+
+
+def difference(row: ComparisonRow, base: ComparisonRow, metric: str = "AP@10") -> str:
+    """``row`` minus ``base`` in points (hundredths), signed: -0.55."""
+    return f"{100 * (row.metrics[metric] - base.metrics[metric]):+.2f}"
 
 
 def times(value: float | None) -> str:
@@ -377,80 +380,6 @@ def find_blocks(text: str) -> list[Block]:
     return blocks
 
 
-def render_block(block: Block, root: Path) -> str:
-    """The body ``block``'s renderer gives from its records (which must exist)."""
-    known = renderers()
-    if block.name not in known:
-        raise ReferenceError(
-            f"line {block.line}: no renderer {block.name!r}; known: {', '.join(sorted(known))}"
-        )
-    for path in block.records:
-        if not (root / path).is_file():
-            raise ReferenceError(f"table {block.name!r} (line {block.line}): no record {path}")
-    text = known[block.name](Records(block.name, block.records, root))
-    return text if text.endswith("\n") else text + "\n"
-
-
-def render_document(text: str, root: Path) -> str:
-    """``text`` with every marked table re-rendered; nothing outside the markers changes."""
-    out, last = [], 0
-    for block in find_blocks(text):
-        out += [text[last : block.start], render_block(block, root)]
-        last = block.end
-    return "".join(out) + text[last:]
-
-
-@dataclass(frozen=True)
-class Mismatch:
-    """The first figure of a table that differs from what its records give."""
-
-    table: str
-    line: int  # 1-based line in the document
-    row: str
-    column: str
-    document: str
-    record: str
-    records: list[Path]
-
-    def message(self) -> str:
-        where = ", ".join(p.as_posix() for p in self.records)
-        return (
-            f"line {self.line}: table {self.table!r}, row {self.row!r}, column {self.column!r}: "
-            f"README has {self.document!r}, the record gives {self.record!r} ({where})"
-        )
-
-
-def _first_difference(block: Block, rendered: str) -> Mismatch:
-    """Where ``block``'s text first departs from ``rendered``: the cell, with its row label and
-    column title, or the whole line when the table's shape differs."""
-    have, want = block.body.splitlines(), rendered.splitlines()
-    header: list[str] = []
-    for i, (a, b) in enumerate(zip_longest(have, want, fillvalue="")):
-        if b.startswith("|") and i + 1 < len(want) and want[i + 1].startswith("|---"):
-            header = _split_row(b)
-        if a == b:
-            continue
-        line = block.line + 1 + i
-        if a.startswith("|") and b.startswith("|"):
-            cells = zip_longest(_split_row(a), _split_row(b), fillvalue="")
-            for j, (x, y) in enumerate(cells):
-                if x != y:
-                    column = header[j] if j < len(header) else f"cell {j + 1}"
-                    return Mismatch(block.name, line, _split_row(b)[0], column, x, y, block.records)
-        return Mismatch(block.name, line, "(line)", "(whole line)", a, b, block.records)
-    raise AssertionError("no difference found")  # only called on differing bodies
-
-
-def check_document(text: str, root: Path) -> list[Mismatch]:
-    """The first differing figure of every marked table whose text is not what it renders to."""
-    out = []
-    for block in find_blocks(text):
-        rendered = render_block(block, root)
-        if rendered != block.body:
-            out.append(_first_difference(block, rendered))
-    return out
-
-
 def read_document(path: Path) -> str:
     """The text of a marked document (a README), or a :class:`ReferenceError` naming it when it
     is missing or not UTF-8 text."""
@@ -463,17 +392,3 @@ def read_document(path: Path) -> str:
         ) from exc
     except OSError as exc:
         raise ReferenceError(f"{path}: cannot read it ({exc.strerror or exc})") from exc
-
-
-def render_file(path: Path, root: Path) -> list[str]:
-    """Re-render the marked tables of ``path`` in place (atomically, keeping its mode); the names
-    of the tables that changed. A read-only file is refused before anything is rendered."""
-    text = read_document(path)
-    mode = check_file_writable(path, "make it writable to re-render its tables")
-    mismatches = check_document(text, root)
-    for mismatch in mismatches:
-        log.info("re-rendering %s: %s", path, mismatch.message())
-    changed = [m.table for m in mismatches]
-    if changed:
-        atomic_write_text(path, render_document(text, root), mode)
-    return changed

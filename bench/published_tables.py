@@ -9,7 +9,6 @@ comes from the record. To add a table: write a function here decorated with
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from bench.checks import MetricExpectation
 from bench.latency.records import LatencyRecord
@@ -17,8 +16,8 @@ from bench.published import (
     MISSING,
     ComparisonRow,
     Records,
-    ReferenceError,
     best_row,
+    difference,
     fixed,
     percent,
     renderer,
@@ -26,8 +25,6 @@ from bench.published import (
     three_figures,
     times,
 )
-from bench.results import ResultRecord
-from bench.trained import TrainingSummary
 
 SEMEVAL = "accuracy-semeval16b.md"
 MAIN_JOB = "main-job-semeval16b.md"
@@ -37,11 +34,6 @@ WIKIQA_PEERS = "accuracy-wikiqa-colbert-rankt5.json"
 
 def _metrics(row: ComparisonRow, names: Sequence[str]) -> list[str]:
     return [fixed(row.metrics.get(name)) for name in names]
-
-
-def _difference(row: ComparisonRow, base: ComparisonRow, metric: str = "AP@10") -> str:
-    """``row`` minus ``base`` in points (hundredths), signed: -0.55."""
-    return f"{100 * (row.metrics[metric] - base.metrics[metric]):+.2f}"
 
 
 # -- CI regression ---------------------------------------------------------------------------------
@@ -131,7 +123,7 @@ def same_supervision_semeval16b(records: Records) -> str:
     for shown, mono_label, cj_label in pairs:
         mono, cj = records.row(SEMEVAL, mono_label), records.row(SEMEVAL, cj_label)
         rows.append(
-            [shown, fixed(mono.metrics["AP@10"]), fixed(cj.metrics["AP@10"]), _difference(cj, mono)]
+            [shown, fixed(mono.metrics["AP@10"]), fixed(cj.metrics["AP@10"]), difference(cj, mono)]
         )
     return table(["supervision", "monobert", "crossjem (item positions)", "difference"], rows)
 
@@ -229,7 +221,7 @@ def same_supervision_wikiqa(records: Records) -> str:
     for shown, mono_label, cj_label in pairs:
         mono, cj = records.row(WIKIQA, mono_label), records.row(WIKIQA, cj_label)
         rows.append(
-            [shown, fixed(mono.metrics["AP@10"]), fixed(cj.metrics["AP@10"]), _difference(cj, mono)]
+            [shown, fixed(mono.metrics["AP@10"]), fixed(cj.metrics["AP@10"]), difference(cj, mono)]
         )
     return table(["supervision", "monobert", "crossjem", "difference"], rows)
 
@@ -538,195 +530,3 @@ def latency_host_step(records: Records) -> str:
                 ]
             )
     return table(["CROSS-JEM at N=700", "scoring mode", "host step, p50 ms per query"], rows)
-
-
-# -- word order ------------------------------------------------------------------------------------
-ITEM_ORDER = "word-order/item-order-{}.json"
-#: (shown, row label) of each dataset's two runs; wikiqa's items-as-written model is the teacher
-#: monoBERT of the layout runs, scored from its folder
-_ITEM_ORDER_ROWS = {
-    "semeval16b": (
-        "monobert (minilm-l6, fine-tuned)",
-        "monobert (minilm-l6, sort_item_tokens=True, fine-tuned)",
-    ),
-    "wikiqa": (
-        "monobert (minilm-l6, checkpoint=db6e05ead8af)",
-        "monobert (minilm-l6, sort_item_tokens=True, fine-tuned)",
-    ),
-}
-
-
-@renderer("item-order")
-def item_order(records: Records) -> str:
-    """`bench ablate --what item-order -r monobert -d D` on both datasets, test split: the paper's
-    order ablation (every item's words sorted, trained and scored so)."""
-    rows = []
-    for dataset in ("semeval16b", "wikiqa"):
-        name = ITEM_ORDER.format(dataset)
-        written, ordered = (records.row(name, label) for label in _ITEM_ORDER_ROWS[dataset])
-        rows.append(
-            [
-                dataset,
-                fixed(written.metrics["AP@10"]),
-                fixed(ordered.metrics["AP@10"]),
-                _difference(ordered, written),
-            ]
-        )
-    header = ["dataset (test)", "items as written", "item words sorted", "difference (points)"]
-    return table(header, rows)
-
-
-#: list sizes of the order table's speed-up columns
-ORDER_NS = (10, 100, 700)
-#: CROSS-JEM's row layouts on wikiqa: (shown, run record or None, latency record)
-_LAYOUTS = (
-    ("union (the paper's layout)", None, "latency/word-order-union.json", "crossjem"),
-    (
-        "concat, item positions",
-        "word-order/wikiqa-concat-item.json",
-        "latency/word-order-concat-item.json",
-        "crossjem {concat, item positions}",
-    ),
-    (
-        "concat, row positions (2 threads)",
-        "word-order/wikiqa-concat-row.json",
-        "latency/word-order-concat-row.json",
-        "crossjem {concat}",
-    ),
-    (
-        "hybrid share_min=2, item positions",
-        "word-order/wikiqa-hybrid-item.json",
-        "latency/word-order-hybrid-item.json",
-        "crossjem {hybrid share_min=2, item positions}",
-    ),
-    (
-        "hybrid share_min=2, row positions, union_len 477 (1 thread)",
-        "word-order/wikiqa-hybrid2-row.json",
-        "latency/word-order-hybrid2-row.json",
-        "crossjem {hybrid share_min=2}",
-    ),
-    (
-        "hybrid share_min=3, row positions, union_len 477 (1 thread)",
-        "word-order/wikiqa-hybrid3-row.json",
-        "latency/word-order-hybrid3-row.json",
-        "crossjem {hybrid share_min=3}",
-    ),
-    (
-        "union merged after 1 concat layer, union_len 477 (1 thread)",
-        "word-order/wikiqa-merge1-union.json",
-        "latency/word-order-merge1-union.json",
-        "crossjem {union, merged after 1 layer}",
-    ),
-)
-UNION_CHOSEN = (
-    "crossjem (minilm-l6, epochs=6, min_steps=200, patience=2, teacher=M+C, union_len=272, "
-    "fine-tuned)"
-)
-
-
-def _kept_dev(record: ResultRecord) -> str:
-    """Dev AP@10 of the kept epoch and the epoch, from the training summary."""
-    training = TrainingSummary.from_json(record.training or {})
-    kept = training.kept_dev_score()
-    return f"{kept:.4f} ({training.best_epoch})" if kept is not None else MISSING
-
-
-@dataclass(frozen=True)
-class LayoutPoint:
-    """One row of the layout frontier: a layout's accuracy and its speed-ups over monoBERT."""
-
-    shown: str
-    dev: str
-    test: float
-    #: N -> (measured mean-latency ratio, cost model's FLOPs ratio); None for monoBERT itself
-    speedup: dict[int, tuple[float, float]] | None
-
-
-def order_frontier(records: Records) -> list[LayoutPoint]:
-    """monoBERT, then every CROSS-JEM row layout of :data:`_LAYOUTS` with its dev and test
-    AP@10 and its speed-ups at N = 100 and 700, each read from the layout's own `bench latency`
-    run beside monoBERT (the column of that layout, or an error naming the record)."""
-    mono = records.row(WIKIQA, MONOBERT_CE)
-    out = [
-        LayoutPoint(
-            "monobert (loss=ce; one sequence per item)", MISSING, mono.metrics["AP@10"], None
-        )
-    ]
-    for shown, run, latency, column in _LAYOUTS:
-        if run is None:
-            dev, test = MISSING, records.row(WIKIQA, UNION_CHOSEN).metrics["AP@10"]
-        else:
-            record = records.run(run)
-            dev, test = _kept_dev(record), record.metrics["AP@10"]
-        bench = records.latency(latency)
-        speed: dict[int, tuple[float, float]] = {}
-        timed = {b.n for b in bench.blocks}
-        for n in ORDER_NS:
-            if n not in timed:  # a run that timed other list sizes: that cell stays empty
-                continue
-            sp = bench.block(n).speedup
-            if sp.get("model") is None or best_row(bench, n, column).label != sp["model"]:
-                raise ReferenceError(f"{bench.path}: N={n} speed-up is not of column {column!r}")
-            speed[n] = (float(sp["measured_mean"]), float(sp["predicted_flops"]))
-        out.append(LayoutPoint(shown, dev, float(test), speed))
-    return out
-
-
-@renderer("crossjem-order-wikiqa")
-def crossjem_order_wikiqa(records: Records) -> str:
-    """CROSS-JEM's row layouts on wikiqa (same teacher, seed and settings) beside monoBERT: dev
-    and test AP@10, and the speed-up over monoBERT measured in one `bench latency` run per layout
-    with the cost model's prediction."""
-    points = order_frontier(records)
-    mono = points[0].test
-    rows = [[points[0].shown, MISSING, fixed(mono)] + [MISSING] * (1 + 2 * len(ORDER_NS))]
-    for p in points[1:]:
-        assert p.speedup is not None
-        cells = [
-            times(p.speedup[n][i]) if n in p.speedup else MISSING for n in ORDER_NS for i in (0, 1)
-        ]
-        rows.append([p.shown, p.dev, fixed(p.test), f"{100 * (p.test - mono):+.2f}", *cells])
-    header = ["ranker / row layout", "dev AP@10 (epoch)", "test AP@10", "vs monoBERT (points)"]
-    header += [f"{what} N={n}" for n in ORDER_NS for what in ("speed-up", "predicted")]
-    return table(header, rows)
-
-
-@renderer("crossjem-order-semeval16b")
-def crossjem_order_semeval16b(records: Records) -> str:
-    """The layout sweep on semeval16b as `bench sweep` wrote it into CROSS-JEM's settings file."""
-    sweep = records.sweep("rankers/configs/crossjem.yaml", "semeval16b", varies="order")
-    rows = [
-        [r["order"], r["positions"], r["dev AP@10"], r["test AP@10"], r["epoch"]]
-        for r in sweep.rows
-    ]
-    return table(["order", "positions", "dev AP@10", "test AP@10", "epoch kept"], rows)
-
-
-#: DL19 transfer: the wikiqa-trained models scored zero-shot, by checkpoint key -> shown name
-_DL19_MODELS = (
-    ("monobert (minilm-l6, checkpoint=d11d1acf7c90)", "monobert (loss=ce)"),
-    ("crossjem (minilm-l6, checkpoint=ef55f4fa8bef)", "hybrid share_min=2, row positions"),
-    ("crossjem (minilm-l6, checkpoint=a5c565825725)", "hybrid share_min=3, row positions"),
-    ("crossjem (minilm-l6, checkpoint=9b9efc867cd0)", "union merged after 1 concat layer"),
-)
-DL19_TRANSFER = "word-order/dl19-transfer.md"
-
-
-@renderer("order-transfer-dl19")
-def order_transfer_dl19(records: Records) -> str:
-    """The wikiqa-trained monoBERT and CROSS-JEM layouts scored zero-shot on TREC DL19 (43
-    queries x 100 BM25 candidates, graded; binary measures count grade >= 2), from one `bench
-    compare` markdown record."""
-    metrics = ("AP@10", "AP", "nDCG@10", "RR@10")
-    mono = records.row(DL19_TRANSFER, _DL19_MODELS[0][0])
-    rows = []
-    for label, shown in _DL19_MODELS:
-        row = records.row(DL19_TRANSFER, label)
-        cells = [fixed(row.metrics[m]) for m in metrics]
-        delta = (
-            MISSING
-            if row is mono
-            else f"{100 * (row.metrics['nDCG@10'] - mono.metrics['nDCG@10']):+.2f}"
-        )
-        rows.append([shown, *cells, delta])
-    return table(["wikiqa-trained model", *metrics, "nDCG@10 vs monoBERT (points)"], rows)

@@ -972,7 +972,7 @@ def test_latency_into_an_unwritable_results_folder_fails_before_timing(
     def timed(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("rankers were timed before the results folder was checked")
 
-    monkeypatch.setattr("bench.latency.protocol.time_entries", timed)
+    monkeypatch.setattr("bench.latency.benchmark.time_entries", timed)
     _refuse_writes_under(env, monkeypatch)
     out = flat(
         invoke("latency", "-d", "semeval16b", "--rankers", "bm25", "--n-items", "20", code=2)

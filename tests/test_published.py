@@ -18,13 +18,11 @@ from bench.published import (
     Block,
     Records,
     ReferenceError,
-    check_document,
     find_blocks,
     read_comparison,
-    render_document,
     renderer,
-    renderers,
 )
+from bench.reference_documents import check_document, render_document, renderers
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
@@ -256,7 +254,7 @@ def test_a_readme_that_is_not_utf8_is_named(tmp_path: Path) -> None:
 def test_frontier_plot_reads_the_order_tables_records(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     from bench.published import Records
-    from bench.published_tables import order_frontier
+    from bench.published_order import order_frontier
 
     block = next(
         b

@@ -11,6 +11,9 @@ import hashlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+#: how to install the optional download clients (Hugging Face datasets, ir_datasets)
+DOWNLOAD_EXTRA = "pip install 'crossjem-bench[download]'"
+
 
 class DatasetError(ValueError):
     """Bad or missing dataset input; the message names the file and line (or value) and the fix."""

@@ -4,17 +4,28 @@ The run is the first stage: its rank order is the candidate order and its score 
 candidate's first-stage score. Qrels keep every grade (for graded nDCG); which grade counts as
 relevant for binary measures comes from the dataset card. Files at the top of a dataset folder
 are the card's default split; a subfolder holding the same files is another split.
+
+MS MARCO-Titles (a card with ``irds_id``): the user supplies the first-stage run (the paper used
+HDCT top-10); queries, qrels and document titles of the run's documents are taken from
+ir_datasets (optional: ``crossjem-bench[download]``), imported lazily.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bench.data.files import DatasetError, files_checksum, iter_lines, read_bytes
+from bench.data.files import (
+    DOWNLOAD_EXTRA,
+    DatasetError,
+    files_checksum,
+    iter_lines,
+    read_bytes,
+)
 from bench.data.layouts import Layout
 from bench.data.model import (
     Candidate,
@@ -28,6 +39,8 @@ from bench.data.model import (
 
 if TYPE_CHECKING:
     from bench.data.cards import DatasetCard
+
+log = logging.getLogger(__name__)
 
 LAYOUT = "trec"
 QUERIES, COLLECTION, QRELS = "queries.tsv", "collection.tsv", "qrels.txt"
@@ -241,9 +254,7 @@ def load_card_split(folder: Path, split: str, card: DatasetCard) -> RankingSplit
     local = find_splits(folder, card.default_split)
     split_dir = local.get(split, folder if split == card.default_split else folder / split)
     if card.irds_id and not all((split_dir / n).is_file() for n in (QUERIES, QRELS, COLLECTION)):
-        from bench.data import sources
-
-        sources.build_irds_titles(split_dir, card, split)
+        build_irds_titles(split_dir, card, split)
     return load_trec(split_dir, card.name, split, card.relevance_level, card.run_file)
 
 
@@ -280,3 +291,68 @@ LAYOUT_SPEC = Layout(
     file_names=_file_names,
     suggested_level=suggested_level,
 )
+
+
+def _irds_instructions(folder: Path, irds_id: str) -> str:
+    return (
+        f"Put a first-stage run for the {irds_id} queries in {folder}/ as run.<name>.trec "
+        "(qid Q0 docid rank score tag, MS MARCO document ids; the paper used HDCT top-10). "
+        f"With network access and {DOWNLOAD_EXTRA}, queries.tsv, qrels.txt and collection.tsv "
+        "(titles) "
+        f"are then built from ir_datasets {irds_id}; otherwise put them there too (queries.tsv: "
+        "qid<TAB>text, collection.tsv: docid<TAB>title, qrels.txt: qid 0 docid grade)."
+    )
+
+
+def build_irds_titles(folder: Path, card: DatasetCard, split: str) -> None:
+    """Write the missing queries.tsv, qrels.txt and collection.tsv (titles) of the run's queries."""
+    from bench.results import atomic_write_text
+
+    irds_id = (card.irds_id or "").format(split=split)
+    how = _irds_instructions(folder, irds_id)
+    if not card.run_file and not any(folder.glob(RUN_GLOB)):
+        raise DatasetError(f"{card.name} ({split}): no run file in {folder}. {how}")
+    run_path = find_run(folder, card.run_file)
+    run = read_run(run_path, run_path.read_bytes())
+    qids = set(run)
+    docids = sorted({e.docid for entries in run.values() for e in entries})
+    try:
+        import ir_datasets
+    except ImportError as exc:
+        raise DatasetError(
+            f"{card.name}: building needs ir_datasets: {DOWNLOAD_EXTRA}. {how}"
+        ) from exc
+    log.info(
+        "building %s from ir_datasets %s (%d queries, %d docs)",
+        folder,
+        irds_id,
+        len(qids),
+        len(docids),
+    )
+    try:
+        ds = ir_datasets.load(irds_id)
+        queries = {q.query_id: q.text for q in ds.queries_iter() if q.query_id in qids}
+        qrels = [q for q in ds.qrels_iter() if q.query_id in qids]
+        docs = ds.docs_store().get_many(docids)
+    except Exception as exc:  # download or index errors inside ir_datasets
+        raise DatasetError(
+            f"{card.name}: could not read ir_datasets {irds_id} ({exc}). {how}"
+        ) from exc
+    missing = [d for d in docids if d not in docs]
+    if missing:
+        raise DatasetError(
+            f"{run_path}: {len(missing)} docids are not in {irds_id} (first: {missing[0]!r}); "
+            "the run must use MS MARCO document ids"
+        )
+
+    def clean(text: str) -> str:
+        return " ".join(text.split())
+
+    files = {
+        QUERIES: "".join(f"{q}\t{clean(t)}\n" for q, t in queries.items()),
+        QRELS: "".join(f"{q.query_id} 0 {q.doc_id} {q.relevance}\n" for q in qrels),
+        COLLECTION: "".join(f"{d}\t{clean(docs[d].title)}\n" for d in docids),
+    }
+    for name, text in files.items():
+        if not (folder / name).exists():  # a local file wins
+            atomic_write_text(folder / name, text)

@@ -5,7 +5,10 @@
 * :mod:`bench.latency.lists` - the lists every ranker is timed on (BM25 top N over the split's
   collection) and their token statistics for the cost model.
 * :mod:`bench.latency.protocol` - what is timed (each ranker's latency variants) and how
-  (interleaved calls, each split into host step and model step): :func:`run_benchmark`.
+  (interleaved calls, each split into host step and model step).
+* :mod:`bench.latency.processes` - throughput mode: the calls sharded over several processes.
+* :mod:`bench.latency.benchmark` - the benchmark itself (:func:`run_benchmark`): lists, cost
+  model, timing in one or several processes, the record.
 * :mod:`bench.latency.records` - rows, per-N blocks, speed-ups, record files, ``bench check``.
 * :mod:`bench.latency.tables` - the paper's latency table and where the time goes.
 
@@ -21,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from bench.latency.arch import ARCHS, DEFAULT_ARCH, ArchPreset
+    from bench.latency.benchmark import run_benchmark
     from bench.latency.lists import QueryTokens, bm25_lists, list_tokens, token_summary
     from bench.latency.protocol import (
         ALL,
@@ -33,7 +37,6 @@ if TYPE_CHECKING:
         create_entry,
         entries_for,
         options_per_ranker,
-        run_benchmark,
         time_entries,
         time_interleaved,
         time_part,
@@ -100,7 +103,7 @@ _WHERE: dict[str, str] = {
     "merge_records": "tables",
     "options_per_ranker": "protocol",
     "render_latency": "tables",
-    "run_benchmark": "protocol",
+    "run_benchmark": "benchmark",
     "speedup_summary": "records",
     "summarise": "tracker",
     "time_entries": "protocol",

@@ -44,7 +44,7 @@ from bench.shard import FAIL_RANK_ENV, Role, all_gather, assign_shards, exchange
 
 if TYPE_CHECKING:
     from bench.data.model import CandidateList, RankingSplit
-    from bench.latency.records import LatencyRecord, LatencyRow
+    from bench.latency.records import LatencyRow
 
 T = TypeVar("T")
 
@@ -210,20 +210,3 @@ def _rows(
         row.per_process = spans
         row.throughput = throughput(spans)
     return rows
-
-
-def latency_rank(
-    runs: Sequence[BenchOptions], show: Callable[[LatencyRecord], None], level: int
-) -> None:
-    """One rank of `bench latency --processes` (or of a torchrun launch): run every benchmark of
-    ``runs`` (one per ``--batch-queries``); the main rank shows each record with ``show``."""
-    from bench.latency.protocol import run_benchmark
-    from bench.scale import rank_errors, rank_logging
-    from bench.shard import process_group
-
-    with rank_errors(rank_logging(level)), process_group() as role:
-        ctx = runs[0].context()  # the runs differ only in --batch-queries
-        for opts in runs:
-            record = run_benchmark(opts, ctx)
-            if role.main:
-                show(record)

@@ -1,9 +1,10 @@
-"""The timing protocol of `bench latency`: what is timed, how, and the record it produces.
+"""The timing protocol of `bench latency`: what is timed and how.
 
-Per N and ranker (:func:`run_benchmark`): each ranker of ``--rankers`` is created with its
-resolved options and asked for its :meth:`~rankers.base.Ranker.latency_variants` (batch sizes,
-scoring modes); every variant is one :class:`Entry`, created, ``index()``-ed on the lists, given
-``warmup`` untimed calls, then timed over ``repeats`` passes with
+Per N and ranker (:func:`bench.latency.benchmark.run_benchmark` drives it): each ranker of
+``--rankers`` is created with its resolved options and asked for its
+:meth:`~rankers.base.Ranker.latency_variants` (batch sizes, scoring modes); every variant is
+one :class:`Entry`, created, ``index()``-ed on the lists, given ``warmup`` untimed calls, then
+timed over ``repeats`` passes with
 :class:`~bench.latency.tracker.LatencyTracker`, ``batch_queries`` lists per ``score()`` call, the
 rankers taking turns call by call (:func:`time_interleaved`) so that load from other processes is
 shared fairly. A ranker with a host step (:attr:`~rankers.base.Ranker.host_step`) is called in
@@ -22,39 +23,21 @@ once under ``results/models/random/`` and given as ``model`` to every ranker tha
 from __future__ import annotations
 
 import dataclasses
-import datetime as _dt
 import logging
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import provenance
 from bench.context import RunContext
 from bench.data.model import CandidateList, RankingSplit
-from bench.latency.arch import ARCHS, DEFAULT_ARCH, arch_model
-from bench.latency.lists import (
-    bm25_lists,
-    encoder_shape_and_tokenizer,
-    list_tokens,
-    settings_layout,
-    token_settings,
-    token_summary,
-)
+from bench.latency.arch import ARCHS, DEFAULT_ARCH
 from bench.latency.records import (
-    LatencyRecord,
     LatencyRow,
-    ListBlock,
-    latency_dir,
-    mark_best,
-    speedup_summary,
-    write_latency_record,
 )
 from bench.latency.rows import entry_rows
 from bench.latency.tracker import LatencyTracker, timed_call
 from bench.policy import ALL, DEFAULT_BATCH_SIZES, DEFAULT_RANKERS, BatchSize
-from bench.results import config_hash, ensure_writable
 from rankers.base import Ranker, RankerConfig, RankerError
 
 log = logging.getLogger(__name__)
@@ -62,7 +45,6 @@ log = logging.getLogger(__name__)
 #: environment that changes CPU timings, recorded with every result. Under CPU contention
 #: OpenMP's default spin-waiting can make 2-thread forward passes ~30x slower;
 #: OMP_WAIT_POLICY=PASSIVE (set before torch loads) avoids that.
-THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY", "TOKENIZERS_PARALLELISM")
 
 
 @dataclass
@@ -154,7 +136,7 @@ def options_per_ranker(
     for key, value in sets.items():
         name, dot, option = key.rpartition(".")
         owners = [canonical_name(name)] if dot else timed
-        takers = [r for r in owners if option in _fields(get_ranker_class(r).Config)]
+        takers = [r for r in owners if option in config_fields(get_ranker_class(r).Config)]
         if not takers:
             where = f"ranker {owners[0]}" if dot else f"the timed rankers ({', '.join(timed)})"
             raise ValueError(f"--set {key}={value}: no option {option!r} in {where}")
@@ -182,11 +164,11 @@ def resolve_batch_sizes(sizes: Sequence[BatchSize], everything: int, owner: str 
     return list(dict.fromkeys(out))
 
 
-def _fields(config_cls: type[RankerConfig]) -> set[str]:
+def config_fields(config_cls: type[RankerConfig]) -> set[str]:
     return {f.name for f in dataclasses.fields(config_cls)}
 
 
-def _canonical_keys(mapping: Mapping[str, Any]) -> dict[str, Any]:
+def canonical_keys(mapping: Mapping[str, Any]) -> dict[str, Any]:
     from rankers import canonical_name
 
     return {canonical_name(k): v for k, v in mapping.items()}
@@ -219,13 +201,13 @@ def entries_for(
     from bench.runner import ranker_options
     from rankers import canonical_name, get_ranker_class
 
-    options = _canonical_keys(options or {})
-    sizes = _canonical_keys(batch_sizes or {})
+    options = canonical_keys(options or {})
+    sizes = canonical_keys(batch_sizes or {})
     out: list[Entry] = []
     for key in dict.fromkeys(canonical_name(name) for name in rankers):
         cls = get_ranker_class(key)
         base = ranker_options(key, dataset, options.get(key))
-        if "batch_queries" in _fields(cls.Config):
+        if "batch_queries" in config_fields(cls.Config):
             base["batch_queries"] = batch_queries
         ranker = cls(cls.Config.from_options(base), device="cpu")
         wanted = resolve_batch_sizes(sizes[key], n * batch_queries, key) if key in sizes else None
@@ -239,7 +221,7 @@ def checkpoint_for(ranker: str, checkpoints: Mapping[str, str]) -> str | None:
     borrow (``borrows_checkpoint_of``: the sentence-transformers peer takes monoBERT's encoder)."""
     from rankers import get_ranker_class
 
-    checkpoints = _canonical_keys(checkpoints)
+    checkpoints = canonical_keys(checkpoints)
     own = checkpoints.get(ranker)
     if own:
         return own
@@ -253,7 +235,7 @@ def create_entry(entry: Entry, device: str, checkpoint: str | None = None) -> Ra
     from rankers import create_ranker, get_ranker_class
 
     options = dict(entry.options)
-    takes_checkpoint = "checkpoint" in _fields(get_ranker_class(entry.ranker).Config)
+    takes_checkpoint = "checkpoint" in config_fields(get_ranker_class(entry.ranker).Config)
     if checkpoint and takes_checkpoint:
         options["checkpoint"] = checkpoint
     ranker = create_ranker(entry.ranker, options, device=device)
@@ -480,145 +462,3 @@ def time_entries(
         repeats=opts.repeats,
     )
     return entry_rows(loaded, timed, opts, len(split.lists[0]), interleaved=len(loaded))
-
-
-def _with_model(
-    options: Mapping[str, Mapping[str, Any]], rankers: Sequence[str], model: Path | None
-) -> dict[str, dict[str, Any]]:
-    """``options`` with ``model`` set for every ranker of ``rankers`` whose config has one."""
-    from rankers import get_ranker_class
-
-    out = {k: dict(v) for k, v in _canonical_keys(options).items()}
-    if model is None:
-        return out
-    for name in rankers:
-        if "model" in _fields(get_ranker_class(name).Config):
-            out[name] = {**out.get(name, {}), "model": str(model)}
-    return out
-
-
-def run_benchmark(opts: BenchOptions, ctx: RunContext | None = None) -> LatencyRecord:
-    """Time every ranker of ``opts`` at every N on BM25 top-N lists; write and return the record.
-    ``ctx``: the command's run context (default: :meth:`BenchOptions.context`).
-
-    Raises ValueError for invalid options (before any work) and when the split's collection has
-    fewer than N items.
-
-    Launched as several processes (``--processes``, torchrun), every rank runs this: each times
-    its shard of the calls, all at once (:mod:`bench.latency.processes`); every rank returns the
-    same record, which the main rank alone writes.
-    """
-    from bench.data import load_split
-    from bench.device import device_info
-    from bench.latency import processes
-    from bench.shard import current_role
-    from rankers import canonical_name
-    from rankers.bm25 import BM25Index
-
-    opts.validate()
-    rankers = list(dict.fromkeys(canonical_name(r) for r in opts.rankers))
-    ctx = ctx or opts.context()
-    root, device, threads = ctx.results_root, ctx.device, ctx.threads
-    ctx.seed_everything()
-    role = current_role()
-    split = load_split(opts.dataset, opts.split, ctx.data_root)
-    # the record is written after the whole benchmark, so its folder is checked before it starts
-    ensure_writable(latency_dir(root, split.dataset))
-    collection = split.collection()
-    too_big = [n for n in opts.n_values if n > len(collection)]
-    if too_big:
-        raise ValueError(
-            f"{split.dataset}/{split.split}: the candidate collection has {len(collection)} "
-            f"distinct items, fewer than N={too_big[0]}; choose N <= {len(collection)}"
-        )
-    model = processes.main_first(
-        lambda: arch_model(opts.arch, opts.seed, root), role, f"writing the {opts.arch} model"
-    )
-    # the cost model's encoder is CROSS-JEM's, so it takes the arch's model as well
-    options = _with_model(opts.options, [*rankers, "crossjem"], model)
-    settings = token_settings(split.dataset, options)
-    shape, tokenizer = encoder_shape_and_tokenizer(settings["model"])
-    index = BM25Index(collection)
-    blocks: list[ListBlock] = []
-    rows: list[LatencyRow] = []
-    for n in opts.n_values:
-        lists = bm25_lists(split, n, index=index, queries=opts.queries)
-        summary = token_summary(
-            list_tokens(
-                tokenizer,
-                lists.lists,
-                max_query_len=settings["max_query_len"],
-                max_item_len=settings["max_item_len"],
-                union_len=settings["union_len"],
-                layout=settings_layout(settings),
-            ),
-            shape,
-        )
-        block = ListBlock(
-            n=n,
-            queries=len(lists),
-            tokens={**summary, **settings},
-            repeats=opts.repeats,
-            warmup=opts.warmup,
-        )
-        entries = entries_for(
-            rankers,
-            split.dataset,
-            n,
-            opts.batch_queries,
-            batch_sizes=opts.batch_sizes,
-            options=options,
-        )
-        if role.world == 1:
-            rows.extend(time_entries(entries, lists, opts, device))
-        else:
-            rows.extend(processes.time_entries_sharded(entries, lists, opts, device, role))
-        mark_best(rows)
-        block.speedup = speedup_summary(rows, block)
-        blocks.append(block)
-    config = {
-        "n_values": list(opts.n_values),
-        "rankers": rankers,
-        "batch_queries": opts.batch_queries,
-        "queries": opts.queries,
-        "repeats": opts.repeats,
-        "warmup": opts.warmup,
-        "seed": opts.seed,
-        "batch_sizes": {k: list(v) for k, v in _canonical_keys(opts.batch_sizes).items()},
-        "arch": opts.arch,
-        "arch_model": str(model) if model else None,
-        "checkpoints": dict(opts.checkpoints),
-        "options": options,
-        "first_stage": "bm25 (k1=0.9, b=0.4) over the split's candidate collection",
-        # only with several processes, so a 1-process record (and its hash) is as before
-        **(
-            {"processes": role.world, "throughput": processes.THROUGHPUT_DEFINITION}
-            if role.world > 1
-            else {}
-        ),
-    }
-    record = LatencyRecord(
-        dataset=split.dataset,
-        split=split.split,
-        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        config=config,
-        config_hash=config_hash(
-            {"config": config, "data": split.checksum, "device": device, "threads": threads}
-        ),
-        device=device,
-        threads=threads,
-        batch_queries=opts.batch_queries,
-        blocks=blocks,
-        rows=rows,
-        data={**split.info(), "collection": len(collection)},
-        provenance={
-            **provenance.collect(),
-            "device": device_info(device),
-            "env": {k: os.environ.get(k) for k in THREAD_ENV},
-        },
-        processes=role.world,
-    )
-    if role.main:
-        write_latency_record(record, root)
-        log.info("wrote %s", record.path)
-    return record

@@ -1,0 +1,209 @@
+"""`bench latency`, the orchestration: lists, cost model, timed entries, the record.
+
+:func:`run_benchmark` builds the BM25 top-N lists of every N, their token statistics for the cost
+model (:mod:`bench.latency.lists`), times every entry (:mod:`bench.latency.protocol` in one
+process, :mod:`bench.latency.processes` over several) and writes the
+:class:`~bench.latency.records.LatencyRecord`. Apart from the timing primitives so that each of
+those modules imports only what is below it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from bench import provenance
+from bench.context import RunContext
+from bench.latency import processes
+from bench.latency.arch import arch_model
+from bench.latency.lists import (
+    bm25_lists,
+    encoder_shape_and_tokenizer,
+    list_tokens,
+    settings_layout,
+    token_settings,
+    token_summary,
+)
+from bench.latency.protocol import (
+    BenchOptions,
+    canonical_keys,
+    config_fields,
+    entries_for,
+    time_entries,
+)
+from bench.latency.records import (
+    LatencyRecord,
+    LatencyRow,
+    ListBlock,
+    latency_dir,
+    mark_best,
+    speedup_summary,
+    write_latency_record,
+)
+from bench.results import config_hash, ensure_writable
+
+log = logging.getLogger(__name__)
+
+#: environment variables that set threads, recorded with every latency record
+THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY", "TOKENIZERS_PARALLELISM")
+
+
+def _with_model(
+    options: Mapping[str, Mapping[str, Any]], rankers: Sequence[str], model: Path | None
+) -> dict[str, dict[str, Any]]:
+    """``options`` with ``model`` set for every ranker of ``rankers`` whose config has one."""
+    from rankers import get_ranker_class
+
+    out = {k: dict(v) for k, v in canonical_keys(options).items()}
+    if model is None:
+        return out
+    for name in rankers:
+        if "model" in config_fields(get_ranker_class(name).Config):
+            out[name] = {**out.get(name, {}), "model": str(model)}
+    return out
+
+
+def run_benchmark(opts: BenchOptions, ctx: RunContext | None = None) -> LatencyRecord:
+    """Time every ranker of ``opts`` at every N on BM25 top-N lists; write and return the record.
+    ``ctx``: the command's run context (default: :meth:`BenchOptions.context`).
+
+    Raises ValueError for invalid options (before any work) and when the split's collection has
+    fewer than N items.
+
+    Launched as several processes (``--processes``, torchrun), every rank runs this: each times
+    its shard of the calls, all at once (:mod:`bench.latency.processes`); every rank returns the
+    same record, which the main rank alone writes.
+    """
+    from bench.data import load_split
+    from bench.device import device_info
+    from bench.shard import current_role
+    from rankers import canonical_name
+    from rankers.bm25 import BM25Index
+
+    opts.validate()
+    rankers = list(dict.fromkeys(canonical_name(r) for r in opts.rankers))
+    ctx = ctx or opts.context()
+    root, device, threads = ctx.results_root, ctx.device, ctx.threads
+    ctx.seed_everything()
+    role = current_role()
+    split = load_split(opts.dataset, opts.split, ctx.data_root)
+    # the record is written after the whole benchmark, so its folder is checked before it starts
+    ensure_writable(latency_dir(root, split.dataset))
+    collection = split.collection()
+    too_big = [n for n in opts.n_values if n > len(collection)]
+    if too_big:
+        raise ValueError(
+            f"{split.dataset}/{split.split}: the candidate collection has {len(collection)} "
+            f"distinct items, fewer than N={too_big[0]}; choose N <= {len(collection)}"
+        )
+    model = processes.main_first(
+        lambda: arch_model(opts.arch, opts.seed, root), role, f"writing the {opts.arch} model"
+    )
+    # the cost model's encoder is CROSS-JEM's, so it takes the arch's model as well
+    options = _with_model(opts.options, [*rankers, "crossjem"], model)
+    settings = token_settings(split.dataset, options)
+    shape, tokenizer = encoder_shape_and_tokenizer(settings["model"])
+    index = BM25Index(collection)
+    blocks: list[ListBlock] = []
+    rows: list[LatencyRow] = []
+    for n in opts.n_values:
+        lists = bm25_lists(split, n, index=index, queries=opts.queries)
+        summary = token_summary(
+            list_tokens(
+                tokenizer,
+                lists.lists,
+                max_query_len=settings["max_query_len"],
+                max_item_len=settings["max_item_len"],
+                union_len=settings["union_len"],
+                layout=settings_layout(settings),
+            ),
+            shape,
+        )
+        block = ListBlock(
+            n=n,
+            queries=len(lists),
+            tokens={**summary, **settings},
+            repeats=opts.repeats,
+            warmup=opts.warmup,
+        )
+        entries = entries_for(
+            rankers,
+            split.dataset,
+            n,
+            opts.batch_queries,
+            batch_sizes=opts.batch_sizes,
+            options=options,
+        )
+        if role.world == 1:
+            rows.extend(time_entries(entries, lists, opts, device))
+        else:
+            rows.extend(processes.time_entries_sharded(entries, lists, opts, device, role))
+        mark_best(rows)
+        block.speedup = speedup_summary(rows, block)
+        blocks.append(block)
+    config = {
+        "n_values": list(opts.n_values),
+        "rankers": rankers,
+        "batch_queries": opts.batch_queries,
+        "queries": opts.queries,
+        "repeats": opts.repeats,
+        "warmup": opts.warmup,
+        "seed": opts.seed,
+        "batch_sizes": {k: list(v) for k, v in canonical_keys(opts.batch_sizes).items()},
+        "arch": opts.arch,
+        "arch_model": str(model) if model else None,
+        "checkpoints": dict(opts.checkpoints),
+        "options": options,
+        "first_stage": "bm25 (k1=0.9, b=0.4) over the split's candidate collection",
+        # only with several processes, so a 1-process record (and its hash) is as before
+        **(
+            {"processes": role.world, "throughput": processes.THROUGHPUT_DEFINITION}
+            if role.world > 1
+            else {}
+        ),
+    }
+    record = LatencyRecord(
+        dataset=split.dataset,
+        split=split.split,
+        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        config=config,
+        config_hash=config_hash(
+            {"config": config, "data": split.checksum, "device": device, "threads": threads}
+        ),
+        device=device,
+        threads=threads,
+        batch_queries=opts.batch_queries,
+        blocks=blocks,
+        rows=rows,
+        data={**split.info(), "collection": len(collection)},
+        provenance={
+            **provenance.collect(),
+            "device": device_info(device),
+            "env": {k: os.environ.get(k) for k in THREAD_ENV},
+        },
+        processes=role.world,
+    )
+    if role.main:
+        write_latency_record(record, root)
+        log.info("wrote %s", record.path)
+    return record
+
+
+def latency_rank(
+    runs: Sequence[BenchOptions], show: Callable[[LatencyRecord], None], level: int
+) -> None:
+    """One rank of `bench latency --processes` (or of a torchrun launch): run every benchmark of
+    ``runs`` (one per ``--batch-queries``); the main rank shows each record with ``show``."""
+    from bench.scale import rank_errors, rank_logging
+    from bench.shard import process_group
+
+    with rank_errors(rank_logging(level)), process_group() as role:
+        ctx = runs[0].context()  # the runs differ only in --batch-queries
+        for opts in runs:
+            record = run_benchmark(opts, ctx)
+            if role.main:
+                show(record)
