@@ -38,7 +38,7 @@ typecheck: install
 layers: install
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_layers.py
 
-# The README's result tables against the records they are rendered from (no model is loaded);
+# The result tables of README.md and docs/*.md against the records they are rendered from (no model is loaded);
 # `bench reference render` rewrites them after a record changes.
 reference: install
 	$(BIN)/bench reference check

@@ -12,52 +12,103 @@ from bench.cli_options import err_console, friendly_errors, log
 
 reference_app = typer.Typer(
     help=(
-        "README result tables rendered from records. Each table sits between "
+        "Result tables of the README and docs/ rendered from records. Each table sits between "
         "`<!-- reference: NAME from RECORD[, RECORD] -->` and `<!-- /reference -->`; NAME is a "
-        "renderer in bench/published_tables.py, the records are files under results/ (paths "
-        "from the repository root). `render` rewrites the tables from their records; `check` "
+        "renderer registered in bench/published_tables.py, published_order.py or "
+        "published_scale.py, the records are files under results/ (paths from the repository "
+        "root). `render` rewrites the tables from their records; `check` "
         "exits 1 naming the first figure that differs from its record (part of `make test`)."
     ),
     no_args_is_help=True,
 )
 
 ReadmePath = Annotated[Path, typer.Option("--readme", help="Markdown file with reference markers.")]
+DocumentPaths = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--readme",
+        help="Markdown file with reference markers (repeat for several; default: README.md and "
+        "every docs/*.md).",
+    ),
+]
 RootPath = Annotated[
     Path | None,
-    typer.Option("--root", help="Where record paths start (default: the README's folder)."),
+    typer.Option(
+        "--root",
+        help="Where record paths start (default: the first folder upwards from each document "
+        "that holds a results/ folder, else the document's folder).",
+    ),
 ]
+
+
+def documents(named: list[Path] | None) -> list[Path]:
+    """The documents named, else README.md and docs/*.md of the current folder."""
+    if named:
+        return named
+    return [Path("README.md"), *sorted(Path("docs").glob("*.md"))]
+
+
+def records_root(document: Path, root: Path | None) -> Path:
+    """Where the record paths of ``document``'s markers start."""
+    if root is not None:
+        return root
+    folder = document.resolve().parent
+    for candidate in (folder, *folder.parents):
+        if (candidate / "results").is_dir():
+            return candidate
+    return folder
 
 
 @reference_app.command("render")
 @friendly_errors
-def reference_render(readme: ReadmePath = Path("README.md"), root: RootPath = None) -> None:
-    """Rewrite every marked table of the README from its records (atomically; only the text
-    between markers changes). Run it after adding or replacing a record."""
+def reference_render(readme: DocumentPaths = None, root: RootPath = None) -> None:
+    """Rewrite every marked table of the README and docs/ from its records (atomically; only
+    the text between markers changes). Run it after adding or replacing a record."""
     from bench.reference_documents import render_file
 
-    changed = render_file(readme, root or readme.resolve().parent)
-    log.info("%s: %s", readme, f"re-rendered {', '.join(changed)}" if changed else "up to date")
+    for document in documents(readme):
+        changed = render_file(document, records_root(document, root))
+        log.info(
+            "%s: %s", document, f"re-rendered {', '.join(changed)}" if changed else "up to date"
+        )
 
 
 @reference_app.command("check")
 @friendly_errors
-def reference_check(readme: ReadmePath = Path("README.md"), root: RootPath = None) -> None:
-    """Exit 1 when a marked README table differs from what its records give, naming the table,
-    row, column, both values and the record files. Loads no model."""
+def reference_check(readme: DocumentPaths = None, root: RootPath = None) -> None:
+    """Exit 1 when a marked table of the README or docs/ differs from what its records give,
+    naming the document, table, row, column, both values and the record files. Loads no
+    model."""
     from bench.published import find_blocks, read_document
     from bench.reference_documents import check_document
 
-    text = read_document(readme)
-    if not find_blocks(text):
-        err_console.print(f"[bold red]FAIL[/] {escape(str(readme))}: no rendered tables (markers)")
+    failed, tables = False, 0
+    for document in documents(readme):
+        text = read_document(document)
+        blocks = find_blocks(text)
+        if not blocks and readme:  # a document named on the command line must have tables
+            err_console.print(
+                f"[bold red]FAIL[/] {escape(str(document))}: no rendered tables (markers)"
+            )
+            failed = True
+            continue
+        mismatches = check_document(text, records_root(document, root))
+        for mismatch in mismatches:
+            err_console.print(
+                f"[bold red]FAIL[/] {escape(str(document))} {escape(mismatch.message())}",
+                highlight=False,
+            )
+        if mismatches:
+            err_console.print(f"fix the record or run `bench reference render --readme {document}`")
+            failed = True
+        elif blocks:
+            log.info("%s: %d rendered tables match their records", document, len(blocks))
+        tables += len(blocks)
+    if not tables and not failed:
+        err_console.print("[bold red]FAIL[/] no rendered tables (markers) in README.md or docs/")
+        failed = True
+    if failed:
         raise typer.Exit(1)
-    mismatches = check_document(text, root or readme.resolve().parent)
-    for mismatch in mismatches:
-        err_console.print(f"[bold red]FAIL[/] {escape(mismatch.message())}", highlight=False)
-    if mismatches:
-        err_console.print(f"fix the record or run `bench reference render --readme {readme}`")
-        raise typer.Exit(1)
-    log.info("%s: %d rendered tables match their records", readme, len(find_blocks(text)))
 
 
 @reference_app.command("frontier")
@@ -67,19 +118,19 @@ def reference_frontier(
         "results/reference/plots/wikiqa-order-frontier.png"
     ),
     n: Annotated[int, typer.Option(help="List size whose speed-up is plotted (100 or 700).")] = 100,
-    readme: ReadmePath = Path("README.md"),
+    readme: ReadmePath = Path("docs/results.md"),
     root: RootPath = None,
 ) -> None:
     """Plot test AP@10 against latency relative to monoBERT (1 / measured speed-up at N) for
-    every CROSS-JEM row layout of the README's `crossjem-order-wikiqa` table, from the records
-    its marker names, with the Pareto front marked."""
+    every CROSS-JEM row layout of the `crossjem-order-wikiqa` table (docs/results.md), from the
+    records its marker names, with the Pareto front marked."""
     from bench.plot import Point, plot_accuracy_latency
     from bench.published import Records, find_blocks, read_document
     from bench.published_order import order_frontier
 
     if n not in (100, 700):
         raise ValueError(f"--n must be 100 or 700 (the table's list sizes), not {n}")
-    base = root or readme.resolve().parent
+    base = records_root(readme, root)
     block = next(
         (b for b in find_blocks(read_document(readme)) if b.name == "crossjem-order-wikiqa"), None
     )

@@ -43,7 +43,8 @@ def resolve_model(name: str) -> ModelRef:
     """Resolve an alias, a local folder or a hub id."""
     key = name.strip()
     if key.lower() in ALIASES and os.environ.get(MINILM_DIR_ENV):
-        # a carried copy (README "GPU": an fp16 copy where the package cannot be installed);
+        # a carried copy (docs/scaling.md "GPU": an fp16 copy where the package cannot be
+        # installed);
         # its own weights hash is recorded, so results say which weights ran
         p = Path(os.environ[MINILM_DIR_ENV]).expanduser()
         if not (p / "config.json").is_file():

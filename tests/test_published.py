@@ -26,12 +26,16 @@ from bench.reference_documents import check_document, render_document, renderers
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
+RESULTS_DOC = REPO / "docs" / "results.md"
+#: every document with rendered tables: the README and docs/
+DOCUMENTS = [README, *sorted((REPO / "docs").glob("*.md"))]
 runner = CliRunner()
 
 
 @pytest.fixture(scope="module")
 def readme() -> str:
-    return README.read_text(encoding="utf-8")
+    """The README and every docs/ page as one text (each block is checked on its own)."""
+    return "\n".join(p.read_text(encoding="utf-8") for p in DOCUMENTS)
 
 
 def _marked(block: Block, body: str) -> str:
@@ -41,7 +45,8 @@ def _marked(block: Block, body: str) -> str:
 
 def test_checkout_readme_matches_its_records(readme: str) -> None:
     blocks = find_blocks(readme)
-    assert len(blocks) >= 10  # the README's result tables are marked, not typed
+    assert len(blocks) >= 20  # the result tables of README and docs are marked, not typed
+    assert find_blocks(README.read_text(encoding="utf-8"))  # the README's headline table
     assert check_document(readme, REPO) == []
 
 
@@ -112,10 +117,36 @@ def test_cli_check_names_table_figure_and_record(tmp_path: Path, readme: str) ->
     assert copy.read_text(encoding="utf-8") == readme
 
 
-def test_cli_check_passes_on_the_checkout() -> None:
+def test_cli_check_passes_on_the_checkout(monkeypatch: pytest.MonkeyPatch) -> None:
     args = ["reference", "check", "--readme", str(README), "--root", str(REPO)]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
+    monkeypatch.chdir(REPO)  # default: README.md and docs/*.md, records from the repository
+    result = runner.invoke(app, ["reference", "check"])
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.output.split())
+    assert "docs/results.md:" in out and "rendered tables match their records" in out
+
+
+def test_a_damaged_table_in_docs_fails_the_default_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without --readme the check reads README.md and docs/*.md; records resolve from the first
+    folder upwards that holds results/."""
+    (tmp_path / "docs").mkdir()
+    for folder in ("results", "rankers"):  # record paths start at the repository root
+        (tmp_path / folder).symlink_to(REPO / folder)
+    (tmp_path / "README.md").write_text(README.read_text(encoding="utf-8"), encoding="utf-8")
+    text = RESULTS_DOC.read_text(encoding="utf-8")
+    assert "| 0.7830 |" in text
+    (tmp_path / "docs" / "results.md").write_text(
+        text.replace("| 0.7830 |", "| 0.7831 |", 1), encoding="utf-8"
+    )
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["reference", "check"])
+    assert result.exit_code == 1
+    out = " ".join(result.output.split())
+    assert "docs/results.md line" in out and "'0.7831'" in out and "'0.7830'" in out
 
 
 def test_cli_check_fails_without_markers(tmp_path: Path) -> None:
@@ -258,14 +289,14 @@ def test_frontier_plot_reads_the_order_tables_records(tmp_path: Path) -> None:
 
     block = next(
         b
-        for b in find_blocks(README.read_text(encoding="utf-8"))
+        for b in find_blocks(RESULTS_DOC.read_text(encoding="utf-8"))
         if b.name == "crossjem-order-wikiqa"
     )
     points = order_frontier(Records(block.name, block.records, REPO))
     assert points[0].speedup is None and all(p.speedup for p in points[1:])
     out = tmp_path / "frontier.png"
-    code, text = _reference("frontier", "--out", str(out), "--readme", str(README))
+    code, text = _reference("frontier", "--out", str(out), "--readme", str(RESULTS_DOC))
     assert code == 0, text
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    code, text = _reference("frontier", "--out", str(out), "--n", "10", "--readme", str(README))
+    code, text = _reference("frontier", "--out", str(out), "--n", "10")
     assert code == 2 and "--n must be 100 or 700" in text
