@@ -25,6 +25,7 @@ FOUNDATION: frozenset[str] = frozenset(
         "bench.data.*",
         "bench.cache",
         "bench.device",
+        "bench.io",
         "bench.metrics",
         "bench.progress",
         "bench.ranking",

@@ -33,14 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from bench import provenance
-from bench.results import (
-    DAMAGED_MARK,
-    atomic_write_json,
-    config_hash,
-    file_sha256,
-    files_problem,
-    storage_errors,
-)
+from bench.io import atomic_write_json, storage_errors
+from bench.results import DAMAGED_MARK, config_hash, file_sha256, files_problem
 
 log = logging.getLogger(__name__)
 

@@ -263,7 +263,7 @@ def sweep(
     stays unless --replace. The sweep is kept in results/sweeps/DATASET/. An option that only
     changes speed (role runtime, e.g. batch_size) cannot be swept.
     """
-    from bench.results import ensure_writable
+    from bench.io import ensure_writable
     from bench.runner import RunOptions, settings_file
     from bench.sweep import (
         check_settings_writable,

@@ -17,11 +17,11 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from bench.reports import error_text
+from bench.io import error_text
+from bench.progress import err_console
 
 # Wide enough for the comparison tables when output is piped (rich would default to 80 columns).
 console = Console(width=None if sys.stdout.isatty() else 160)
-err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 log = logging.getLogger("bench")
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -81,7 +81,7 @@ def friendly_errors(func: F) -> F:
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from bench.data import DatasetError
-        from bench.results import StorageError
+        from bench.io import StorageError
         from rankers import RankerError
 
         try:

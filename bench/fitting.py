@@ -29,8 +29,9 @@ from bench.cache import (
     write_manifest,
 )
 from bench.data.model import RankingSplit
+from bench.io import atomic_write_json, storage_errors
 from bench.policy import DEV_BASELINE_ALPHA
-from bench.results import ResultRecord, atomic_write_json, storage_errors
+from bench.results import ResultRecord
 from bench.trained import SELECTION_MEASURE, TrainingSummary
 from rankers import Ranker, RankerError
 

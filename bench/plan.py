@@ -89,7 +89,7 @@ class Plan:
 
     def folder_problems(self) -> list[str]:
         """Why a declared folder could not be written, checked without creating anything."""
-        from bench.results import writable_problem
+        from bench.io import writable_problem
 
         problems = (writable_problem(f, what, hint) for f, (what, hint) in self.folders.items())
         return [*self.refusals, *(p for p in problems if p)]
@@ -170,7 +170,7 @@ class Executor:
 
     def execute(self) -> list[Any]:
         """Run every needed job in order; the targets' results, in target order."""
-        from bench.results import ensure_writable
+        from bench.io import ensure_writable
 
         needed = self.plan.needed()
         if self.plan.refusals:

@@ -13,7 +13,12 @@ import time
 from types import TracebackType
 from typing import Any, Protocol
 
+from rich.console import Console
+
 log = logging.getLogger(__name__)
+
+#: where messages to the user go (stderr; wide enough for paths when it is not a terminal)
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 
 
 class ProgressBar(Protocol):

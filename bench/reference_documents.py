@@ -15,6 +15,7 @@ from pathlib import Path
 import bench.published_order
 import bench.published_scale
 import bench.published_tables
+from bench.io import atomic_write_text, check_file_writable
 from bench.published import (
     Block,
     Records,
@@ -25,7 +26,6 @@ from bench.published import (
     registered,
     split_row,
 )
-from bench.results import atomic_write_text, check_file_writable
 
 log = logging.getLogger(__name__)
 

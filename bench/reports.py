@@ -16,15 +16,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from bench.data.stats import ITEM_LIMIT
+from bench.io import error_text
 
 log = logging.getLogger(__name__)
-
-
-def error_text(exc: BaseException) -> str:
-    """One line: an OS error as ``PATH: reason``, anything else as its message."""
-    if isinstance(exc, OSError) and exc.strerror and exc.filename:
-        return f"{exc.filename}: {exc.strerror}"
-    return str(exc)
 
 
 # -- datasets ------------------------------------------------------------------------------------

@@ -33,12 +33,13 @@ from bench.fitting import (
     model_cached,
     training_advice,
 )
+from bench.io import RESULTS_HINT
 from bench.keys import evaluation_stamp, scoring_code, training_code
 from bench.memory import step_problem
 from bench.metrics import DEFAULT_MEASURES
 from bench.plan import BASELINE, EVALUATE, SCORE, TEACHER, TRAIN, Executor, Job, Plan
 from bench.policy import DEV_BASELINES
-from bench.results import RECORD, RESULTS_HINT, ResultRecord, read_record, run_dir
+from bench.results import RECORD, ResultRecord, read_record, run_dir
 from bench.scoring import (
     ScoreJob,
     batches,

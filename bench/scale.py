@@ -133,7 +133,7 @@ def launch(processes: int, target: Callable[..., Any], *args: Any) -> None:
 def _killed_rank(rank: int, processes: int, signal_name: str) -> None:
     """One red line for a rank ended by a signal (torch.multiprocessing has already ended the
     other ranks, SIGTERM then SIGKILL, so none is left waiting in a collective call)."""
-    from bench.cli_options import err_console
+    from bench.progress import err_console
 
     err_console.print(
         f"[bold red]error:[/] rank {rank} of {processes} was ended by {signal_name} (from "
@@ -146,7 +146,7 @@ def rank_logging(level: int) -> bool:
     main rank."""
     from rich.logging import RichHandler
 
-    from bench.cli_options import err_console
+    from bench.progress import err_console
 
     main = current_role().main
     logging.basicConfig(
@@ -165,9 +165,9 @@ def rank_errors(main: bool) -> Iterator[None]:
     :func:`bench.cli_options.friendly_errors`)."""
     from rich.markup import escape
 
-    from bench.cli_options import err_console, error_text
     from bench.data import DatasetError
-    from bench.results import StorageError
+    from bench.io import StorageError, error_text
+    from bench.progress import err_console
     from rankers import RankerError
 
     try:

@@ -38,7 +38,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from bench.results import atomic_write_json
+from bench.io import atomic_write_json
 from bench.settings import results_root
 
 log = logging.getLogger(__name__)

@@ -22,15 +22,9 @@ import yaml
 from bench.context import RunContext
 from bench.data import dataset_splits, dev_split_name
 from bench.data.files import read_text
+from bench.io import atomic_write_json, atomic_write_text, check_file_writable, ensure_writable
 from bench.metrics import DEFAULT_MEASURES
-from bench.results import (
-    ResultRecord,
-    atomic_write_json,
-    atomic_write_text,
-    check_file_writable,
-    config_hash,
-    ensure_writable,
-)
+from bench.results import ResultRecord, config_hash
 from bench.runner import RunOptions, check_teacher, ranker_options, run, settings_file
 from bench.trained import TrainingSummary
 from rankers import RankerError, Role, canonical_name, get_ranker_class
@@ -287,7 +281,7 @@ class Written:
 
 
 def check_settings_writable(path: Path) -> None:
-    """Raise :class:`~bench.results.StorageError` naming ``path`` (the settings file) or its
+    """Raise :class:`~bench.io.StorageError` naming ``path`` (the settings file) or its
     folder when a sweep could not write its choice there: read-only by its mode (which the
     atomic rename would otherwise ignore) or by the folder's permissions. Called before the
     first combination trains, so a sweep never fails after all its work."""

@@ -13,11 +13,11 @@ import csv
 import io
 import json
 import logging
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from bench.io import json_safe
 from bench.metrics import DEFAULT_MEASURES
 from bench.policy import DEFAULT_BASELINE
 from bench.reference import PAPER, ReferenceRow, paper_reference
@@ -538,11 +538,6 @@ def render_csv(table: ComparisonTable) -> str:
             ]
         )
     return buf.getvalue()
-
-
-def json_safe(value: object) -> object:
-    """inf/NaN (e.g. candidates/s of a zero-time run) as null: JSON has no such numbers."""
-    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 def render_json(table: ComparisonTable) -> str:

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.cache import MANIFEST, manifest_problem, safetensors_problem, write_manifest
-from bench.results import atomic_write_json
+from bench.io import atomic_write_json
 from bench.trained import TrainingSummary
 from rankers.errors import RankerError
 

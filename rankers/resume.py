@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.data.model import CandidateList, RankingSplit
-from bench.results import atomic_write_json
+from bench.io import atomic_write_json
 from bench.trained import SELECTION_MEASURE
 from rankers.base import Ranker, RankerError, Role
 

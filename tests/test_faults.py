@@ -37,15 +37,9 @@ from bench.checks import MISSING, OK, run_checks
 from bench.cli import app
 from bench.data import get_card, load_split
 from bench.data.model import CandidateList, RankingSplit
+from bench.io import atomic_write_text
 from bench.keys import scoring_code
-from bench.results import (
-    PER_QUERY,
-    RECORD,
-    RUN_FILE,
-    atomic_write_text,
-    file_sha256,
-    load_records,
-)
+from bench.results import PER_QUERY, RECORD, RUN_FILE, file_sha256, load_records
 from bench.runner import RunOptions, fit_or_load, ranker_options, run, settings_file
 from rankers import RankerError, create_ranker
 from rankers.base import Ranker, RankerConfig
@@ -1194,7 +1188,8 @@ def test_a_full_disk_while_writing_an_entry_leaves_no_entry_folder(
     """The run file written, the per-query file hits a full disk: the error names the file and
     the entry folder the write made is gone (no half entry); a rerun then writes it whole."""
     import bench.results
-    from bench.results import PER_QUERY, StorageError
+    from bench.io import StorageError
+    from bench.results import PER_QUERY
     from bench.runner import RunOptions, run
 
     write = bench.results.atomic_write_text

@@ -10,6 +10,7 @@ dependency, only a later one. ``make layers`` runs this file (and ``make lint`` 
 from __future__ import annotations
 
 import ast
+import fnmatch
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -155,6 +156,103 @@ def test_no_import_cycles_in_bench_and_rankers() -> None:
         graph[m] = {t for line, t, _ in imports(m) if line not in skip and t in MODULES and t != m}
     cycle = _cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+#: The layers of the data flow, lowest first: a module imports only modules of its own layer or
+#: of layers listed before it, never one after it; ``latency`` and ``experiments`` are siblings
+#: (neither imports the other). Patterns as :func:`fnmatch.fnmatch` reads them; the first layer
+#: with an exact name wins, else the first with a matching pattern. Every module must have one.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "core",
+        (
+            "bench",
+            "bench.io",
+            "bench.settings",
+            "bench.device",
+            "bench.progress",
+            "bench.provenance",
+            "bench.shard",
+            "bench.trained",
+            "bench.latency.tracker",
+        ),
+    ),
+    ("data", ("bench.data", "bench.data.*")),
+    (
+        "results",
+        ("bench.ranking", "bench.metrics", "bench.significance", "bench.results", "bench.cache"),
+    ),
+    ("rankers", ("rankers", "rankers.*")),
+    (
+        "execution",
+        (
+            "bench.context",
+            "bench.policy",
+            "bench.keys",
+            "bench.memory",
+            "bench.plan",
+            "bench.scoring",
+            "bench.fitting",
+            "bench.runner",
+            "bench.scale",
+            "bench.selection",
+        ),
+    ),
+    ("latency", ("bench.latency", "bench.latency.*", "bench.efficiency", "bench.storecost")),
+    ("experiments", ("bench.suite", "bench.sweep", "bench.ablate")),
+    (
+        "reporting",
+        (
+            "bench.tables",
+            "bench.reference",
+            "bench.reports",
+            "bench.plot",
+            "bench.plot_growth",
+            "bench.checks",
+            "bench.published",
+            "bench.published_*",
+            "bench.reference_documents",
+        ),
+    ),
+    ("cli", ("bench.cli", "bench.cli_*")),
+)
+#: layers at the same height: neither may import the other
+SIBLINGS = frozenset({"latency", "experiments"})
+
+
+def layer_of(module: str) -> int | None:
+    """Index in :data:`LAYERS` of ``module``'s layer (None: in none)."""
+    for i, (_, patterns) in enumerate(LAYERS):
+        if module in patterns:
+            return i
+    for i, (_, patterns) in enumerate(LAYERS):
+        if any(fnmatch.fnmatch(module, p) for p in patterns):
+            return i
+    return None
+
+
+def test_every_module_has_a_layer() -> None:
+    missing = [m for m in MODULES if layer_of(m) is None]
+    assert not missing, "modules in no layer of LAYERS: " + ", ".join(missing)
+
+
+def test_no_module_imports_a_higher_layer_or_a_sibling() -> None:
+    """Imports inside functions count (a lazy import is a later dependency, still one); only
+    ``TYPE_CHECKING`` imports are left out."""
+    leaks = []
+    for m in MODULES:
+        mine, skip = layer_of(m), _type_checking_lines(m)
+        for line, target, _ in imports(m):
+            theirs = layer_of(target) if target in MODULES else None
+            if line in skip or theirs is None or mine is None or theirs == mine:
+                continue
+            sibling = {LAYERS[mine][0], LAYERS[theirs][0]} <= SIBLINGS
+            if theirs > mine or sibling:
+                leaks.append(
+                    f"{MODULES[m].relative_to(ROOT)}:{line} ({LAYERS[mine][0]}) imports "
+                    f"{target} ({LAYERS[theirs][0]})"
+                )
+    assert not leaks, "imports up the layers or between siblings:\n" + "\n".join(leaks)
 
 
 def test_cycle_finder_finds_cycles() -> None:

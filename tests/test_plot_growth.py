@@ -9,9 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from bench.cli import app
+from bench.io import atomic_write_json
 from bench.latency import LatencyRecord, LatencyRow, ListBlock, mark_best
 from bench.plot_growth import growth_series, growth_table, plot_latency_growth, slope
-from bench.results import atomic_write_json
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

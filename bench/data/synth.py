@@ -38,7 +38,7 @@ import yaml
 from bench.data import mteb, trec
 from bench.data.cards import CARD_FILE
 from bench.data.files import DatasetError, read_text, sha256_16
-from bench.results import current_umask, storage_errors
+from bench.io import current_umask, storage_errors
 
 log = logging.getLogger(__name__)
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from bench import provenance
 from bench.context import RunContext
+from bench.io import ensure_writable
 from bench.latency import processes
 from bench.latency.arch import arch_model
 from bench.latency.lists import (
@@ -44,7 +45,7 @@ from bench.latency.records import (
     speedup_summary,
     write_latency_record,
 )
-from bench.results import config_hash, ensure_writable
+from bench.results import config_hash
 
 log = logging.getLogger(__name__)
 

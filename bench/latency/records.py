@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.io import atomic_write_json
 from bench.policy import SPEEDUP_PAIRS
-from bench.results import LATENCY_KIND, ResultRecord, atomic_write_json
+from bench.results import LATENCY_KIND, ResultRecord
 
 log = logging.getLogger(__name__)
 

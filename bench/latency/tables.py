@@ -365,7 +365,7 @@ def _rich(
 
 def render_latency(table: LatencyTable, fmt: str = "table") -> str | RenderableType:
     """``table``: rich tables (print with a Console); ``markdown`` and ``json``: text."""
-    from bench.tables import json_safe
+    from bench.io import json_safe
 
     breakdown_title = f"Where the time goes ({table.breakdown_stat}, best row of each column)"
     if fmt == "table":
