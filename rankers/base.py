@@ -295,6 +295,13 @@ class TrainingConfig(RankerConfig):
         min=0,
         help="stop after N epochs without a better dev AP@10 (0: run every epoch)",
     )
+    checkpoint_steps: int = option(
+        0,
+        role=RUNTIME,
+        min=0,
+        help="also save a resumable checkpoint every N steps (0: at epoch ends only; needs a "
+        "work directory)",
+    )
 
 
 _OPTIONAL: dict[type[RankerConfig], frozenset[str]] = {}
@@ -431,8 +438,11 @@ class Ranker(ABC, Generic[C]):
         return "end-to-end"
 
     def compute_dtype(self) -> str:
-        """The dtype the scoring computation runs in ('n/a' without a neural model)."""
-        return "n/a"
+        """The dtype the scoring computation runs in ('n/a' without a neural model). A config
+        with a ``dtype`` option says how it reads (``dtype_label(device)``, as
+        :class:`~rankers.trainconfig.ListTrainingConfig` does)."""
+        label = getattr(self.config, "dtype_label", None)
+        return "n/a" if label is None else str(label(self.device))
 
     def weights_note(self, checkpoint: str | None) -> str:
         """How trained the scoring weights are, for latency records (timing does not depend

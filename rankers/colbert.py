@@ -158,12 +158,6 @@ class ColBERTRankerConfig(TrainingConfig):
         help="linear warm-up then linear decay; 0: constant lr (colbert-ai's default)",
     )
     max_grad_norm: float = inherit_option(TrainingConfig, "max_grad_norm", 2.0)
-    checkpoint_steps: int = option(
-        0,
-        role=RUNTIME,
-        min=0,
-        help="also checkpoint every N steps (0: at epoch ends only; needs a work directory)",
-    )
     seed: int = inherit_option(
         TrainingConfig,
         "seed",
@@ -284,14 +278,9 @@ class ColBERTRanker(Ranker[ColBERTRankerConfig]):
 
     def scoring_model(self) -> ColBERT:
         """:attr:`colbert`, or its copy cast once to the scoring dtype (see ``dtype``)."""
-        from rankers.encoders import scoring_dtype
+        from rankers.trainconfig import scoring_dtype
 
         return self._cast.get(self.colbert, scoring_dtype(self.cfg.dtype, self.device))
-
-    def compute_dtype(self) -> str:
-        from rankers.encoders import dtype_label
-
-        return dtype_label(self.cfg.dtype, self.device)
 
     def weights_note(self, checkpoint: str | None) -> str:
         if checkpoint or self._provenance.get("checkpoint"):

@@ -125,12 +125,6 @@ class DenseConfig(TrainingConfig):
         1, role=TRAINING, min=0, help="hard negatives per (query, positive) pair"
     )
     seed: int = inherit_option(TrainingConfig, "seed", 42, help="shuffling and dropout")
-    checkpoint_steps: int = option(
-        0,
-        role=RUNTIME,
-        min=0,
-        help="also checkpoint every N steps (0: at epoch ends only; needs a work directory)",
-    )
 
 
 @dataclass
@@ -245,7 +239,7 @@ class DenseRanker(Ranker[DenseConfig]):
 
     def encoding_model(self) -> SentenceTransformer:
         """:attr:`model`, or its copy cast once to the scoring dtype (see ``dtype``)."""
-        from rankers.encoders import scoring_dtype
+        from rankers.trainconfig import scoring_dtype
 
         return self._cast.get(self.model, scoring_dtype(self.config.dtype, self.device))
 
@@ -556,11 +550,6 @@ class DenseRanker(Ranker[DenseConfig]):
 
     def scoring_mode(self) -> str:
         return "items pre-encoded" if self.config.precompute else "end-to-end"
-
-    def compute_dtype(self) -> str:
-        from rankers.encoders import dtype_label
-
-        return dtype_label(self.config.dtype, self.device)
 
     def weights_note(self, checkpoint: str | None) -> str:
         if checkpoint:

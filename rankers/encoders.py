@@ -29,7 +29,7 @@ import torch
 from torch import Tensor, nn
 
 from bench.data.model import CandidateList, RankingSplit
-from bench.device import auto_choice, resolve_device
+from bench.device import resolve_device
 from bench.trained import TrainingSummary
 from rankers.base import (
     RUNTIME,
@@ -46,43 +46,13 @@ from rankers.itemorder import item_texts
 from rankers.losses import ANY_REAL_TARGETS, TEACHER_SCORES
 from rankers.models import resolve_model, state_hash, weights_hash
 from rankers.tokens import ItemTokens
-from rankers.trainconfig import ListTrainingConfig
+from rankers.trainconfig import ListTrainingConfig, scoring_dtype
 from rankers.transfer import upload, upload_along  # noqa: F401 - the encoders' one copy
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
 log = logging.getLogger(__name__)
-
-#: option ``dtype`` (names: rankers.base.DTYPE_NAMES) -> torch dtype. Training: the autocast
-#: dtype on CUDA (fp32 master weights; CPU trains in float32). Scoring: the dtype the weights are
-#: cast to once. ``auto`` is resolved per device by :func:`scoring_dtype` (bfloat16 on a GPU that
-#: runs it natively, else float16; float32 on CPU); its entry here is the usual answer.
-DTYPES: dict[str, torch.dtype | None] = {
-    "auto": torch.bfloat16,
-    "float32": None,
-    "bfloat16": torch.bfloat16,
-    "float16": torch.float16,
-}
-
-
-def scoring_dtype(dtype: str, device: str) -> torch.dtype:
-    """The dtype scoring runs in: option ``dtype`` on ``device``. ``auto``: float32 on CPU,
-    bfloat16 on a GPU with native bf16, float16 on an older one."""
-    if dtype == "auto":
-        if not device.startswith("cuda"):
-            return torch.float32
-        name = auto_choice(device, "scoring", "bfloat16", "float16")
-        return DTYPES[name] or torch.float32
-    return DTYPES[dtype] or torch.float32
-
-
-def dtype_label(dtype: str, device: str) -> str:
-    """What latency records say about the scoring dtype: ``float32`` or ``<dtype> weights``."""
-    resolved = scoring_dtype(dtype, device)
-    name = str(resolved).removeprefix("torch.")
-    return name if resolved == torch.float32 else f"{name} weights"
-
 
 M = TypeVar("M", bound=nn.Module)
 
@@ -223,12 +193,6 @@ class EncoderConfig(ListTrainingConfig):
         "lists (0: whole lists)",
     )
     epochs: int = inherit_option(TrainingConfig, "epochs", 3, help="passes over the train lists")
-    checkpoint_steps: int = option(
-        0,
-        role=RUNTIME,
-        min=0,
-        help="also save a resumable checkpoint every N steps (0: at epoch ends only)",
-    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -576,9 +540,6 @@ class EncoderRanker(Ranker[EC], Generic[EC]):
                     )
                 )
         return out
-
-    def compute_dtype(self) -> str:
-        return dtype_label(self.cfg.dtype, self.device)
 
     def weights_note(self, checkpoint: str | None) -> str:
         if checkpoint or self.cfg.checkpoint:

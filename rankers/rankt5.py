@@ -249,14 +249,9 @@ class RankT5Ranker(Ranker[RankT5Config]):
 
     def scoring_module(self) -> Any:
         """:attr:`module`, or its copy cast once to the scoring dtype (see ``dtype``)."""
-        from rankers.encoders import scoring_dtype
+        from rankers.trainconfig import scoring_dtype
 
         return self._cast.get(self.module, scoring_dtype(self.cfg.dtype, self.device))
-
-    def compute_dtype(self) -> str:
-        from rankers.encoders import dtype_label
-
-        return dtype_label(self.cfg.dtype, self.device)
 
     def weights_note(self, checkpoint: str | None) -> str:
         if checkpoint:
