@@ -72,7 +72,7 @@ class Role(enum.Flag):
 TRAINING, SCORE, RUNTIME = Role.TRAINING, Role.SCORE, Role.RUNTIME
 
 
-#: the values of every ``dtype`` option (rankers.encoders.DTYPES maps them to torch dtypes; kept
+#: the values of every ``dtype`` option (rankers.trainconfig.DTYPES maps them to torch dtypes; kept
 #: here so that configs validate without importing torch)
 DTYPE_NAMES: tuple[str, ...] = ("auto", "float32", "bfloat16", "float16")
 

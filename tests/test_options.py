@@ -86,7 +86,8 @@ EXPECTED: dict[str, dict[Role, set[str]]] = {
     },
     "crossjem": {
         Role.TRAINING: ENCODER_TRAINING
-        | {"union_len", "item_positions", "order", "share_min", "positions", "merge_layers"},
+        | {"union_len", "item_positions", "order", "share_min", "positions", "merge_layers"}
+        | {"share", "content_share_min", "query_pool"},
         Role.SCORE: {
             "model",
             "max_query_len",
@@ -97,6 +98,9 @@ EXPECTED: dict[str, dict[Role, set[str]]] = {
             "share_min",
             "positions",
             "merge_layers",
+            "share",
+            "content_share_min",
+            "query_pool",
         },
         Role.RUNTIME: {
             "checkpoint",
@@ -165,7 +169,7 @@ EXPECTED: dict[str, dict[Role, set[str]]] = {
             "sort_item_tokens",
         },
         Role.SCORE: {"model", "score_token", "template", "max_length", "sort_item_tokens"},
-        Role.RUNTIME: {"batch_size", "dtype"},
+        Role.RUNTIME: {"batch_size", "dtype", "checkpoint_steps"},
     },
 }
 
@@ -203,7 +207,7 @@ def test_training_keys_hold_exactly_the_training_options() -> None:
 
 
 def test_dtype_names_are_the_torch_mapping_keys() -> None:
-    from rankers.encoders import DTYPES
+    from rankers.trainconfig import DTYPES
 
     assert tuple(DTYPES) == DTYPE_NAMES
 
