@@ -212,10 +212,8 @@ def run(
         progress=True,  # a bar on a terminal, else a log line every tenth
         train_processes=launch_world(),
     )
-    if plan:
-        return cli_experiments.show_plan([opts], opts.context())
-    if (after := cli_experiments.shard_work([opts], opts, processes)) is None:
-        return  # a launch's other rank: the main one reports
+    if (after := cli_experiments.plan_or_shard([opts], opts, plan, processes)) is None:
+        return  # the plan shown, or a launch's other rank: the main one reports
     opts = after
     print_parts(record_report(run_one(opts, opts.context())))
 

@@ -97,6 +97,18 @@ def shard_work(runs: Sequence[RunOptions], base: RunOptions, processes: int) -> 
     return dataclasses.replace(base, force=False, written_by=world)
 
 
+def plan_or_shard(
+    runs: Sequence[RunOptions], base: RunOptions, plan: bool, processes: int
+) -> RunOptions | None:
+    """The common tail of the commands that run jobs: with ``--plan``, print the plan of
+    ``runs`` and return None (no work); else shard them over ``processes``
+    (:func:`shard_work`) and return the options this process goes on with (None: stop here)."""
+    if plan:
+        show_plan(runs, base.context())
+        return None
+    return shard_work(runs, base, processes)
+
+
 def demo(
     dataset: Annotated[
         str | None, dataset_option("Dataset (default: sodq, else a local set).")
@@ -136,9 +148,7 @@ def demo(
         progress=True,
         train_processes=launch_world(),
     )
-    if plan:
-        return show_plan(suite_runs(name, base), base.context())
-    if (after := shard_work(suite_runs(name, base), base, processes)) is None:
+    if (after := plan_or_shard(suite_runs(name, base), base, plan, processes)) is None:
         return
     base = after
     records = run_suite(name, base, ctx=base.context())
@@ -200,9 +210,7 @@ def ablate(
         progress=True,
         train_processes=launch_world(),
     )
-    if plan:
-        return show_plan(ablation_runs(what, base), base.context())
-    if (after := shard_work(ablation_runs(what, base), base, processes)) is None:
+    if (after := plan_or_shard(ablation_runs(what, base), base, plan, processes)) is None:
         return
     base = after
     records = run_ablation(what, base, base.context())
