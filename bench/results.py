@@ -50,6 +50,7 @@ FAMILIES: dict[str, str] = {
     "dual": "Dual encoders",
     "seq2seq": "Seq2Seq",
     "joint": "Joint ranking",
+    "external": "External runs",
 }
 
 #: :attr:`ResultRecord.kind` of a `bench run` result (every record under ``results/runs``)

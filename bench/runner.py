@@ -516,9 +516,17 @@ def plan_run(
         "train_subset": opts.train_subset if fit else None,
     }
     code = scoring_code(_code_root(ranker), settings_file(name))
+    inputs = ranker.input_fingerprint()
     key = CacheKey.of(
         # the measures are not in the key: a stored run is evaluated again (bench.keys)
-        config={"ranker": name, "config": config, "run": run_config, "split": split.split},
+        config={
+            "ranker": name,
+            "config": config,
+            "run": run_config,
+            "split": split.split,
+            # only where a ranker reads inputs of its own, so every other key stays as it was
+            **({"inputs": inputs} if inputs else {}),
+        },
         data=split.fingerprint(),
         model=plan.jobs[train_id].key if train_id else None,
         code=code,

@@ -143,17 +143,22 @@ def _killed_here(score: Any, mine: list[Any], rank: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+def _score_here(score: Any, mine: list[Any], rank: int) -> list[Any]:
+    """This rank's results (one per item of ``mine``)."""
+    if os.environ.get(FAIL_RANK_ENV) == str(rank):
+        raise RuntimeError(f"injected failure ({FAIL_RANK_ENV}={rank})")
+    local = list(score(mine))
+    if len(local) != len(mine):
+        raise ValueError(f"{len(local)} results for {len(mine)} queries")
+    return local
+
+
 def _score_or_error(score: Any, mine: list[Any], rank: int) -> tuple[list[Any], str | None]:
     """This rank's results, or its error as one line (so every rank still reaches the
     collective calls that follow, in the same order, and nobody waits forever)."""
     _killed_here(score, mine, rank)
     try:
-        if os.environ.get(FAIL_RANK_ENV) == str(rank):
-            raise RuntimeError(f"injected failure ({FAIL_RANK_ENV}={rank})")
-        local = list(score(mine))
-        if len(local) != len(mine):
-            raise ValueError(f"{len(local)} results for {len(mine)} queries")
-        return local, None
+        return _score_here(score, mine, rank), None
     except Exception as exc:  # noqa: BLE001 - reported by rank on every process below
         return [], f"{type(exc).__name__}: {exc}"
 
@@ -176,6 +181,9 @@ def score_sharded(
     before the gather, so each rank makes the same collective calls in the same order.
     """
     role = role or current_role()
+    if role.world == 1:  # no other rank to tell: the scorer's own error, as it was raised
+        _killed_here(score, list(items), 0)
+        return _score_here(score, list(items), 0)
     shards = assign_shards(counts, role.world)
     mine = [items[index] for index in shards[role.rank]]
     local, error = _score_or_error(score, mine, role.rank)

@@ -24,6 +24,7 @@ _REGISTRY: dict[str, str] = {
     "colbert": "rankers.colbert:ColBERTRanker",
     "rankt5": "rankers.rankt5:RankT5Ranker",
     "st-crossencoder": "rankers.stcross:STCrossEncoderRanker",
+    "runfile": "rankers.runfile:RunFileRanker",
 }
 
 ALIASES: dict[str, str] = {

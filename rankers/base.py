@@ -437,6 +437,11 @@ class Ranker(ABC, Generic[C]):
         (texts in, all tokenisation inside the timed call)."""
         return "end-to-end"
 
+    def input_fingerprint(self) -> dict[str, Any] | None:
+        """What the scores depend on beyond the options, as checksums (a run file's SHA-256):
+        part of the scoring key, so a changed input is scored anew. None: nothing."""
+        return None
+
     def compute_dtype(self) -> str:
         """The dtype the scoring computation runs in ('n/a' without a neural model). A config
         with a ``dtype`` option says how it reads (``dtype_label(device)``, as

@@ -72,6 +72,7 @@ DENSE = {
 EXPECTED: dict[str, dict[Role, set[str]]] = {
     "firststage": {Role.TRAINING: set(), Role.SCORE: set(), Role.RUNTIME: set()},
     "bm25": {Role.TRAINING: set(), Role.SCORE: {"k1", "b"}, Role.RUNTIME: set()},
+    "runfile": {Role.TRAINING: set(), Role.SCORE: {"path", "name"}, Role.RUNTIME: set()},
     "st-crossencoder": {
         Role.TRAINING: set(),
         Role.SCORE: {"model", "checkpoint", "max_length"},

@@ -206,3 +206,21 @@ def test_a_gpu_launch_takes_the_local_rank_gpu_and_nccl_for_cuda_tensors(
     assert calls == [("set_device", 1), ("init", "cpu:gloo,cuda:nccl")]
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert group_backend() == "gloo"
+
+
+def test_one_process_raises_the_scorers_own_error() -> None:
+    """With no other rank to tell, a scorer's error (a bad run file, a ranker refusing input)
+    reaches the command as it was raised, so the command prints it as one line, not as a
+    ShardError traceback."""
+    from bench.data import DatasetError
+
+    def score(items: list[int]) -> list[int]:
+        raise DatasetError("run.trec:3: expected 6 fields")
+
+    with pytest.raises(DatasetError, match="run.trec:3: expected 6 fields"):
+        score_sharded([1, 2], [1, 1], score, Role(0, 1))
+    assert score_sharded([3, 1, 2], [1, 5, 2], lambda xs: [x * 10 for x in xs], Role(0, 1)) == [
+        30,
+        10,
+        20,
+    ]

@@ -154,6 +154,11 @@ class RankingSplit:
             all_relevant=self.all_relevant,
         )
 
+    @property
+    def is_subset(self) -> bool:
+        """Whether this split is the first queries of a larger one (:meth:`subset`)."""
+        return any(note.startswith("subset: ") for note in self.notes)
+
     def empty_reason(self) -> str:
         """Why this split has no candidate list to rank, for the error that says so: every
         query dropped, and for which reasons (a split without any positive says that no query
