@@ -48,7 +48,7 @@ regression: install
 	BENCH_DATA_DIR=$(TEST_DATA) BENCH_RESULTS_DIR=$(TEST_RESULTS) HF_HUB_OFFLINE=1 bash .ci/regression.sh
 
 pytest: install
-	BENCH_DATA_DIR=$(TEST_DATA) HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider
+	BENCH_DATA_DIR=$(TEST_DATA) HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider --durations=25
 
 test: lint regression pytest
 
