@@ -196,6 +196,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "bench.runner",
             "bench.scale",
             "bench.selection",
+            "bench.terrier",
         ),
     ),
     ("latency", ("bench.latency", "bench.latency.*", "bench.efficiency", "bench.storecost")),
