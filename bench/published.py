@@ -155,16 +155,20 @@ def _read_run(path: Path) -> ResultRecord:
     return ResultRecord.from_json(json.loads(path.read_text(encoding="utf-8")), path)
 
 
-def read_sweep(path: Path, dataset: str, varies: str = "") -> SweepRecord:
-    """The first sweep comment :func:`bench.sweep.write_chosen` left in ``path`` for ``dataset``
-    (whose command has ``--set VARIES=`` when given; the table of
+def read_sweep(path: Path, dataset: str, varies: str = "", nth: int = 0) -> SweepRecord:
+    """The first (``nth``: 0-based) sweep comment :func:`bench.sweep.write_chosen` left in
+    ``path`` for ``dataset`` (whose command has ``--set VARIES=`` when given; the table of
     :func:`bench.sweep.table_lines`: columns two or more spaces apart)."""
     lines = path.read_text(encoding="utf-8").splitlines()
+    skip = nth
     for i, line in enumerate(lines):
         found = re.match(r"\s*# sweep \([^)]*\): (?P<command>.*)", line)
         if not found or f" -d {dataset} " not in found["command"] + " ":
             continue
         if varies and f"--set {varies}=" not in found["command"]:
+            continue
+        if skip:
+            skip -= 1
             continue
         table: list[list[str]] = []
         chosen: dict[str, str] = {}
@@ -184,7 +188,7 @@ def read_sweep(path: Path, dataset: str, varies: str = "") -> SweepRecord:
         return SweepRecord(
             found["command"], header, [dict(zip(header, r, strict=True)) for r in body], chosen
         )
-    raise ReferenceError(f"{path}: no sweep comment for {dataset}")
+    raise ReferenceError(f"{path}: no sweep comment {nth + 1} for {dataset}")
 
 
 @dataclass
@@ -237,10 +241,10 @@ class Records:
             raise ReferenceError(f"table {self.table!r}: no row {label!r} in {name}")
         return rows[label]
 
-    def sweep(self, name: str, dataset: str, varies: str = "") -> SweepRecord:
-        """The ``bench sweep`` table a settings file keeps for ``dataset`` (the first one that
-        varies option ``varies``, when given)."""
-        return read_sweep(self._path(name), dataset, varies)
+    def sweep(self, name: str, dataset: str, varies: str = "", nth: int = 0) -> SweepRecord:
+        """The ``bench sweep`` table a settings file keeps for ``dataset`` (the first, or
+        ``nth``, that varies option ``varies``, when given)."""
+        return read_sweep(self._path(name), dataset, varies, nth)
 
     def run(self, name: str) -> ResultRecord:
         """A `bench run` record (``record.json`` kept under ``results/reference/``): its metrics,
