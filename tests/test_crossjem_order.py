@@ -373,6 +373,27 @@ def test_merged_logits_equal_hand_merged_layers(tiny_bert: Path, order: str) -> 
             assert logits[0, slot.item].item() == pytest.approx(expected, abs=1e-5)
 
 
+def test_layers_mask_padding_without_the_encoders_mask_builder(tiny_bert: Path) -> None:
+    """transformers 5 removed ``get_extended_attention_mask``: the additive mask built instead
+    gives the states the encoder's own builder gives, padding included."""
+    from rankers.crossjem.model import run_layers
+
+    encoder = _ranker(tiny_bert).module.encoder
+    layers = list(encoder.encoder.layer)
+    hidden = torch.randn(
+        2, 5, encoder.config.hidden_size, generator=torch.Generator().manual_seed(0)
+    )
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
+
+    class WithoutBuilder:  # the encoder as transformers 5 has it: no mask builder
+        pass
+
+    with torch.no_grad():
+        own = run_layers(encoder, layers, hidden, mask)
+        built = run_layers(WithoutBuilder(), layers, hidden, mask)  # type: ignore[arg-type]
+    torch.testing.assert_close(built, own, rtol=0, atol=1e-6)
+
+
 def test_merge_options_are_checked(tiny_bert: Path) -> None:
     with pytest.raises(RankerError, match="positions=item has no effect"):
         _ranker(tiny_bert, order="hybrid", merge_layers=1, positions="item")

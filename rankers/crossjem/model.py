@@ -264,7 +264,11 @@ def run_layers(
 ) -> Tensor:
     """``hidden`` through ``layers`` with padding ``mask`` (rows, width) as the encoder's own
     forward builds it (an additive mask in the encoder's dtype)."""
-    extended = encoder.get_extended_attention_mask(mask.long(), tuple(mask.shape))
+    build = getattr(encoder, "get_extended_attention_mask", None)
+    if build is not None:  # transformers 4: the encoder's own builder
+        extended = build(mask.long(), tuple(mask.shape))
+    else:  # transformers 5 removed it: the same additive (rows, 1, 1, width) mask
+        extended = (1.0 - mask[:, None, None, :].to(hidden.dtype)) * torch.finfo(hidden.dtype).min
     for layer in layers:
         out = layer(hidden, attention_mask=extended)
         hidden = out[0] if isinstance(out, tuple) else out
