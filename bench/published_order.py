@@ -101,6 +101,26 @@ _LAYOUTS = (
         "latency/word-order-merge1-union.json",
         "crossjem {union, merged after 1 layer}",
     ),
+    (
+        "hybrid share_min=4, row positions, union_len 477 (1 thread)",
+        "word-order/wikiqa-hybrid4-row.json",
+        "latency/word-order-hybrid4-row.json",
+        "crossjem {hybrid share_min=4}",
+    ),
+    (
+        "function words shared (+ content held by 3), row positions, union_len 477 (1 thread)",
+        "word-order/wikiqa-fw-c3.json",
+        "latency/word-order-fw-c3.json",
+        "crossjem {hybrid share_min=2, function words + content held by 3}",
+    ),
+    (
+        "function words shared (+ content held by 4), query terms pooled from the query, row "
+        "positions, union_len 477 (1 thread)",
+        "word-order/wikiqa-fw-q-c4.json",
+        "latency/word-order-fw-q-c4.json",
+        "crossjem {hybrid share_min=2, function words + content held by 4, query terms from the "
+        "query}",
+    ),
 )
 UNION_CHOSEN = (
     "crossjem (minilm-l6, epochs=6, min_steps=200, patience=2, teacher=M+C, union_len=272, "
@@ -195,26 +215,58 @@ def crossjem_order_semeval16b(records: Records) -> str:
     return table(header, rows)
 
 
-#: DL19 transfer: the wikiqa-trained models scored zero-shot, by checkpoint key -> shown name
-_DL19_MODELS = (
-    ("monobert (minilm-l6, checkpoint=d11d1acf7c90)", "monobert (loss=ce)"),
-    ("crossjem (minilm-l6, checkpoint=ef55f4fa8bef)", "hybrid share_min=2, row positions"),
-    ("crossjem (minilm-l6, checkpoint=a5c565825725)", "hybrid share_min=3, row positions"),
-    ("crossjem (minilm-l6, checkpoint=9b9efc867cd0)", "union merged after 1 concat layer"),
-)
+#: DL19 transfer: the wikiqa-trained models scored zero-shot: (record, row label, shown name);
+#: each record is one `bench compare` of its session's runs, monoBERT (first) in both
 DL19_TRANSFER = "word-order/dl19-transfer.md"
+DL19_TRANSFER_2 = "word-order/dl19-transfer-2.md"
+_DL19_MODELS = (
+    (DL19_TRANSFER, "monobert (minilm-l6, checkpoint=d11d1acf7c90)", "monobert (loss=ce)"),
+    (
+        DL19_TRANSFER,
+        "crossjem (minilm-l6, checkpoint=ef55f4fa8bef)",
+        "hybrid share_min=2, row positions",
+    ),
+    (
+        DL19_TRANSFER,
+        "crossjem (minilm-l6, checkpoint=a5c565825725)",
+        "hybrid share_min=3, row positions",
+    ),
+    (
+        DL19_TRANSFER,
+        "crossjem (minilm-l6, checkpoint=9b9efc867cd0)",
+        "union merged after 1 concat layer",
+    ),
+    (
+        DL19_TRANSFER_2,
+        "crossjem (minilm-l6, checkpoint=e787c2e37c76)",
+        "hybrid share_min=4, row positions",
+    ),
+    (
+        DL19_TRANSFER_2,
+        "crossjem (minilm-l6, checkpoint=ce854de7ef9c)",
+        "function words (+ content held by 3)",
+    ),
+    (
+        DL19_TRANSFER_2,
+        "crossjem (minilm-l6, checkpoint=e1ebfd0e2e43)",
+        "function words (+ content held by 4), query terms pooled",
+    ),
+)
 
 
 @renderer("order-transfer-dl19")
 def order_transfer_dl19(records: Records) -> str:
     """The wikiqa-trained monoBERT and CROSS-JEM layouts scored zero-shot on TREC DL19 (43
     queries x 100 BM25 candidates, graded; binary measures count grade >= 2), from one `bench
-    compare` markdown record."""
+    compare` markdown record per session, whose monoBERT rows must agree."""
     metrics = ("AP@10", "AP", "nDCG@10", "RR@10")
-    mono = records.row(DL19_TRANSFER, _DL19_MODELS[0][0])
+    first, label = _DL19_MODELS[0][:2]
+    mono = records.row(first, label)
+    if records.row(DL19_TRANSFER_2, label).metrics != mono.metrics:
+        raise ReferenceError(f"{DL19_TRANSFER_2}: monoBERT's row differs from {DL19_TRANSFER}'s")
     rows = []
-    for label, shown in _DL19_MODELS:
-        row = records.row(DL19_TRANSFER, label)
+    for record, label, shown in _DL19_MODELS:
+        row = records.row(record, label)
         cells = [fixed(row.metrics[m]) for m in metrics]
         delta = (
             MISSING

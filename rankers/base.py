@@ -72,7 +72,7 @@ class Role(enum.Flag):
 TRAINING, SCORE, RUNTIME = Role.TRAINING, Role.SCORE, Role.RUNTIME
 
 
-#: the values of every ``dtype`` option (rankers.trainconfig.DTYPES maps them to torch dtypes; kept
+#: the values of every ``dtype`` option (rankers.precision.DTYPES maps them to torch dtypes; kept
 #: here so that configs validate without importing torch)
 DTYPE_NAMES: tuple[str, ...] = ("auto", "float32", "bfloat16", "float16")
 
@@ -443,11 +443,14 @@ class Ranker(ABC, Generic[C]):
         return None
 
     def compute_dtype(self) -> str:
-        """The dtype the scoring computation runs in ('n/a' without a neural model). A config
-        with a ``dtype`` option says how it reads (``dtype_label(device)``, as
-        :class:`~rankers.trainconfig.ListTrainingConfig` does)."""
-        label = getattr(self.config, "dtype_label", None)
-        return "n/a" if label is None else str(label(self.device))
+        """The dtype the scoring computation runs in: a config's ``dtype`` option as latency
+        records name it (:func:`rankers.precision.dtype_label`), 'n/a' without one."""
+        dtype = getattr(self.config, "dtype", None)
+        if dtype is None:
+            return "n/a"
+        from rankers.precision import dtype_label
+
+        return dtype_label(str(dtype), self.device)
 
     def weights_note(self, checkpoint: str | None) -> str:
         """How trained the scoring weights are, for latency records (timing does not depend

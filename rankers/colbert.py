@@ -278,7 +278,7 @@ class ColBERTRanker(Ranker[ColBERTRankerConfig]):
 
     def scoring_model(self) -> ColBERT:
         """:attr:`colbert`, or its copy cast once to the scoring dtype (see ``dtype``)."""
-        from rankers.trainconfig import scoring_dtype
+        from rankers.precision import scoring_dtype
 
         return self._cast.get(self.colbert, scoring_dtype(self.cfg.dtype, self.device))
 

@@ -239,7 +239,7 @@ class DenseRanker(Ranker[DenseConfig]):
 
     def encoding_model(self) -> SentenceTransformer:
         """:attr:`model`, or its copy cast once to the scoring dtype (see ``dtype``)."""
-        from rankers.trainconfig import scoring_dtype
+        from rankers.precision import scoring_dtype
 
         return self._cast.get(self.model, scoring_dtype(self.config.dtype, self.device))
 

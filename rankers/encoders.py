@@ -45,8 +45,9 @@ from rankers.base import (
 from rankers.itemorder import item_texts
 from rankers.losses import ANY_REAL_TARGETS, TEACHER_SCORES
 from rankers.models import resolve_model, state_hash, weights_hash
+from rankers.precision import scoring_dtype
 from rankers.tokens import ItemTokens
-from rankers.trainconfig import ListTrainingConfig, scoring_dtype
+from rankers.trainconfig import ListTrainingConfig
 from rankers.transfer import upload, upload_along  # noqa: F401 - the encoders' one copy
 
 if TYPE_CHECKING:

@@ -249,7 +249,7 @@ class RankT5Ranker(Ranker[RankT5Config]):
 
     def scoring_module(self) -> Any:
         """:attr:`module`, or its copy cast once to the scoring dtype (see ``dtype``)."""
-        from rankers.trainconfig import scoring_dtype
+        from rankers.precision import scoring_dtype
 
         return self._cast.get(self.module, scoring_dtype(self.cfg.dtype, self.device))
 

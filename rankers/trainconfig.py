@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import torch
-
-from bench.device import auto_choice
 from rankers.base import (
     DTYPE_NAMES,
     RUNTIME,
@@ -22,35 +19,6 @@ from rankers.base import (
     option,
 )
 from rankers.losses import LOSSES
-
-#: option ``dtype`` (names: rankers.base.DTYPE_NAMES) -> torch dtype. Training: the autocast
-#: dtype on CUDA (fp32 master weights; CPU trains in float32). Scoring: the dtype the weights are
-#: cast to once. ``auto`` is resolved per device by :func:`scoring_dtype` (bfloat16 on a GPU that
-#: runs it natively, else float16; float32 on CPU); its entry here is the usual answer.
-DTYPES: dict[str, torch.dtype | None] = {
-    "auto": torch.bfloat16,
-    "float32": None,
-    "bfloat16": torch.bfloat16,
-    "float16": torch.float16,
-}
-
-
-def scoring_dtype(dtype: str, device: str) -> torch.dtype:
-    """The dtype scoring runs in: option ``dtype`` on ``device``. ``auto``: float32 on CPU,
-    bfloat16 on a GPU with native bf16, float16 on an older one."""
-    if dtype == "auto":
-        if not device.startswith("cuda"):
-            return torch.float32
-        name = auto_choice(device, "scoring", "bfloat16", "float16")
-        return DTYPES[name] or torch.float32
-    return DTYPES[dtype] or torch.float32
-
-
-def dtype_label(dtype: str, device: str) -> str:
-    """What latency records say about the scoring dtype: ``float32`` or ``<dtype> weights``."""
-    resolved = scoring_dtype(dtype, device)
-    name = str(resolved).removeprefix("torch.")
-    return name if resolved == torch.float32 else f"{name} weights"
 
 
 @dataclasses.dataclass
@@ -89,11 +57,6 @@ class ListTrainingConfig(TrainingConfig):
         min=1,
         help="candidate lists per step (split across processes under `accelerate launch`)",
     )
-
-    def dtype_label(self, device: str) -> str:
-        """What latency records say this config's scoring runs in on ``device``
-        (:meth:`rankers.base.Ranker.compute_dtype` reads it)."""
-        return dtype_label(self.dtype, device)
 
 
 def list_config(ranker: Ranker) -> ListTrainingConfig:

@@ -600,7 +600,7 @@ def test_auto_dtype_is_bf16_only_on_a_gpu_with_native_bf16(
     import logging
 
     from bench import device as bench_device
-    from rankers import trainconfig, training
+    from rankers import precision, training
 
     asked: list[tuple[int, bool]] = []
     current = {"index": 0}
@@ -618,9 +618,9 @@ def test_auto_dtype_is_bf16_only_on_a_gpu_with_native_bf16(
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", is_bf16_supported)
     monkeypatch.setattr(bench_device, "_told", set())
     with caplog.at_level(logging.INFO, logger="bench.device"):
-        assert trainconfig.scoring_dtype("auto", "cuda:1") == scoring
-        assert trainconfig.scoring_dtype("auto", "cpu") == torch.float32
-        assert trainconfig.scoring_dtype("bfloat16", "cuda:1") == torch.bfloat16  # asked: kept
+        assert precision.scoring_dtype("auto", "cuda:1") == scoring
+        assert precision.scoring_dtype("auto", "cpu") == torch.float32
+        assert precision.scoring_dtype("bfloat16", "cuda:1") == torch.bfloat16  # asked: kept
         training.make_accelerator("cuda:1", "auto")
     (created,) = FakeAccelerator.created
     assert created.options["mixed_precision"] == training_precision
