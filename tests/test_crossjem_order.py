@@ -468,12 +468,20 @@ def test_order_ablation_trains_every_layout_on_the_same_data(
         "crossjem order=hybrid, positions=item",
         "crossjem order=hybrid, positions=row",
         "crossjem order=hybrid, positions=row, share_min=3",
+        "crossjem order=hybrid, positions=row, share_min=4",
         "crossjem order=union, positions=row, merge_layers=1",
+        "crossjem order=hybrid, positions=row, share=function, content_share_min=3",
+        "crossjem order=hybrid, positions=row, share=function, content_share_min=4, "
+        "query_pool=True",
     ]
     layouts = [
         (r.config["order"], r.config["positions"], r.config["share_min"], r.config["merge_layers"])
         for r in records
     ]
+    shares = [
+        (r.config["share"], r.config["content_share_min"], r.config["query_pool"]) for r in records
+    ]
+    assert shares == [("all", 0, False)] * 8 + [("function", 3, False), ("function", 4, True)]
     assert layouts == [
         ("union", "row", 2, 0),
         ("concat", "row", 2, 0),
@@ -481,9 +489,12 @@ def test_order_ablation_trains_every_layout_on_the_same_data(
         ("hybrid", "item", 2, 0),
         ("hybrid", "row", 2, 0),
         ("hybrid", "row", 3, 0),
+        ("hybrid", "row", 4, 0),
         ("union", "row", 2, 1),
+        ("hybrid", "row", 2, 0),
+        ("hybrid", "row", 2, 0),
     ]
-    assert len({r.training["model_dir"] for r in records}) == 7  # one model each
+    assert len({r.training["model_dir"] for r in records}) == 10  # one model each
     # the same data for every layout: train and dev splits, their sizes and the test lists
     assert len({r.training["key_parts"]["data"] for r in records}) == 1
     assert len({(r.training["train_queries"], r.training["train_items"]) for r in records}) == 1
