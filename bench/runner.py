@@ -405,10 +405,10 @@ def plan_training(
     cached = not opts.force and model_cached(model_dir)
     if not cached:  # the largest step it will take, and whether it can fit (bench.memory)
         line, problem = step_problem(ranker, [len(cl) for cl in train.lists], ranker.device)
-        if line:
+        if line and line not in plan.notes:  # said once, however many variants share it
             log.info("%s", line)
             plan.notes.append(line)
-        if problem:
+        if problem and problem not in plan.refusals:
             plan.refusals.append(problem)
     return plan.add(
         Job(

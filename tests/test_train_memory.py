@@ -136,3 +136,27 @@ def test_a_step_that_cannot_fit_is_refused_before_any_work(
     assert result.exit_code == 2 and "more than the 0.0 GiB free on cpu" in text
     assert "lower train_max_items or train_batch_queries" in text
     assert not results_dir.exists()  # nothing trained, scored or written
+
+
+def test_a_step_shared_by_every_variant_is_said_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_bert: Path, results_dir: Path
+) -> None:
+    """An ablation's variants share their step's shape: the plan says it once, not per variant."""
+    from toydata import write_toy_mteb
+    from typer.testing import CliRunner
+
+    from bench.cli import app
+
+    write_toy_mteb(tmp_path / "data" / "toy")
+    monkeypatch.setenv("BENCH_DATA_DIR", str(tmp_path / "data"))
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    (folder / "monobert.yaml").write_text(
+        f"default:\n  model: {tiny_bert}\n  epochs: 1\n  min_steps: 0\n  loss: bce\n"
+    )
+    monkeypatch.setattr("bench.runner.CONFIG_DIR", folder)
+    args = ["-q", "ablate", "-d", "toy", "--what", "loss", "-r", "monobert", "--plan"]
+    plan = CliRunner().invoke(app, args)
+    text = " ".join(plan.output.split())
+    assert plan.exit_code == 0, text
+    assert text.count("monobert: largest training step: ") == 1
