@@ -105,7 +105,8 @@ class RunFileRanker(Ranker[RunFileConfig]):
                     f"every candidate of every ranked query ({len(cl)} here)"
                 )
             scores = {e.docid: e.score for e in entries}
-            added = [e for e in entries if e.docid not in set(cl.docids)]
+            candidates = set(cl.docids)
+            added = [e for e in entries if e.docid not in candidates]
             if added:
                 raise DatasetError(
                     f"{self.file}:{added[0].line}: docid {added[0].docid!r} is not a candidate "

@@ -104,17 +104,9 @@ def test_step_shapes_follow_the_options(tiny_bert: Path) -> None:
     assert jem.training_step_shape([5, 300]) == (4 * 21, 32 + 100 + 3)
 
 
-def test_a_step_that_cannot_fit_is_refused_before_any_work(
-    tmp_path: Path, tiny_bert: Path, results_dir: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The plan says the largest step and its memory; one larger than the free memory stops
-    the command before the first job (exit 2, one line naming the options), and --plan says it
-    would."""
+def _toy_monobert(tmp_path: Path, tiny_bert: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The toy dataset as the data root and a one-epoch monoBERT on the tiny BERT."""
     from toydata import write_toy_mteb
-    from typer.testing import CliRunner
-
-    import bench.memory
-    from bench.cli import app
 
     write_toy_mteb(tmp_path / "data" / "toy")
     monkeypatch.setenv("BENCH_DATA_DIR", str(tmp_path / "data"))
@@ -124,6 +116,20 @@ def test_a_step_that_cannot_fit_is_refused_before_any_work(
         f"default:\n  model: {tiny_bert}\n  epochs: 1\n  min_steps: 0\n  loss: bce\n"
     )
     monkeypatch.setattr("bench.runner.CONFIG_DIR", folder)
+
+
+def test_a_step_that_cannot_fit_is_refused_before_any_work(
+    tmp_path: Path, tiny_bert: Path, results_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plan says the largest step and its memory; one larger than the free memory stops
+    the command before the first job (exit 2, one line naming the options), and --plan says it
+    would."""
+    from typer.testing import CliRunner
+
+    import bench.memory
+    from bench.cli import app
+
+    _toy_monobert(tmp_path, tiny_bert, monkeypatch)
     monkeypatch.setattr(bench.memory, "available_bytes", lambda device: 1000)
     runner = CliRunner()
     plan = runner.invoke(app, ["-q", "run", "-r", "monobert", "-d", "toy", "--plan"])
@@ -142,19 +148,11 @@ def test_a_step_shared_by_every_variant_is_said_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_bert: Path, results_dir: Path
 ) -> None:
     """An ablation's variants share their step's shape: the plan says it once, not per variant."""
-    from toydata import write_toy_mteb
     from typer.testing import CliRunner
 
     from bench.cli import app
 
-    write_toy_mteb(tmp_path / "data" / "toy")
-    monkeypatch.setenv("BENCH_DATA_DIR", str(tmp_path / "data"))
-    folder = tmp_path / "configs"
-    folder.mkdir()
-    (folder / "monobert.yaml").write_text(
-        f"default:\n  model: {tiny_bert}\n  epochs: 1\n  min_steps: 0\n  loss: bce\n"
-    )
-    monkeypatch.setattr("bench.runner.CONFIG_DIR", folder)
+    _toy_monobert(tmp_path, tiny_bert, monkeypatch)
     args = ["-q", "ablate", "-d", "toy", "--what", "loss", "-r", "monobert", "--plan"]
     plan = CliRunner().invoke(app, args)
     text = " ".join(plan.output.split())

@@ -202,7 +202,8 @@ def shared_mask(items: ItemArrays, layout: Layout, query: np.ndarray | None = No
     need = layout.min_holders
     if need is None:
         return np.zeros_like(valid)
-    tokens, holders = np.unique(items.distinct[valid], return_counts=True)
+    if need > 1 or layout.content_min:  # holder counts: only where a rule reads them
+        tokens, holders = np.unique(items.distinct[valid], return_counts=True)
     if need > 1:
         valid &= np.isin(items.distinct, tokens[holders >= need])
     if layout.share == "function":
