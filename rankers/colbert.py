@@ -51,6 +51,7 @@ import numpy as np
 from bench.data.model import CandidateList, RankingSplit, relevant
 from bench.device import resolve_device
 from bench.trained import TrainingSummary
+from rankers import colbert_compat
 from rankers.base import (
     RUNTIME,
     SCORE,
@@ -188,10 +189,12 @@ class _Group:
 
 # -- colbert-ai glue -------------------------------------------------------------------------------
 def _import_colbert() -> Any:
-    """colbert-ai's modules; its import-time prints (faiss warning) go to the log, not stdout."""
+    """colbert-ai's modules, made to load on transformers 5 (:mod:`rankers.colbert_compat`); its
+    import-time prints (faiss warning) go to the log, not stdout."""
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         import colbert.modeling.colbert as modeling
+    colbert_compat.install()
     if buf.getvalue().strip():
         log.debug("colbert-ai: %s", buf.getvalue().strip())
     return modeling
