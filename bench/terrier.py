@@ -15,7 +15,6 @@ Optional: ``pip install 'crossjem-bench[pyterrier]'`` (no Java is needed for re-
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from bench.data.model import Candidate, CandidateList, Query, RankingSplit
 from bench.ranking import rank_order
-from rankers import Ranker, RankerError, create_ranker
+from rankers import Ranker, open_ranker
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -33,38 +32,6 @@ log = logging.getLogger(__name__)
 _EXTRA = "pip install 'crossjem-bench[pyterrier]'"
 #: the columns a re-ranking input frame must have
 COLUMNS = ("qid", "query", "docno", "text")
-
-
-def open_ranker(
-    ranker: str | Path | Ranker,
-    options: Mapping[str, Any] | None = None,
-    device: str = "cpu",
-) -> Ranker:
-    """A ranker by name (with ``options``), a folder a ranker's ``save()`` wrote (its
-    ``ranker.json`` names the ranker; saved options win, as in `bench run --set checkpoint=`),
-    or a ranker instance as it is."""
-    if isinstance(ranker, Ranker):
-        return ranker
-    folder = Path(ranker)
-    if isinstance(ranker, Path) or (folder / "ranker.json").is_file():
-        meta_file = folder / "ranker.json"
-        if not meta_file.is_file():
-            raise RankerError(f"{folder}: not a saved ranker folder (no ranker.json)")
-        name = json.loads(meta_file.read_text(encoding="utf-8")).get("name")
-        if not isinstance(name, str):
-            raise RankerError(f"{meta_file}: names no ranker")
-        opened = create_ranker(name, dict(options or {}), device=device)
-        opened.load(folder)
-        return opened
-    opened = create_ranker(str(ranker), dict(options or {}), device=device)
-    untrained = opened.untrained_weights()
-    if untrained:
-        log.warning(
-            "%s: %s is untrained here; give a trained folder (a `bench train` model) to re-rank",
-            opened.name,
-            untrained,
-        )
-    return opened
 
 
 def frame_lists(frame: pd.DataFrame) -> list[CandidateList]:

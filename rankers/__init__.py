@@ -7,10 +7,15 @@ created, so ``bench --help`` and BM25 runs stay fast and an absent extra gives a
 from __future__ import annotations
 
 import importlib
+import json
+import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from rankers.base import FAMILIES, Ranker, RankerConfig, RankerError, Role
+
+log = logging.getLogger(__name__)
 
 # name -> "module:Class". A new ranker is one module plus one line here (or one :func:`register`
 # call from anywhere); nothing in ``bench`` names rankers, so no other file changes.
@@ -105,6 +110,38 @@ def create_ranker(name: str, options: dict[str, Any] | None = None, device: str 
     return cls(cls.Config.from_options(options), device=device)
 
 
+def open_ranker(
+    ranker: str | Path | Ranker,
+    options: Mapping[str, Any] | None = None,
+    device: str = "cpu",
+) -> Ranker:
+    """A ranker by name (with ``options``), a folder a ranker's ``save()`` wrote (its
+    ``ranker.json`` names the ranker; saved options win, as in `bench run --set checkpoint=`),
+    or a ranker instance as it is."""
+    if isinstance(ranker, Ranker):
+        return ranker
+    folder = Path(ranker)
+    if isinstance(ranker, Path) or (folder / "ranker.json").is_file():
+        meta_file = folder / "ranker.json"
+        if not meta_file.is_file():
+            raise RankerError(f"{folder}: not a saved ranker folder (no ranker.json)")
+        name = json.loads(meta_file.read_text(encoding="utf-8")).get("name")
+        if not isinstance(name, str):
+            raise RankerError(f"{meta_file}: names no ranker")
+        opened = create_ranker(name, dict(options or {}), device=device)
+        opened.load(folder)
+        return opened
+    opened = create_ranker(str(ranker), dict(options or {}), device=device)
+    untrained = opened.untrained_weights()
+    if untrained:
+        log.warning(
+            "%s: %s is untrained here; give a trained folder (a `bench train` model) to re-rank",
+            opened.name,
+            untrained,
+        )
+    return opened
+
+
 __all__ = [
     "FAMILIES",
     "Ranker",
@@ -117,5 +154,6 @@ __all__ = [
     "create_ranker",
     "get_ranker_class",
     "module_of",
+    "open_ranker",
     "register",
 ]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +46,10 @@ def with_post_init(factory: Callable[[str], type]) -> Callable[[str], type]:
     @functools.wraps(factory)
     def wrapped(name_or_path: str) -> type:
         base = factory(name_or_path)
+        base_init = cast(Any, base).__init__
 
         def __init__(self: Any, config: Any, colbert_config: Any) -> None:
-            base.__init__(self, config, colbert_config)
+            base_init(self, config, colbert_config)
             self.post_init()
 
         return type(base.__name__, (base,), {"__init__": __init__, "__module__": base.__module__})

@@ -34,7 +34,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import numpy as np
 
@@ -229,7 +229,8 @@ class DenseRanker(Ranker[DenseConfig]):
             self._similarity, self._similarity_source = own, "model config"
         else:
             self._similarity, self._similarity_source = "cosine", "default (model config has none)"
-        model.similarity_fn_name = self._similarity
+        # typed as a Literal by sentence-transformers 6; the value is checked above
+        cast(Any, model).similarity_fn_name = self._similarity
         model.eval()
         self._model = model
         if ref.local and (h := weights_hash(ref.path)) is not None:

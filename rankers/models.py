@@ -166,12 +166,13 @@ def write_random_bert(
         log.info("%s holds another size (%s); rewriting it", path, found)
     source = Path(resolve_model(tokenizer_from).path)
     tokenizer = AutoTokenizer.from_pretrained(str(source))
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        max_position_embeddings=512,
-        pad_token_id=tokenizer.pad_token_id,
+    settings: dict[str, Any] = {
+        "vocab_size": tokenizer.vocab_size,
+        "max_position_embeddings": 512,
+        "pad_token_id": tokenizer.pad_token_id,
         **sizes,
-    )
+    }
+    config = BertConfig(**settings)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = BertModel(config)

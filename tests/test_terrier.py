@@ -11,8 +11,8 @@ import pytest
 from bench.data import load_split
 from bench.data.model import RankingSplit
 from bench.runner import RunOptions, run
-from bench.terrier import frame_lists, open_ranker, reranker
-from rankers import create_ranker
+from bench.terrier import frame_lists, reranker
+from rankers import create_ranker, open_ranker
 
 pt = pytest.importorskip("pyterrier")
 pd = pytest.importorskip("pandas")
