@@ -627,6 +627,54 @@ def plot(
     console.print("Pareto front: " + ", ".join(p.label for p in pareto_front(points)))
 
 
+# -- export --------------------------------------------------------------------------------------
+@app.command()
+@friendly_errors
+def export(
+    source: Annotated[
+        Path,
+        typer.Argument(
+            help="A saved ranker folder (`bench train` writes them under "
+            "results/models/DATASET/RANKER/KEY; the folder holds ranker.json).",
+            show_default=False,
+        ),
+    ],
+    out: Annotated[Path, typer.Argument(help="The folder to write.", show_default=False)],
+    overwrite: Annotated[
+        bool, typer.Option(help="Replace OUT if it exists (else an existing OUT is refused).")
+    ] = False,
+) -> None:
+    """Write a trained model as a folder another library loads, so it serves outside bench.
+
+    monobert -> a sentence-transformers `CrossEncoder` (`predict` gives bench's scores);
+    dpr, ance -> a `SentenceTransformer` (prompts and similarity included: `encode_query`,
+    `encode_document`, `similarity`); crossjem -> a Hugging Face folder (AutoModel loads the
+    encoder) with its head and options, loaded with `CrossJEMRanker.from_exported`. OUT holds
+    bench-export.json: the source model's description and the lines that load it.
+    """
+    from rankers import RankerError, open_ranker
+    from rankers.export import staged, write_description
+
+    if not (source / "ranker.json").is_file():
+        raise RankerError(
+            f"{source}: not a saved ranker folder (no ranker.json); `bench train` prints the "
+            "folder it saves a model in (results/models/DATASET/RANKER/KEY)"
+        )
+    ranker = open_ranker(source, device="cpu")
+    if not ranker.exports():
+        raise RankerError(
+            f"{source}: ranker {ranker.name!r} has no export format (monobert, dpr, ance and "
+            "crossjem have one)"
+        )
+    with staged(out, overwrite) as stage:
+        exported = ranker.export(stage)
+        write_description(stage, out, exported, {"folder": str(source), **ranker.describe()})
+    console.print(f"wrote {escape(str(out))}: loads with {exported.loads_with}")
+    console.print(escape(exported.example_for(out)), highlight=False)
+    for note in exported.notes:
+        console.print(f"note: {escape(note)}", highlight=False)
+
+
 # -- main job ------------------------------------------------------------------------------------
 # the commands that run many jobs (bench/cli_experiments.py) and the README tables
 for command in (cli_experiments.demo, cli_experiments.ablate, cli_experiments.sweep):

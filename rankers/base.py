@@ -16,7 +16,7 @@ import typing
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
@@ -31,6 +31,9 @@ from rankers.persist import (
     save_ranker,
     write_module,
 )
+
+if TYPE_CHECKING:
+    from rankers.export import Exported
 
 log = logging.getLogger(__name__)
 
@@ -408,6 +411,14 @@ class Ranker(ABC, Generic[C]):
     def score(self, lists: Sequence[CandidateList]) -> list[np.ndarray]:
         """One float array per list, aligned with ``list.candidates``; higher is more relevant."""
 
+    def score_texts(self, query: str, items: Sequence[str]) -> np.ndarray:
+        """:meth:`score` of one list given as texts (item ids are their positions): the call for
+        a user holding a query and its candidates, outside any dataset."""
+        from bench.data.model import Candidate, Query
+
+        candidates = tuple(Candidate(str(i), text) for i, text in enumerate(items))
+        return self.score([CandidateList(Query("0", query), candidates)])[0]
+
     def prepare_scoring(self, lists: Sequence[CandidateList]) -> Any:
         """The host-side half of :meth:`score` (see :attr:`host_step`): everything before the
         model runs. ``score(lists) == score_prepared(prepare_scoring(lists))`` always holds, so
@@ -474,6 +485,20 @@ class Ranker(ABC, Generic[C]):
         """Restore a :meth:`save` folder into this (already configured) ranker by the one restore
         rule of :func:`rankers.persist.load_ranker`, then :meth:`read_weights`."""
         load_ranker(self, Path(path))
+
+    # -- export (`bench export`; the formats live in rankers.export) -----------------------------
+    def export(self, folder: Path) -> Exported:
+        """Write this ranker's model into the empty ``folder`` in a format another library loads
+        (a sentence-transformers ``CrossEncoder``, a ``SentenceTransformer``...), so a model
+        trained here serves outside the harness; returns how to load it. Default: no format."""
+        raise RankerError(
+            f"ranker {self.name!r} has no export format (`bench export --help` lists the "
+            "rankers that have one)"
+        )
+
+    def exports(self) -> bool:
+        """Whether :meth:`export` writes a folder for this ranker."""
+        return type(self).export is not Ranker.export
 
     def _trainable(self) -> bool:
         return callable(getattr(self, "training_module", None))

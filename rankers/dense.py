@@ -60,6 +60,8 @@ if TYPE_CHECKING:
     import torch
     from sentence_transformers import SentenceTransformer
 
+    from rankers.export import Exported
+
 log = logging.getLogger(__name__)
 
 #: the SentenceTransformer folder inside a save() folder
@@ -505,6 +507,33 @@ class DenseRanker(Ranker[DenseConfig]):
             for k, v in prep(inputs).items()
         }
         return (model if module is None else module)(features)["sentence_embedding"]
+
+    # -- export ------------------------------------------------------------------------------
+    def export(self, folder: Path) -> Exported:
+        """A ``SentenceTransformer`` folder: the prefixes are its prompts ``query`` and
+        ``document`` and the similarity its own, so ``encode_query``, ``encode_document`` and
+        ``similarity`` give this ranker's scores."""
+        from rankers.export import Exported, refuse_sorted_items, sentence_transformer_folder
+
+        refuse_sorted_items(self.name, self.config.sort_item_tokens)
+        cfg = self.config
+        sentence_transformer_folder(
+            folder,
+            self.model,
+            cfg.query_prefix,
+            cfg.document_prefix,
+            self.similarity,
+            cfg.max_length,
+        )
+        return Exported(
+            loads_with="sentence_transformers.SentenceTransformer",
+            example=(
+                "from sentence_transformers import SentenceTransformer\n"
+                "model = SentenceTransformer({folder})\n"
+                "scores = model.similarity(model.encode_query([query]), "
+                "model.encode_document(items))[0]"
+            ),
+        )
 
     # -- persistence ---------------------------------------------------------------------------
     def saved_parts(self) -> tuple[str, ...]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import json
 import logging
 from abc import abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -52,6 +53,8 @@ from rankers.transfer import upload, upload_along  # noqa: F401 - the encoders' 
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
+
+    from rankers.export import Exported
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +140,8 @@ def float32_logits(head: nn.Module, features: Tensor) -> Tensor:
 
 ENCODER_DIR = "encoder"
 HEAD_FILE = "head.safetensors"
+#: an exported folder's description of the ranker (what ``ranker.json`` holds in a save())
+EXPORTED_RANKER = "bench-ranker.json"
 
 
 @dataclasses.dataclass
@@ -561,12 +566,16 @@ class EncoderRanker(Ranker[EC], Generic[EC]):
         assert isinstance(encoder, PreTrainedModel), "_build_module keeps the encoder as .encoder"
         encoder.save_pretrained(folder / ENCODER_DIR)
         self.tokenizer.save_pretrained(folder / ENCODER_DIR)
-        head = {
+        save_file(self._head_state(module), str(folder / HEAD_FILE))
+
+    @staticmethod
+    def _head_state(module: nn.Module) -> dict[str, Tensor]:
+        """Every parameter and buffer of ``module`` outside its encoder, on the CPU."""
+        return {
             k: v.detach().cpu().contiguous()
             for k, v in module.state_dict().items()
             if not k.startswith("encoder.")
         }
-        save_file(head, str(folder / HEAD_FILE))
 
     def restored_options(self, meta: dict[str, Any], folder: Path) -> dict[str, Any]:
         # fit continues a loaded checkpoint
@@ -580,6 +589,60 @@ class EncoderRanker(Ranker[EC], Generic[EC]):
             "base_weights_hash": meta.get("base_weights_hash"),
         }
         self._build(str(folder / ENCODER_DIR), head=load_file(str(folder / HEAD_FILE)))
+
+    # -- export (Hugging Face folder + this module's loader) -----------------------------------
+    def export(self, folder: Path) -> Exported:
+        """The encoder as a Hugging Face folder (``AutoModel`` loads it), the head as
+        ``head.safetensors`` and the ranker's description as :data:`EXPORTED_RANKER`: no library
+        has this ranker's input layout, so :meth:`from_exported` is the loader."""
+        from safetensors.torch import save_file
+        from transformers import PreTrainedModel
+
+        from rankers.export import Exported
+        from rankers.persist import saved_meta
+
+        module = self.module
+        encoder = module.encoder
+        assert isinstance(encoder, PreTrainedModel), "_build_module keeps the encoder as .encoder"
+        encoder.save_pretrained(folder)
+        self.tokenizer.save_pretrained(folder)
+        save_file(self._head_state(module), str(folder / HEAD_FILE))
+        meta = saved_meta(self)
+        (folder / EXPORTED_RANKER).write_text(
+            json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8"
+        )
+        cls = type(self)
+        return Exported(
+            loads_with=f"{cls.__module__}.{cls.__name__}.from_exported",
+            example=(
+                f"from {cls.__module__} import {cls.__name__}\n"
+                f"ranker = {cls.__name__}.from_exported({{folder}})\n"
+                "scores = ranker.score_texts(query, items)"
+            ),
+        )
+
+    @classmethod
+    def from_exported(cls, folder: Path | str, device: str = "cpu") -> EncoderRanker[Any]:
+        """A ranker scoring with a folder :meth:`export` wrote: its saved options (except how to
+        run: batch sizes, dtype), encoder and head."""
+        from safetensors.torch import load_file
+
+        folder = Path(folder)
+        described = folder / EXPORTED_RANKER
+        if not described.is_file():
+            raise RankerError(f"{folder}: not an exported {cls.name} folder (no {EXPORTED_RANKER})")
+        meta = json.loads(described.read_text(encoding="utf-8"))
+        if meta.get("name") != cls.name:
+            raise RankerError(f"{described}: exported by {meta.get('name')!r}, not {cls.name!r}")
+        ranker = cls(device=device)
+        config = ranker.cfg
+        runtime = config.runtime_fields()
+        fields = {f.name for f in dataclasses.fields(config)}
+        saved = {k: v for k, v in meta.get("config", {}).items() if k in fields - runtime}
+        ranker.config = dataclasses.replace(config, **{**saved, "model": str(folder)})
+        ranker._base = {k: meta.get(k) for k in ("model_id", "base_weights_hash")}
+        ranker._build(str(folder), head=load_file(str(folder / HEAD_FILE)))
+        return ranker
 
     # -- provenance ----------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:

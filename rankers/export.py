@@ -46,18 +46,21 @@ IDENTITY = "torch.nn.modules.linear.Identity"
 class Exported:
     """What :meth:`~rankers.base.Ranker.export` wrote."""
 
-    folder: Path
     #: the library and class that load the folder
     loads_with: str
-    #: Python that loads it and scores one (query, item) pair
+    #: Python that loads it and scores; ``{folder}`` stands for the folder's path
     example: str
     #: what the exported model does differently from `bench run`, if anything
     notes: tuple[str, ...] = ()
 
-    def describe(self, source: dict[str, Any]) -> dict[str, Any]:
+    def example_for(self, folder: Path) -> str:
+        """:attr:`example` with the folder's path in place of ``{folder}``."""
+        return self.example.replace("{folder}", repr(str(folder)))
+
+    def describe(self, folder: Path, source: dict[str, Any]) -> dict[str, Any]:
         return {
             "loads_with": self.loads_with,
-            "example": self.example,
+            "example": self.example_for(folder),
             "notes": list(self.notes),
             "source": source,
         }
@@ -83,10 +86,13 @@ def staged(target: Path, overwrite: bool = False) -> Iterator[Path]:
     stage.rename(target)
 
 
-def write_description(folder: Path, exported: Exported, source: dict[str, Any]) -> None:
-    """:data:`EXPORT_FILE`: what was exported (the ranker's ``describe()``) and how to load it."""
-    text = json.dumps(exported.describe(source), indent=2, sort_keys=True, default=str)
-    (folder / EXPORT_FILE).write_text(text + "\n", encoding="utf-8")
+def write_description(
+    stage: Path, target: Path, exported: Exported, source: dict[str, Any]
+) -> None:
+    """:data:`EXPORT_FILE` in ``stage``: what was exported (the ranker's ``describe()``) and how
+    to load it from ``target``, where the folder ends up."""
+    text = json.dumps(exported.describe(target, source), indent=2, sort_keys=True, default=str)
+    (stage / EXPORT_FILE).write_text(text + "\n", encoding="utf-8")
 
 
 def refuse_sorted_items(ranker: str, sort_item_tokens: bool) -> None:

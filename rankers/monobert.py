@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
@@ -41,6 +42,8 @@ from rankers.tokens import PAD, ItemArrays
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
+
+    from rankers.export import Exported
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +162,33 @@ class MonoBERTRanker(EncoderRanker[MonoBERTConfig]):
 
     def _build_module(self, encoder: PreTrainedModel) -> nn.Module:
         return MonoBERTModule(encoder, dropout=self.cfg.dropout, pooling=self.cfg.pooling)
+
+    # -- export ------------------------------------------------------------------------------
+    def export(self, folder: Path) -> Exported:
+        """A sentence-transformers ``CrossEncoder`` whose ``predict`` gives this ranker's scores
+        (the raw logit: the activation is the identity)."""
+        from rankers.export import Exported, cross_encoder_folder, refuse_sorted_items
+
+        refuse_sorted_items(self.name, self.cfg.sort_item_tokens)
+        module = self.module
+        assert isinstance(module, MonoBERTModule)
+        longest = self.cfg.max_query_len + self.cfg.max_item_len + 3
+        loads_with = cross_encoder_folder(
+            folder, module.encoder, self.tokenizer, module.classifier, self.cfg.pooling, longest
+        )
+        return Exported(
+            loads_with=loads_with,
+            example=(
+                "from sentence_transformers import CrossEncoder\n"
+                "model = CrossEncoder({folder})\n"
+                "scores = model.predict([(query, item) for item in items])"
+            ),
+            notes=(
+                f"bench cuts a query to {self.cfg.max_query_len} and an item to "
+                f"{self.cfg.max_item_len} WordPiece tokens; the CrossEncoder cuts a pair to "
+                f"{longest} tokens: scores are equal wherever no text is longer than its limit",
+            ),
+        )
 
     # -- inputs --------------------------------------------------------------------------------
     def pairs(self, query: str, items: Sequence[str]) -> list[tuple[list[int], list[int]]]:
