@@ -11,7 +11,7 @@ TORCH_SPEC ?= torch==2.13.0
 TEST_DATA ?= $(if $(BENCH_DATA_DIR),$(BENCH_DATA_DIR),$(abspath ../shared/data))
 TEST_RESULTS ?= $(abspath .ci-results)
 
-.PHONY: install demo test lint layers typecheck reference pytest regression throughput clean
+.PHONY: install demo test lint layers typecheck reference pytest regression throughput gpu-check clean
 
 install: $(VENV)/.installed
 
@@ -64,6 +64,14 @@ throughput: install
 	  BENCH_DATA_DIR=$(TEST_DATA) BENCH_RESULTS_DIR=$(THROUGHPUT_RESULTS) \
 	  $(BIN)/bench latency $(THROUGHPUT_ARGS) --processes $$p || exit 1; \
 	done
+
+# On a lent CUDA machine (no network; the stack carried as in docs/scaling.md#gpu): the GPU suite,
+# then the CUDA latency of monoBERT and every CROSS-JEM layout at N=100 and 700 in float32 and
+# bfloat16, records under $(GPU_RESULTS)/latency/wikiqa/. Uses the machine's own python (no .venv).
+GPU_PYTHON ?= python3
+GPU_RESULTS ?= $(abspath gpu-results)
+gpu-check:
+	PYTHON=$(GPU_PYTHON) BENCH_RESULTS_DIR=$(GPU_RESULTS) BENCH_DATA_DIR=$(TEST_DATA) bash .ci/gpu-check.sh
 
 clean:
 	rm -rf $(VENV) .ci-results
