@@ -3,7 +3,7 @@
 #   1. the GPU suite: `pytest -m gpu` (every ranker's CUDA scores against CPU float32, the
 #      latency tracker's device time, a short CUDA training);
 #   2. the CUDA latency of monoBERT and every CROSS-JEM row layout of `bench ablate --what
-#      order` (bench/ablate.py is the one list) at N=100 and 700, in float32 and bfloat16: one
+#      order` (bench/experiments/ablate.py is the one list) at N=100 and 700, in float32 and bfloat16: one
 #      `bench latency` run per layout and dtype, monoBERT timed in the same run, so each record's
 #      speed-up is a ratio measured on one machine in one run.
 # Records go to $BENCH_RESULTS_DIR/latency/wikiqa/ (default ./gpu-results); the output ends with
@@ -30,7 +30,7 @@ fi
 
 # one line of --set arguments per CROSS-JEM layout, from the order ablation's own list
 mapfile -t layouts < <("$PY" -c '
-from bench.ablate import ABLATIONS
+from bench.experiments.ablate import ABLATIONS
 ab = ABLATIONS["order"]
 for i in range(len(ab.values)):
     print(" ".join(f"--set crossjem.{k}={v}" for k, v in ab.options(i).items()))

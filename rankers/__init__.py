@@ -44,7 +44,7 @@ ALIASES: dict[str, str] = {
 _EXTRAS: dict[str, str] = {"colbert": "colbert"}
 
 # name -> settings file, for rankers registered with one of their own (default:
-# rankers/configs/<name>.yaml, see bench.runner.ranker_options)
+# rankers/configs/<name>.yaml, see bench.execution.runner.ranker_options)
 _CONFIG_FILES: dict[str, Path] = {}
 
 
@@ -88,7 +88,7 @@ def canonical_name(name: str) -> str:
 
 def module_of(name: str) -> str:
     """The module that defines ranker ``name`` (not imported): the root of its code for a cache
-    key (:mod:`bench.keys`)."""
+    key (:mod:`bench.execution.keys`)."""
     return _REGISTRY[canonical_name(name)].split(":")[0]
 
 

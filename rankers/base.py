@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
+from bench.core.trained import TrainingSummary
 from bench.data.model import CandidateList, RankingSplit
-from bench.results import FAMILIES as FAMILIES  # re-exported: rankers.base.FAMILIES
-from bench.trained import TrainingSummary
+from bench.results.records import FAMILIES as FAMILIES  # re-exported: rankers.base.FAMILIES
 from rankers.errors import RankerError as RankerError  # re-exported: raised by every ranker
 from rankers.persist import (
     WEIGHTS_FILE,
@@ -47,7 +47,7 @@ class Role(enum.Flag):
     is classified once, where it is declared (:func:`option`), not in a list per consumer.
 
     * ``TRAINING``: the trained weights can differ, so the option is part of the trained-model
-      cache key (:func:`bench.runner.fit_or_load`) and of a resumable checkpoint's key
+      cache key (:func:`bench.execution.runner.fit_or_load`) and of a resumable checkpoint's key
       (:func:`rankers.resume.checkpoint_key`): changing it trains anew.
     * ``SCORE``: it defines what a score means (model, token limits, template, similarity): a
       loaded checkpoint's saved value wins over the caller's, since its weights were trained
@@ -530,7 +530,7 @@ class Ranker(ABC, Generic[C]):
     def training_step_shape(self, list_lengths: Sequence[int]) -> tuple[int, int] | None:
         """The largest training step on train lists of ``list_lengths`` items, as (encoder
         sequences, tokens each, an upper bound) for the step-memory estimate of the plan
-        (:mod:`bench.memory`); None: not an encoder trained on whole lists."""
+        (:mod:`bench.execution.memory`); None: not an encoder trained on whole lists."""
         return None
 
     def input_report(self, lists: Sequence[CandidateList]) -> dict[str, Any]:

@@ -48,9 +48,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from bench.core.device import resolve_device
+from bench.core.trained import TrainingSummary
 from bench.data.model import CandidateList, RankingSplit, relevant
-from bench.device import resolve_device
-from bench.trained import TrainingSummary
 from rankers import colbert_compat
 from rankers.base import (
     RUNTIME,

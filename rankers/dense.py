@@ -38,9 +38,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import numpy as np
 
+from bench.core.trained import TrainingSummary
 from bench.data.model import CandidateList, RankingSplit, relevant
-from bench.ranking import rank_order
-from bench.trained import TrainingSummary
+from bench.results.ranking import rank_order
 from rankers.base import (
     RUNTIME,
     SCORE,

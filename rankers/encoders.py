@@ -29,9 +29,9 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from bench.core.device import resolve_device
+from bench.core.trained import TrainingSummary
 from bench.data.model import CandidateList, RankingSplit
-from bench.device import resolve_device
-from bench.trained import TrainingSummary
 from rankers.base import (
     RUNTIME,
     SCORE,

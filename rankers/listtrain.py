@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from bench.core.trained import ListTraining, TrainingSummary
 from bench.data.model import CandidateList, RankingSplit
-from bench.trained import ListTraining, TrainingSummary
 from rankers.base import (
     Ranker,
     RankerError,

@@ -15,8 +15,8 @@ and read, through two hooks with a default that fits any :class:`rankers.trainin
 What is the same for every ranker lives here:
 
 * **What a folder holds**: the weights, ``ranker.json`` (``describe()``, plus the training summary
-  for a ranker that keeps one in ``training_summary``) and the :data:`bench.cache.MANIFEST` of
-  every file's SHA-256.
+  for a ranker that keeps one in ``training_summary``) and the :data:`bench.results.cache.MANIFEST`
+  of every file's SHA-256.
 * **Atomic writes**: everything is written into a staging folder inside ``path`` and renamed into
   place; ``ranker.json`` and the manifest are removed first and published last, so a crash
   leaves a folder that :func:`load_ranker` refuses by name (never a mix of two saves).
@@ -37,9 +37,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from bench.cache import MANIFEST, manifest_problem, safetensors_problem, write_manifest
-from bench.io import atomic_write_json
-from bench.trained import TrainingSummary
+from bench.core.io import atomic_write_json
+from bench.core.trained import TrainingSummary
+from bench.results.cache import MANIFEST, manifest_problem, safetensors_problem, write_manifest
 from rankers.errors import RankerError
 
 log = logging.getLogger(__name__)

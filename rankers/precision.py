@@ -1,5 +1,5 @@
 """The dtype option's meaning: names -> torch dtypes, ``auto`` resolved per device, and how
-latency records name it. Below every ranker module (only torch and :mod:`bench.device`), so the
+latency records name it. Below every ranker module (only torch and :mod:`bench.core.device`), so the
 ranker base, the configs and the encoders read one definition.
 """
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from bench.device import auto_choice
+from bench.core.device import auto_choice
 
 #: option ``dtype`` (names: rankers.base.DTYPE_NAMES) -> torch dtype. Training: the autocast
 #: dtype on CUDA (fp32 master weights; CPU trains in float32). Scoring: the dtype the weights are

@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from bench.core.device import resolve_device
+from bench.core.trained import TrainingSummary
 from bench.data.model import Candidate, CandidateList, RankingSplit, relevant
-from bench.device import resolve_device
-from bench.trained import TrainingSummary
 from rankers.base import (
     RUNTIME,
     SCORE,

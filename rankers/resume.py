@@ -22,9 +22,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bench.core.io import atomic_write_json
+from bench.core.trained import SELECTION_MEASURE
 from bench.data.model import CandidateList, RankingSplit
-from bench.io import atomic_write_json
-from bench.trained import SELECTION_MEASURE
 from rankers.base import Ranker, RankerError, Role
 
 if TYPE_CHECKING:
@@ -237,8 +237,8 @@ class Resumable:
         self.save()
 
     def summary(self) -> dict[str, Any]:
-        """The :class:`bench.trained.TrainingSummary` fields every trainer reports: epochs kept,
-        dev scores, losses, and where and for how long it ran."""
+        """The :class:`bench.core.trained.TrainingSummary` fields every trainer reports: epochs
+        kept, dev scores, losses, and where and for how long it ran."""
         progress, dev = self.progress, f"dev_{SELECTION_MEASURE}"
         return {
             "best_epoch": progress.best_epoch,

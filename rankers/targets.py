@@ -89,9 +89,9 @@ def teacher_id(teacher: Ranker) -> str:
 
 def score_everywhere(teacher: Ranker, lists: Sequence[CandidateList]) -> list[np.ndarray]:
     """The teacher's logits (float64) for every list, on every process of a launch: each process
-    scores its shard (balanced by candidate count, :func:`bench.shard.score_sharded`) and all
+    scores its shard (balanced by candidate count, :func:`bench.core.shard.score_sharded`) and all
     get the whole, in list order - the same arrays one process makes alone."""
-    from bench.shard import score_sharded
+    from bench.core.shard import score_sharded
 
     scores = score_sharded(lists, [len(cl) for cl in lists], teacher.score, everywhere=True)
     assert scores is not None  # every process gets them with everywhere=True
@@ -134,7 +134,7 @@ def teacher_logits(
     get its logits); otherwise all score their shards (:func:`score_everywhere`) and the main one
     writes the file.
     """
-    from bench.shard import current_role, from_main
+    from bench.core.shard import current_role, from_main
 
     if cache_dir is None:
         return score_everywhere(teacher, lists), None

@@ -2,7 +2,7 @@
 
 Kept apart from the list trainer (:mod:`rankers.listtrain`) because every ranker imports its
 config at module level while the trainer runs only in ``fit``: a scoring job's cache key covers
-the modules its ranker imports (:mod:`bench.keys`), so the training loop stays out of it.
+the modules its ranker imports (:mod:`bench.execution.keys`), so the training loop stays out of it.
 """
 
 from __future__ import annotations

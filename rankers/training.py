@@ -19,10 +19,10 @@ make one optimisation step whatever the process count. Each process's loss is we
 share of the examples that carry signal, so the averaged gradient is the gradient of the global
 batch mean - the same optimisation as one process, but not the same model: each process draws
 its own dropout masks (and sums in another order), so a data-parallel model is cached under its
-own key (``processes`` in the training key, :mod:`bench.scale`). The list trainer pads the last,
-short batch with zero-weight lists so every process gets a slice; ColBERT and the dual encoders
-train in one process (``Ranker.distributed_training`` says which). Dev scoring and teacher
-scoring are sharded over the processes like `bench run`'s scoring (:mod:`bench.shard`); logging
+own key (``processes`` in the training key, :mod:`bench.execution.scale`). The list trainer pads the
+last, short batch with zero-weight lists so every process gets a slice; ColBERT and the dual
+encoders train in one process (``Ranker.distributed_training`` says which). Dev scoring and teacher
+scoring are sharded over the processes like `bench run`'s scoring (:mod:`bench.core.shard`); logging
 and evaluation run on the main process and are broadcast.
 
 **Parts.** The loop and optimisation live here; the resumable state and checkpoints in
@@ -42,9 +42,9 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from bench.core.trained import TrainingSummary
 from bench.data.model import RankingSplit
-from bench.metrics import build_run, evaluate
-from bench.trained import TrainingSummary
+from bench.results.metrics import build_run, evaluate
 from rankers.base import Ranker, RankerError, TrainingConfig
 from rankers.resume import SELECTION_MEASURE, Progress, Resumable, checkpoint_key
 
@@ -71,7 +71,7 @@ def mixed_precision(device: str, dtype: str) -> str:
     if not device.startswith("cuda"):
         return "no"
     if dtype == "auto":
-        from bench.device import auto_choice
+        from bench.core.device import auto_choice
 
         return auto_choice(device, "training", "bf16", "no")
     return MIXED_PRECISION.get(dtype, "no")
@@ -91,10 +91,10 @@ def dev_per_query(
 
 def sharded_dev_per_query(ranker: Ranker, dev: RankingSplit | None) -> dict[str, float] | None:
     """:func:`dev_per_query` on every process of a launch: each scores its shard of the dev
-    lists (balanced by candidate count, :func:`bench.shard.score_sharded`) and the main one
+    lists (balanced by candidate count, :func:`bench.core.shard.score_sharded`) and the main one
     evaluates them all; the others get None. The weights are the same on every process (DDP),
     so the shards make the one-process scores: the values do not depend on the process count."""
-    from bench.shard import score_sharded
+    from bench.core.shard import score_sharded
 
     if dev is None or not dev.lists:
         return None
@@ -105,7 +105,7 @@ def sharded_dev_per_query(ranker: Ranker, dev: RankingSplit | None) -> dict[str,
 def dev_score(ranker: Ranker, dev: RankingSplit | None) -> float | None:
     """Dev AP@10 with the current weights (the mean over the dev queries); None without a dev
     split. Called on every process of a launch (:func:`sharded_dev_per_query`); all get it."""
-    from bench.shard import from_main
+    from bench.core.shard import from_main
 
     values = sharded_dev_per_query(ranker, dev)
     return from_main(None if values is None else sum(values.values()) / max(len(values), 1))
@@ -339,8 +339,8 @@ def train_loop(
     """
     from accelerate.utils import broadcast_object_list, gather_object
 
-    from bench.device import seed_everything
-    from bench.progress import progress_bar
+    from bench.core.device import seed_everything
+    from bench.core.progress import progress_bar
     from rankers.models import state_hash
 
     if not isinstance(steps, Trainable):

@@ -83,8 +83,8 @@ def results_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture(autouse=True)
 def _bm25_dev_baseline_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """Training compares its kept epoch with the rankers that need no training on dev
-    (``bench.runner.DEV_BASELINES``); in tests only with BM25, since DPR would load MiniLM for
-    every tiny training. tests/test_runner.py checks the comparison itself."""
-    import bench.runner
+    (``bench.execution.runner.DEV_BASELINES``); in tests only with BM25, since DPR would load MiniLM
+    for every tiny training. tests/test_runner.py checks the comparison itself."""
+    import bench.execution.runner
 
-    monkeypatch.setattr(bench.runner, "DEV_BASELINES", ("bm25",))
+    monkeypatch.setattr(bench.execution.runner, "DEV_BASELINES", ("bm25",))

@@ -1,4 +1,5 @@
-"""bench.checks against records written with bench.results.write_result and YAML in tmp_path."""
+"""bench.reporting.checks against records written with bench.results.records.write_result and YAML
+in tmp_path."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.checks import (
+from bench.reporting.checks import (
     FAIL,
     MISSING,
     OK,
@@ -19,7 +20,7 @@ from bench.checks import (
     load_expectations,
     run_checks,
 )
-from bench.results import (
+from bench.results.records import (
     LATENCY_KIND,
     ResultRecord,
     config_hash,

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from bench.cli import app
+from bench.cli.main import app
 
 runner = CliRunner()
 
@@ -319,7 +319,7 @@ def test_check_that_checks_nothing_exits_1(
 
 
 def test_process_counts_that_cannot_help_are_warned_about() -> None:
-    from bench.cli_experiments import process_warnings
+    from bench.cli.experiments import process_warnings
 
     assert process_warnings(2, False, 2) == []
     assert process_warnings(1, True, 2) == []

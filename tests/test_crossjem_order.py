@@ -446,8 +446,8 @@ def test_order_ablation_trains_every_layout_on_the_same_data(
 ) -> None:
     from toydata import write_toy_mteb
 
-    from bench.ablate import run_ablation
-    from bench.runner import RunOptions
+    from bench.execution.runner import RunOptions
+    from bench.experiments.ablate import run_ablation
 
     data = tmp_path / "data"
     write_toy_mteb(data / "toy")
@@ -456,7 +456,7 @@ def test_order_ablation_trains_every_layout_on_the_same_data(
     (folder / "crossjem.yaml").write_text(
         f"default:\n  model: {tiny_bert}\n  epochs: 1\n  min_steps: 0\n  teacher: null\n"
     )
-    monkeypatch.setattr("bench.runner.CONFIG_DIR", folder)
+    monkeypatch.setattr("bench.execution.runner.CONFIG_DIR", folder)
     base = RunOptions(
         ranker="crossjem", dataset="toy", data_dir=data, warmup=0, progress=False, device="cpu"
     )

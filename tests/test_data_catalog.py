@@ -10,16 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from bench.data import (
-    DatasetError,
-    dataset_splits,
-    get_card,
-    list_datasets,
-    load_split,
-    split_stats,
-)
-from bench.data.cards import read_card
-from bench.settings import PROJECT_ROOT
+from bench.core.settings import PROJECT_ROOT
+from bench.data.cards import get_card, list_datasets, read_card
+from bench.data.files import DatasetError
+from bench.data.splits import dataset_splits, load_split
+from bench.data.stats import split_stats
 
 
 def test_paper_cards() -> None:
@@ -150,7 +145,7 @@ def test_card_drops_all_relevant_queries_as_mteb_does(
     """wikiqa test has 6 queries whose every candidate is relevant: every ranker scores 1.0 on
     them. Kept (the default), they lift AP by (1 - AP) * 6 / 243 over MTEB's figure, which
     skips them; ``drop_all_relevant: true`` drops and counts them, and the record says so."""
-    from bench.metrics import build_run, evaluate
+    from bench.results.metrics import build_run, evaluate
     from rankers.bm25 import BM25Index
 
     kept = load_split("wikiqa", "test", shared_data)
@@ -307,7 +302,7 @@ def test_split_stats(fixtures_dir: Path) -> None:
 def test_datasets_reports_cut_items_and_rows_per_layout(shared_data: Path) -> None:
     """The wikiqa test figures of issues 31 and 32: 32% of items cut at 32 WordPiece tokens,
     10.7% of their tokens lost; lists over several rows: union 9, concat 73, hybrid 10."""
-    from bench.reports import _cut_cell, _rows_cell, wordpiece_tokenizer
+    from bench.reporting.reports import _cut_cell, _rows_cell, wordpiece_tokenizer
 
     tokenizer = wordpiece_tokenizer()
     split = load_split("wikiqa", "test", shared_data)

@@ -19,8 +19,11 @@ from toydata import write_toy_mteb
 from typer.testing import CliRunner
 
 import bench.data.layouts as layouts
-from bench.cli import app
-from bench.data import DatasetError, get_card, list_datasets, load_split, register_layout
+from bench.cli.main import app
+from bench.data.cards import get_card, list_datasets
+from bench.data.files import DatasetError
+from bench.data.layouts import register_layout
+from bench.data.splits import load_split
 
 #: one ``qid <TAB> query <TAB> docid <TAB> text <TAB> grade`` line per candidate, per split file
 TOY_LAYOUT = textwrap.dedent(

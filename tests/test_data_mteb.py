@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.data import DatasetError, load_split
+from bench.data.files import DatasetError
 from bench.data.model import text_id
+from bench.data.splits import load_split
 
 
 def _d(text: str) -> str:

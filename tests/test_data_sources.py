@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.data import load_split
 from bench.data.model import text_id
+from bench.data.splits import load_split
 
 SODQ_REVISION = "e185fbe320c72810689fc5848eb6114e1ef5ec69"
 

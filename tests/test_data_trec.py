@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.data import DatasetError, dataset_splits, load_split
+from bench.data.files import DatasetError
 from bench.data.model import relevant
+from bench.data.splits import dataset_splits, load_split
 
 
 def _copy_fixture(fixtures_dir: Path, dest: Path) -> Path:

@@ -1,10 +1,10 @@
-"""The cost model (bench.efficiency) on a hand-made list, with hand-computed integers."""
+"""The cost model (bench.latency.efficiency) on a hand-made list, with hand-computed integers."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.efficiency import (
+from bench.latency.efficiency import (
     MINILM_L6,
     EncoderShape,
     crossjem_lengths,

@@ -10,7 +10,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from bench.cli import app
+from bench.cli.main import app
 from rankers import RankerError, create_ranker
 from rankers.export import EXPORT_FILE, staged
 

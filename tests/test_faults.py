@@ -31,16 +31,17 @@ import yaml
 from toydata import write_toy_mteb
 from typer.testing import CliRunner
 
-from bench import provenance
-from bench.cache import MANIFEST, entry_lock, manifest_problem, state_problem
-from bench.checks import MISSING, OK, run_checks
-from bench.cli import app
-from bench.data import get_card, load_split
+from bench.cli.main import app
+from bench.core import provenance
+from bench.core.io import atomic_write_text
+from bench.data.cards import get_card
 from bench.data.model import CandidateList, RankingSplit
-from bench.io import atomic_write_text
-from bench.keys import scoring_code
-from bench.results import PER_QUERY, RECORD, RUN_FILE, file_sha256, load_records
-from bench.runner import RunOptions, fit_or_load, ranker_options, run, settings_file
+from bench.data.splits import load_split
+from bench.execution.keys import scoring_code
+from bench.execution.runner import RunOptions, fit_or_load, ranker_options, run, settings_file
+from bench.reporting.checks import MISSING, OK, run_checks
+from bench.results.cache import MANIFEST, entry_lock, manifest_problem, state_problem
+from bench.results.records import PER_QUERY, RECORD, RUN_FILE, file_sha256, load_records
 from rankers import RankerError, create_ranker
 from rankers.base import Ranker, RankerConfig
 from rankers.persist import read_saved
@@ -472,7 +473,9 @@ def test_missing_dev_split_is_said(
     fit_or_load(ranker, toy_options(tmp_path, "fake"), results_dir)
     assert ranker.fits == [{"dev": None, "resumable": False}]
     (warning,) = [
-        r for r in caplog.records if r.levelno == logging.WARNING and r.name == "bench.runner"
+        r
+        for r in caplog.records
+        if r.levelno == logging.WARNING and r.name == "bench.execution.runner"
     ]
     assert warning.getMessage() == (
         "toy has no development split (none of dev/validation/val among test, train): no epoch "
@@ -843,7 +846,7 @@ def test_ctrl_c_says_what_was_kept_and_exits_130(
     def interrupted(*args: Any, **kwargs: Any) -> Any:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("bench.scoring.score_split", interrupted)
+    monkeypatch.setattr("bench.execution.scoring.score_split", interrupted)
     out = flat(invoke("run", "-r", "bm25", "-d", "semeval16b", code=130))
     assert "interrupted: finished results and trained models are kept" in out
     assert "rerun the same command to go on" in out
@@ -882,7 +885,7 @@ def test_latency_threads_out_of_range_is_rejected_before_any_work(env: Path, thr
 
 
 def test_latency_options_reject_zero_threads() -> None:
-    from bench.latency import BenchOptions
+    from bench.latency.protocol import BenchOptions
 
     with pytest.raises(ValueError, match="--threads must be >= 1, not 0"):
         BenchOptions(dataset="semeval16b", threads=0).validate()
@@ -941,7 +944,7 @@ def no_training(monkeypatch: pytest.MonkeyPatch) -> None:
     def train(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a model was trained before the inputs were checked")
 
-    monkeypatch.setattr("bench.fitting._train", train)
+    monkeypatch.setattr("bench.execution.fitting._train", train)
 
 
 @pytest.mark.parametrize(
@@ -981,7 +984,7 @@ def configs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A settings folder of its own (rankers/configs is never written by a test)."""
     folder = tmp_path / "configs"
     folder.mkdir()
-    monkeypatch.setattr("bench.runner.CONFIG_DIR", folder)
+    monkeypatch.setattr("bench.execution.runner.CONFIG_DIR", folder)
     return folder
 
 
@@ -1020,7 +1023,7 @@ def test_sweep_keeps_the_settings_file_mode(env: Path, configs: Path) -> None:
 
 def _sweep(rows: dict[str, float], created: str, dev_split: str = "dev") -> Any:
     """A finished monoBERT sweep over ``epochs`` on semeval16b: epochs value -> dev AP@10."""
-    from bench.sweep import Sweep, SweepRow
+    from bench.experiments.sweep import Sweep, SweepRow
 
     command = "bench sweep -r monobert -d semeval16b --set epochs=" + ",".join(rows)
     done = [
@@ -1030,7 +1033,7 @@ def _sweep(rows: dict[str, float], created: str, dev_split: str = "dev") -> Any:
 
 
 def test_a_narrower_sweep_keeps_an_earlier_better_choice_and_every_table(tmp_path: Path) -> None:
-    from bench.sweep import write_chosen
+    from bench.experiments.sweep import write_chosen
 
     path = tmp_path / "monobert.yaml"
     path.write_text(
@@ -1065,7 +1068,7 @@ def test_a_narrower_sweep_keeps_an_earlier_better_choice_and_every_table(tmp_pat
 def test_the_repository_settings_comments_are_read_as_earlier_choices(tmp_path: Path) -> None:
     """rankers/configs/monobert.yaml's semeval16b sweep (written before the dev split was
     recorded) chose epochs=10 at dev AP@10 0.7825: a sweep of epochs=3 alone must not undo it."""
-    from bench.sweep import write_chosen
+    from bench.experiments.sweep import write_chosen
 
     path = tmp_path / "monobert.yaml"
     shutil.copy(PROJECT_ROOT / "rankers" / "configs" / "monobert.yaml", path)
@@ -1166,14 +1169,14 @@ def test_dev_baselines_follow_the_results_root_given(
 ) -> None:
     """Issue 24 item 6: the dev baselines a training scores go under the results root the model
     is trained under, not under $BENCH_RESULTS_DIR or the checkout's results/."""
-    import bench.settings
+    import bench.core.settings
 
     class Scored(FakeTrainable):
         def fit(self, train: RankingSplit, dev: RankingSplit | None = None) -> dict[str, Any]:
             return {**super().fit(train, dev), "dev_AP@10": [0.5], "best_epoch": 1}
 
     project = tmp_path / "checkout"
-    monkeypatch.setattr(bench.settings, "PROJECT_ROOT", project)
+    monkeypatch.setattr(bench.core.settings, "PROJECT_ROOT", project)
     monkeypatch.delenv("BENCH_RESULTS_DIR", raising=False)
     root = tmp_path / "given"
     summary = fit_or_load(Scored(), toy_options(tmp_path, "fake"), root)
@@ -1187,23 +1190,23 @@ def test_a_full_disk_while_writing_an_entry_leaves_no_entry_folder(
 ) -> None:
     """The run file written, the per-query file hits a full disk: the error names the file and
     the entry folder the write made is gone (no half entry); a rerun then writes it whole."""
-    import bench.results
-    from bench.io import StorageError
-    from bench.results import PER_QUERY
-    from bench.runner import RunOptions, run
+    import bench.results.records
+    from bench.core.io import StorageError
+    from bench.execution.runner import RunOptions, run
+    from bench.results.records import PER_QUERY
 
-    write = bench.results.atomic_write_text
+    write = bench.results.records.atomic_write_text
 
     def full(path: Path, text: str, mode: int | None = None) -> None:
         if path.name == PER_QUERY:
             raise StorageError(f"cannot write {path}: No space left on device")
         write(path, text, mode)
 
-    monkeypatch.setattr(bench.results, "atomic_write_text", full)
+    monkeypatch.setattr(bench.results.records, "atomic_write_text", full)
     opts = RunOptions("bm25", "semeval16b", data_dir=shared_data, progress=False)
     with pytest.raises(StorageError, match=f"cannot write .*{PER_QUERY}: No space left"):
         run(opts)
     entries = list((results_dir / "runs" / "semeval16b" / "bm25").iterdir())
     assert [p.suffix for p in entries] == [".lock"]  # the lock file stays, never held
-    monkeypatch.setattr(bench.results, "atomic_write_text", write)
+    monkeypatch.setattr(bench.results.records, "atomic_write_text", write)
     assert (run(opts).path / "record.json").exists()

@@ -49,7 +49,7 @@ def _build(kind: str, device: str, **options: Any) -> Any:
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("kind", KINDS)
 def test_device_scores_match_cpu_float32(kind: str, dtype: str) -> None:
-    from bench.device import bf16_supported
+    from bench.core.device import bf16_supported
 
     if CUDA and dtype == "bfloat16" and not bf16_supported(DEVICE):
         pytest.skip("this GPU has no native bfloat16")
@@ -67,7 +67,7 @@ def test_device_scores_match_cpu_float32(kind: str, dtype: str) -> None:
 
 @needs_cuda
 def test_latency_tracker_measures_device_time_on_cuda0() -> None:
-    from bench.latency.tracker import LatencyTracker
+    from bench.core.timing import LatencyTracker
 
     tracker = LatencyTracker("cuda:0")
     a = torch.randn(2048, 2048, device="cuda:0")

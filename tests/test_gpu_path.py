@@ -37,7 +37,7 @@ class FakeEvent:
 
 
 def test_tracker_records_events_on_its_devices_stream(monkeypatch: pytest.MonkeyPatch) -> None:
-    from bench.latency.tracker import LatencyTracker
+    from bench.core.timing import LatencyTracker
 
     events: list[FakeEvent] = []
     streams: dict[str, object] = {}
@@ -599,7 +599,7 @@ def test_auto_dtype_is_bf16_only_on_a_gpu_with_native_bf16(
     import contextlib
     import logging
 
-    from bench import device as bench_device
+    from bench.core import device as bench_device
     from rankers import precision, training
 
     asked: list[tuple[int, bool]] = []
@@ -617,7 +617,7 @@ def test_auto_dtype_is_bf16_only_on_a_gpu_with_native_bf16(
     monkeypatch.setattr(torch.cuda, "device", device)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", is_bf16_supported)
     monkeypatch.setattr(bench_device, "_told", set())
-    with caplog.at_level(logging.INFO, logger="bench.device"):
+    with caplog.at_level(logging.INFO, logger="bench.core.device"):
         assert precision.scoring_dtype("auto", "cuda:1") == scoring
         assert precision.scoring_dtype("auto", "cpu") == torch.float32
         assert precision.scoring_dtype("bfloat16", "cuda:1") == torch.bfloat16  # asked: kept

@@ -12,12 +12,13 @@ import pytest
 from toydata import write_toy_mteb
 from typer.testing import CliRunner
 
-from bench.ablate import ABLATIONS, check_ranker, run_ablation
-from bench.cli import app
-from bench.data import load_split, split_stats
+from bench.cli.main import app
 from bench.data.model import Candidate, CandidateList, Query, RankingSplit
-from bench.reports import wordpiece_tokenizer
-from bench.runner import RunOptions, run
+from bench.data.splits import load_split
+from bench.data.stats import split_stats
+from bench.execution.runner import RunOptions, run
+from bench.experiments.ablate import ABLATIONS, check_ranker, run_ablation
+from bench.reporting.reports import wordpiece_tokenizer
 from rankers import available, get_ranker_class
 from rankers.base import SCORE, TRAINING
 from rankers.itemorder import OPTION, item_texts, sort_words, supports
@@ -200,7 +201,7 @@ def toy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_bert: Path) -> Pat
     (folder / "monobert.yaml").write_text(
         f"default:\n  model: {tiny_bert}\n  epochs: 1\n  loss: bce\n"
     )
-    monkeypatch.setattr("bench.runner.CONFIG_DIR", folder)
+    monkeypatch.setattr("bench.execution.runner.CONFIG_DIR", folder)
     return data
 
 

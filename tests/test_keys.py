@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 from toydata import write_tiny_settings, write_toy_mteb
 
-from bench import provenance
-from bench.metrics import DEFAULT_MEASURES
-from bench.results import RUN_FILE
-from bench.runner import RunOptions, run
-from bench.selection import select_records
+from bench.core import provenance
+from bench.execution.runner import RunOptions, run
+from bench.execution.selection import select_records
+from bench.results.metrics import DEFAULT_MEASURES
+from bench.results.records import RUN_FILE
 
 Edit = Callable[[str], None]
 
@@ -36,8 +36,8 @@ def _toy(tmp_path: Path, ranker: str, **fields: object) -> RunOptions:
 
 @pytest.fixture()
 def edit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Edit:
-    """``edit("bench/plot.py")`` appends a comment line to that file of a copy of the code the
-    cache keys read; any per-process cache of the code is dropped, as a new process would."""
+    """``edit("bench/reporting/plot.py")`` appends a comment line to that file of a copy of the code
+    the cache keys read; any per-process cache of the code is dropped, as a new process would."""
     real = provenance.package_folder
     copies = {name: tmp_path / "code" / name for name in provenance.CODE_PACKAGES}
     for name, copy in copies.items():
@@ -60,7 +60,7 @@ def edit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Edit:
 def configs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_bert: Path) -> Path:
     """Settings files: monoBERT on labels, CROSS-JEM distilled from monoBERT, tiny BERT."""
     folder = write_tiny_settings(tmp_path / "configs", tiny_bert, "min_steps: 0\n  ")
-    monkeypatch.setattr("bench.runner.CONFIG_DIR", folder)
+    monkeypatch.setattr("bench.execution.runner.CONFIG_DIR", folder)
     return folder
 
 
@@ -77,7 +77,12 @@ def test_editing_the_plot_module_reuses_a_cached_bm25_run(
 ) -> None:
     opts = _toy(tmp_path, "bm25")
     first = run(opts)
-    for path in ("bench/plot.py", "bench/cli.py", "bench/tables.py", "rankers/monobert.py"):
+    for path in (
+        "bench/reporting/plot.py",
+        "bench/cli/main.py",
+        "bench/reporting/tables.py",
+        "rankers/monobert.py",
+    ):
         edit(path)
     again = run(opts)
     assert again.path == first.path and again.created == first.created
@@ -139,8 +144,8 @@ def test_a_new_measure_is_reported_for_a_cached_run_without_rescoring(
     first = run(opts)
     assert first.path is not None
     scores = (first.path / RUN_FILE).read_bytes()
-    # a measure added to bench/metrics.py: its source changes, and runs ask for it
-    edit("bench/metrics.py")
+    # a measure added to bench/results/metrics.py: its source changes, and runs ask for it
+    edit("bench/results/metrics.py")
     measures = (*DEFAULT_MEASURES, "nDCG@5")
     # until it is evaluated again, its metrics are those of other code: readers leave it out
     assert select_records([first], opts.data_dir).left_out == {"other code": [first]}
@@ -160,9 +165,9 @@ def test_a_new_measure_is_reported_for_a_cached_run_without_rescoring(
 
 
 def test_rankers_import_training_only_modules_inside_functions() -> None:
-    """What :data:`bench.keys.TRAINING_ONLY_MODULES` promises: no ranker module imports them
-    at module level, so scoring a ranker never runs them."""
-    from bench.keys import TRAINING_ONLY_MODULES
+    """What :data:`bench.execution.keys.TRAINING_ONLY_MODULES` promises: no ranker module imports
+    them at module level, so scoring a ranker never runs them."""
+    from bench.execution.keys import TRAINING_ONLY_MODULES
 
     folder = provenance.package_folder("rankers")
     for path in sorted(folder.rglob("*.py")):
@@ -218,7 +223,7 @@ def module_level_imports(source: str, package: str) -> set[str]:
     ],
 )
 def test_every_way_of_importing_a_training_module_is_seen(source: str) -> None:
-    from bench.keys import TRAINING_ONLY_MODULES
+    from bench.execution.keys import TRAINING_ONLY_MODULES
 
     assert module_level_imports(source, "rankers") & set(TRAINING_ONLY_MODULES)
 
@@ -232,14 +237,23 @@ def test_imports_for_type_checking_or_inside_functions_are_not_module_level() ->
 
 
 def test_the_scoring_closure_leaves_out_the_cli_plots_measures_and_other_rankers() -> None:
-    from bench.keys import scoring_code, training_code
+    from bench.execution.keys import scoring_code, training_code
 
     files = scoring_code("rankers.dense", Path("rankers/configs/dpr.yaml"))["files"]
-    assert {"rankers/dense.py", "bench/scoring.py", "bench/ranking.py"} <= set(files)
-    for absent in ("bench/cli.py", "bench/plot.py", "bench/tables.py", "bench/runner.py"):
+    assert {"rankers/dense.py", "bench/execution/scoring.py", "bench/results/ranking.py"} <= set(
+        files
+    )
+    for absent in (
+        "bench/cli/main.py",
+        "bench/reporting/plot.py",
+        "bench/reporting/tables.py",
+        "bench/execution/runner.py",
+    ):
         assert absent not in files
-    assert "bench/metrics.py" not in files and "rankers/bm25.py" not in files
+    assert "bench/results/metrics.py" not in files and "rankers/bm25.py" not in files
     assert "rankers/monobert.py" not in files
     trained = training_code("rankers.dense", Path("rankers/configs/dpr.yaml"))["files"]
     # DPR mines its negatives with BM25 while it trains, and dev selects with the measures
-    assert {"rankers/bm25.py", "bench/metrics.py", "bench/fitting.py"} <= set(trained)
+    assert {"rankers/bm25.py", "bench/results/metrics.py", "bench/execution/fitting.py"} <= set(
+        trained
+    )

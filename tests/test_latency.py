@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from toymodels import CountingRanker
 
+from bench.core.timing import LatencyTracker, summarise
 from bench.data.model import Candidate, CandidateList, Query, RankingSplit
-from bench.latency import LatencyTracker, summarise
-from bench.runner import batches, score_split
+from bench.execution.runner import batches, score_split
 
 
 def test_summary_percentiles_and_throughput_from_known_calls() -> None:

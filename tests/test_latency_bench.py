@@ -13,36 +13,34 @@ import pytest
 from toymodels import CountingRanker
 
 import rankers
-from bench.checks import OK, run_checks
 from bench.data.model import Candidate, CandidateList, Query, RankingSplit
-from bench.efficiency import EncoderShape
-from bench.latency import (
-    ArchPreset,
+from bench.execution.runner import ranker_options
+from bench.latency import protocol
+from bench.latency.arch import ArchPreset
+from bench.latency.benchmark import run_benchmark
+from bench.latency.efficiency import EncoderShape
+from bench.latency.lists import bm25_lists, list_tokens, token_summary
+from bench.latency.protocol import (
+    PARTS,
     BenchOptions,
-    LatencyRecord,
-    LatencyRow,
-    ListBlock,
-    bm25_lists,
-    build_latency_table,
-    check_records,
     column_for,
     entries_for,
-    list_tokens,
-    load_latency_records,
-    mark_best,
-    merge_records,
-    protocol,
-    render_latency,
-    run_benchmark,
-    speedup_summary,
     time_interleaved,
     time_part,
     time_parts,
     time_scoring,
-    token_summary,
 )
-from bench.latency.protocol import PARTS
-from bench.runner import ranker_options
+from bench.latency.records import (
+    LatencyRecord,
+    LatencyRow,
+    ListBlock,
+    check_records,
+    load_latency_records,
+    mark_best,
+    speedup_summary,
+)
+from bench.latency.tables import build_latency_table, merge_records, render_latency
+from bench.reporting.checks import OK, run_checks
 from rankers.base import LatencyVariant, Ranker, RankerConfig, RankerError
 from rankers.models import write_random_bert
 
@@ -253,7 +251,7 @@ def test_host_step_and_model_only_time_the_two_halves() -> None:
 def test_host_and_model_steps_split_each_timed_call(monkeypatch: pytest.MonkeyPatch) -> None:
     """The whole call, the host step and the model step are one call with a mark between the
     steps: each step is the time up to or from the mark, and the two add up to the whole."""
-    from bench.latency import tracker
+    from bench.core import timing as tracker
 
     clock_s = iter([0.0, 0.25, 1.0] * 4)  # start, mark, end of each of the 4 calls
     monkeypatch.setattr(tracker.time, "perf_counter", lambda: next(clock_s))
@@ -745,7 +743,7 @@ def test_speedup_reads_a_crossjem_column_tagged_with_its_layout() -> None:
 
 
 def test_latency_set_options_go_to_the_rankers_that_have_them() -> None:
-    from bench.latency import options_per_ranker
+    from bench.latency.protocol import options_per_ranker
 
     timed = ["bm25", "monobert", "crossjem"]
     assert options_per_ranker({"order": "concat"}, timed) == {"crossjem": {"order": "concat"}}

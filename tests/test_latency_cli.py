@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bench.cli import app
+from bench.cli.main import app
 
 runner = CliRunner()
 BASE = ["latency", "-d", "semeval16b", "--rankers", "bm25", "--n-items", "20"]

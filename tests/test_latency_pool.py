@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from bench.core.timing import aggregate_throughput, pool, summarise
 from bench.latency.records import LatencyRow
-from bench.latency.tracker import aggregate_throughput, pool, summarise
 
 
 def test_summary_keeps_raw_calls() -> None:

@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
+from bench.core.timing import pool
 from bench.latency.processes import THROUGHPUT_DEFINITION, throughput
 from bench.latency.records import LatencyRecord
 from bench.latency.tables import merge_records
-from bench.latency.tracker import pool
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 ARGS = ("-d", "semeval16b", "--rankers", "bm25,dpr", "--n-items", "10", "--queries", "5")

@@ -163,59 +163,15 @@ def test_no_import_cycles_in_bench_and_rankers() -> None:
 #: (neither imports the other). Patterns as :func:`fnmatch.fnmatch` reads them; the first layer
 #: with an exact name wins, else the first with a matching pattern. Every module must have one.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    (
-        "core",
-        (
-            "bench",
-            "bench.io",
-            "bench.settings",
-            "bench.device",
-            "bench.progress",
-            "bench.provenance",
-            "bench.shard",
-            "bench.trained",
-            "bench.latency.tracker",
-        ),
-    ),
+    ("core", ("bench", "bench.core", "bench.core.*")),
     ("data", ("bench.data", "bench.data.*")),
-    (
-        "results",
-        ("bench.ranking", "bench.metrics", "bench.significance", "bench.results", "bench.cache"),
-    ),
+    ("results", ("bench.results", "bench.results.*")),
     ("rankers", ("rankers", "rankers.*")),
-    (
-        "execution",
-        (
-            "bench.context",
-            "bench.policy",
-            "bench.keys",
-            "bench.memory",
-            "bench.plan",
-            "bench.scoring",
-            "bench.fitting",
-            "bench.runner",
-            "bench.scale",
-            "bench.selection",
-            "bench.terrier",
-        ),
-    ),
-    ("latency", ("bench.latency", "bench.latency.*", "bench.efficiency", "bench.storecost")),
-    ("experiments", ("bench.suite", "bench.sweep", "bench.ablate")),
-    (
-        "reporting",
-        (
-            "bench.tables",
-            "bench.reference",
-            "bench.reports",
-            "bench.plot",
-            "bench.plot_growth",
-            "bench.checks",
-            "bench.published",
-            "bench.published_*",
-            "bench.reference_documents",
-        ),
-    ),
-    ("cli", ("bench.cli", "bench.cli_*")),
+    ("execution", ("bench.execution", "bench.execution.*")),
+    ("latency", ("bench.latency", "bench.latency.*")),
+    ("experiments", ("bench.experiments", "bench.experiments.*")),
+    ("reporting", ("bench.reporting", "bench.reporting.*")),
+    ("cli", ("bench.cli", "bench.cli.*")),
 )
 #: layers at the same height: neither may import the other
 SIBLINGS = frozenset({"latency", "experiments"})
@@ -271,3 +227,17 @@ def test_no_module_imports_private_names_of_another(package: str) -> None:
         if _ours(target) and (private := [n for n in names if n.startswith("_")])
     ]
     assert not leaks, "private names used across modules:\n" + "\n".join(leaks)
+
+
+def test_bench_packages_hold_no_imports() -> None:
+    """Importing ``bench.core.timing`` runs ``bench/__init__.py`` and ``bench/core/__init__.py``
+    too, and cache keys hash a job's import closure: an import (or re-export) in a package's
+    ``__init__`` would widen every key below it, so they hold docstrings and constants only."""
+    found = [
+        f"{m} line {line}: {target}"
+        for m, path in MODULES.items()
+        if m.startswith("bench") and path.name == "__init__.py"
+        for line, target, _ in imports(m)
+        if target != "__future__"
+    ]
+    assert not found, "imports in package __init__ files: " + "; ".join(found)

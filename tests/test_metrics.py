@@ -1,4 +1,4 @@
-"""bench.metrics against qrels and runs small enough to score by hand.
+"""bench.results.metrics against qrels and runs small enough to score by hand.
 
 AP@k is trec_eval's map_cut_k: precision at each relevant rank <= k, summed, divided by the number
 of relevant documents in the qrels (not by min(R, k)). nDCG uses trec_eval's linear gains
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from bench.data.model import Candidate, CandidateList, Query
-from bench.metrics import DEFAULT_MEASURES, build_run, evaluate, parse, rank_order
+from bench.results.metrics import DEFAULT_MEASURES, build_run, evaluate, parse, rank_order
 
 EXACT = 1e-9
 

@@ -13,7 +13,7 @@ import dataclasses
 import pytest
 from typer.testing import CliRunner
 
-from bench.cli import app
+from bench.cli.main import app
 from rankers import RankerError, Role, available, get_ranker_class
 from rankers.base import DTYPE_NAMES, RankerConfig, option_spec
 

@@ -9,9 +9,9 @@ import pytest
 from toydata import write_toy_mteb
 from typer.testing import CliRunner
 
-from bench.cli import app
-from bench.plan import CACHED, NOT_NEEDED, TO_COMPUTE, Executor, Job, Plan
-from bench.provenance import CodeScope, import_closure
+from bench.cli.main import app
+from bench.core.provenance import CodeScope, import_closure
+from bench.execution.plan import CACHED, NOT_NEEDED, TO_COMPUTE, Executor, Job, Plan
 
 cli = CliRunner()
 
@@ -37,7 +37,7 @@ def configs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_bert: Path) ->
         (folder / f"{name}.yaml").write_text(
             f"default:\n  model: {tiny_bert}\n  epochs: 1\n  min_steps: 0\n  {extra}\n"
         )
-    monkeypatch.setattr("bench.runner.CONFIG_DIR", folder)
+    monkeypatch.setattr("bench.execution.runner.CONFIG_DIR", folder)
     return folder
 
 
@@ -122,9 +122,11 @@ def test_a_plan_needs_only_what_a_job_to_compute_reads() -> None:
 
 
 def test_no_job_imports_the_runner() -> None:
-    """The jobs (and the executor) never call back into bench.runner: no recursion."""
-    files = import_closure(CodeScope(("bench.scoring", "bench.fitting", "bench.plan")))
-    assert "bench/runner.py" not in files and "bench/cli.py" not in files
+    """The jobs (and the executor) never call back into bench.execution.runner: no recursion."""
+    files = import_closure(
+        CodeScope(("bench.execution.scoring", "bench.execution.fitting", "bench.execution.plan"))
+    )
+    assert "bench/execution/runner.py" not in files and "bench/cli/main.py" not in files
 
 
 def test_sweep_and_ablate_plans_do_no_work(toy: Path, configs: Path) -> None:

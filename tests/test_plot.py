@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.latency import LatencyRecord, LatencyRow, ListBlock, mark_best
-from bench.plot import (
+from bench.latency.records import LatencyRecord, LatencyRow, ListBlock, mark_best
+from bench.reporting.plot import (
     Point,
     accuracy_latency_points,
     choose_metric,
@@ -15,7 +15,7 @@ from bench.plot import (
     plot_accuracy_latency,
     plot_dataset,
 )
-from bench.results import ResultRecord, run_dir, write_result
+from bench.results.records import ResultRecord, run_dir, write_result
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

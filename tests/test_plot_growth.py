@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bench.cli import app
-from bench.io import atomic_write_json
-from bench.latency import LatencyRecord, LatencyRow, ListBlock, mark_best
-from bench.plot_growth import growth_series, growth_table, plot_latency_growth, slope
+from bench.cli.main import app
+from bench.core.io import atomic_write_json
+from bench.latency.records import LatencyRecord, LatencyRow, ListBlock, mark_best
+from bench.reporting.plot_growth import growth_series, growth_table, plot_latency_growth, slope
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -6,16 +6,16 @@ import logging
 
 import pytest
 
-from bench.progress import LogProgress, progress_bar
+from bench.core.progress import LogProgress, progress_bar
 
 
 def _lines(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage().split(",")[0] for r in caplog.records if r.name == "bench.progress"]
+    return [r.getMessage().split(",")[0] for r in caplog.records if r.name == "bench.core.progress"]
 
 
 def test_logs_once_per_tenth_and_at_the_end(caplog: pytest.LogCaptureFixture) -> None:
     with (
-        caplog.at_level(logging.INFO, logger="bench.progress"),
+        caplog.at_level(logging.INFO, logger="bench.core.progress"),
         LogProgress(25, "fit", "step") as bar,
     ):
         for _ in range(25):
@@ -27,7 +27,7 @@ def test_logs_once_per_tenth_and_at_the_end(caplog: pytest.LogCaptureFixture) ->
 
 
 def test_resumed_bar_starts_at_initial_and_shows_postfix(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.INFO, logger="bench.progress"):
+    with caplog.at_level(logging.INFO, logger="bench.core.progress"):
         bar = LogProgress(10, "fit", "step", initial=6)
         bar.set_postfix(loss="0.5")
         bar.update(1)

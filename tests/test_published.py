@@ -1,4 +1,4 @@
-"""README figures rendered from records: `bench reference render|check` (bench.published).
+"""README figures rendered from records: `bench reference render|check` (bench.reporting.published).
 
 The checkout's README must match its records, rendering must be idempotent and touch nothing
 outside the markers, and a one-digit change to any rendered figure must fail the check with a
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bench.cli import app
-from bench.published import (
+from bench.cli.main import app
+from bench.reporting.published import (
     Block,
     Records,
     ReferenceError,
@@ -22,7 +22,7 @@ from bench.published import (
     read_comparison,
     renderer,
 )
-from bench.reference_documents import check_document, render_document, renderers
+from bench.reporting.reference_documents import check_document, render_document, renderers
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
@@ -284,8 +284,8 @@ def test_a_readme_that_is_not_utf8_is_named(tmp_path: Path) -> None:
 
 def test_frontier_plot_reads_the_order_tables_records(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
-    from bench.published import Records
-    from bench.published_order import order_frontier
+    from bench.reporting.published import Records
+    from bench.reporting.published_order import order_frontier
 
     block = next(
         b

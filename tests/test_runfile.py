@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from bench.cli import app
-from bench.data import DatasetError, load_split
+from bench.cli.main import app
+from bench.data.files import DatasetError
 from bench.data.model import RankingSplit
-from bench.runner import RunOptions, run
+from bench.data.splits import load_split
+from bench.execution.runner import RunOptions, run
 from rankers import RankerError, create_ranker
 
 runner = CliRunner()

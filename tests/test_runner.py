@@ -8,8 +8,15 @@ from pathlib import Path
 import pytest
 from toydata import write_tiny_settings, write_toy_mteb
 
-from bench.results import supervision
-from bench.runner import RunOptions, baseline_verdict, label_for, ranker_options, run, train
+from bench.execution.runner import (
+    RunOptions,
+    baseline_verdict,
+    label_for,
+    ranker_options,
+    run,
+    train,
+)
+from bench.results.records import supervision
 from rankers import RankerError, create_ranker
 
 
@@ -26,7 +33,7 @@ def _toy_run(tmp_path: Path, ranker: str, **fields: object) -> RunOptions:
 def configs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_bert: Path) -> Path:
     """Config files pointing every encoder ranker at the tiny BERT, one epoch."""
     folder = write_tiny_settings(tmp_path / "configs", tiny_bert, "")
-    monkeypatch.setattr("bench.runner.CONFIG_DIR", folder)
+    monkeypatch.setattr("bench.execution.runner.CONFIG_DIR", folder)
     return folder
 
 
@@ -66,7 +73,7 @@ def test_crossjem_trains_its_teacher_then_itself_then_reuses_both(
     again = run(opts)
     assert again.path == record.path and again.created == record.created
     # a trained record is current: its model's train and dev data are the data now
-    from bench.selection import select_records
+    from bench.execution.selection import select_records
 
     assert select_records([record], opts.data_dir).records == [record]
 
@@ -175,8 +182,8 @@ def test_a_dev_lead_the_queries_cannot_tell_from_noise_is_not_a_lead() -> None:
 def _oracle_baseline(monkeypatch: pytest.MonkeyPatch) -> None:
     """The dev baselines of every training: one job, "oracle", whose record scores AP@10 1.0
     (it ranks the positives first: no student beats it), planned in place of bm25 and dpr."""
-    from bench import runner
-    from bench.plan import BASELINE, Job
+    from bench.execution import runner
+    from bench.execution.plan import BASELINE, Job
 
     class Perfect:
         metrics = {"AP@10": 1.0}

@@ -1,12 +1,12 @@
-"""bench.selection: the records `bench run` would reuse now, on real BM25 runs."""
+"""bench.execution.selection: the records `bench run` would reuse now, on real BM25 runs."""
 
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
 
-from bench.runner import RunOptions, run
-from bench.selection import (
+from bench.execution.runner import RunOptions, run
+from bench.execution.selection import (
     OTHER_CODE,
     OTHER_DATA,
     UNKNOWN_INPUTS,

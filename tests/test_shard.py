@@ -7,7 +7,7 @@ import socket
 import pytest
 import torch.multiprocessing as mp
 
-from bench.shard import (
+from bench.core.shard import (
     PeersLost,
     Role,
     assign_shards,
@@ -187,7 +187,7 @@ def test_a_gpu_launch_takes_the_local_rank_gpu_and_nccl_for_cuda_tensors(
     import torch
     import torch.distributed as dist
 
-    from bench.shard import group_backend, process_group
+    from bench.core.shard import group_backend, process_group
 
     calls: list[tuple[str, object]] = []
     monkeypatch.setenv("WORLD_SIZE", "4")
@@ -212,7 +212,7 @@ def test_one_process_raises_the_scorers_own_error() -> None:
     """With no other rank to tell, a scorer's error (a bad run file, a ranker refusing input)
     reaches the command as it was raised, so the command prints it as one line, not as a
     ShardError traceback."""
-    from bench.data import DatasetError
+    from bench.data.files import DatasetError
 
     def score(items: list[int]) -> list[int]:
         raise DatasetError("run.trec:3: expected 6 fields")

@@ -26,7 +26,8 @@ def bench_cli(
     env: dict[str, str] | None = None,
     timeout: int = 300,
 ) -> subprocess.CompletedProcess[str]:
-    """``command`` (a bench.cli command line, launched or not) on ``data``, writing to ``root``."""
+    """``command`` (a bench.cli.main command line, launched or not) on ``data``, writing to
+    ``root``."""
     return subprocess.run(
         command,
         cwd=PROJECT_ROOT,
@@ -47,7 +48,17 @@ def bench_cli(
 def bench_run(
     root: Path, data: Path, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "bench.cli", "run", "-d", "wikiqa", "--threads", "1", *args]
+    command = [
+        sys.executable,
+        "-m",
+        "bench.cli.main",
+        "run",
+        "-d",
+        "wikiqa",
+        "--threads",
+        "1",
+        *args,
+    ]
     return bench_cli(root, data, command, env, timeout=180)
 
 
@@ -244,9 +255,9 @@ def test_a_sweep_with_processes_trains_in_one_process_and_prints_the_one_process
     shared_data: Path, tmp_path: Path
 ) -> None:
     """`bench sweep --processes 2` (run, demo and ablate take the same path,
-    bench.scale.execute_runs): its model is trained first in this one process (the one-process
-    model, under the one-process key), its dev and test runs are scored in shards, and the
-    sweep it prints and records is the one-process sweep. semeval16b: the sweep scores whole
+    bench.execution.scale.execute_runs): its model is trained first in this one process (the
+    one-process model, under the one-process key), its dev and test runs are scored in shards, and
+    the sweep it prints and records is the one-process sweep. semeval16b: the sweep scores whole
     dev and test splits, and these are its smallest (41 and 59 queries)."""
 
     def sweep(root: Path, *extra: str) -> subprocess.CompletedProcess[str]:

@@ -1,4 +1,4 @@
-"""bench.significance on inputs small enough to enumerate by hand."""
+"""bench.results.significance on inputs small enough to enumerate by hand."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from bench.significance import (
+from bench.results.significance import (
     canonical_test,
     compare,
     holm,

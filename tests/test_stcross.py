@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from bench.cli import app
+from bench.cli.main import app
 from bench.data.model import Candidate, CandidateList, Query
 from bench.latency.protocol import checkpoint_for
 from rankers import RankerError, create_ranker, get_ranker_class

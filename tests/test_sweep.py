@@ -9,8 +9,8 @@ import pytest
 import yaml
 from toydata import write_toy_mteb
 
-from bench.runner import RunOptions, run
-from bench.sweep import (
+from bench.execution.runner import RunOptions, run
+from bench.experiments.sweep import (
     Sweep,
     SweepRow,
     combinations,
@@ -31,7 +31,7 @@ def configs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_bert: Path) ->
         f"default:\n  model: {tiny_bert}\n  epochs: 1\n  loss: bce\n"
         "datasets:\n  # the toy set's items are short\n  toy: {max_item_len: 8}\n"
     )
-    monkeypatch.setattr("bench.runner.CONFIG_DIR", folder)
+    monkeypatch.setattr("bench.execution.runner.CONFIG_DIR", folder)
     return folder
 
 
@@ -128,7 +128,7 @@ def test_written_settings_add_a_dataset_section(tmp_path: Path) -> None:
 def test_a_trainable_ranker_is_trained_for_every_combination(tmp_path: Path) -> None:
     """A zero-shot DPR would otherwise score every learning rate the same: the sweep trains
     each combination of a trainable ranker; BM25 (nothing to train) only scores."""
-    from bench.sweep import sweep_runs
+    from bench.experiments.sweep import sweep_runs
 
     base = _base(tmp_path)
     _, dpr = sweep_runs(RunOptions(**{**base.__dict__, "ranker": "dpr"}), {"lr": ["1e-5"]})

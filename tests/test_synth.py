@@ -10,8 +10,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from bench.cli import app
-from bench.data import DatasetError, load_split
+from bench.cli.main import app
+from bench.data.files import DatasetError
+from bench.data.splits import load_split
 from bench.data.synth import (
     LENGTHS,
     TARGETS,

@@ -1,4 +1,4 @@
-"""bench.tables on result records written to disk with per-query values chosen so that the
+"""bench.reporting.tables on result records written to disk with per-query values chosen so that the
 significance outcome is known in advance."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import pytest
 from rich.console import Console
 from rich.table import Table
 
-from bench.results import (
+from bench.reporting.tables import HARNESS, PAPER_SOURCE, build_comparison, render
+from bench.results.records import (
     PER_QUERY,
     ResultRecord,
     config_hash,
@@ -20,7 +21,6 @@ from bench.results import (
     supervision,
     write_result,
 )
-from bench.tables import HARNESS, PAPER_SOURCE, build_comparison, render
 
 BASE = [0.1, 0.2, 0.3, 0.4, 0.5, 0.1, 0.2, 0.3]  # bm25's AP@10 and RR@10 on q1..q8
 ALTERNATE = [0.01, -0.01] * 4  # mean difference 0
@@ -342,7 +342,7 @@ def test_input_errors(tmp_path: Path, records: list[ResultRecord]) -> None:
 
 
 def test_paper_reference_data() -> None:
-    from bench.reference import ABLATIONS, LATENCY, paper_reference
+    from bench.reporting.reference import ABLATIONS, LATENCY, paper_reference
 
     marco = {r.ranker: r for r in paper_reference("MSMARCO-Titles")}
     assert marco["crossjem"].metrics == {"RR@5": 0.3382, "RR@10": 0.3545}

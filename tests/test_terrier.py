@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.data import load_split
 from bench.data.model import RankingSplit
-from bench.runner import RunOptions, run
-from bench.terrier import frame_lists, reranker
+from bench.data.splits import load_split
+from bench.execution.runner import RunOptions, run
+from bench.execution.terrier import frame_lists, reranker
 from rankers import create_ranker, open_ranker
 
 pt = pytest.importorskip("pyterrier")

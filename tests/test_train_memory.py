@@ -82,7 +82,7 @@ def test_cap_options_are_checked(tiny_bert: Path) -> None:
 
 
 def test_step_estimate_hand_computed() -> None:
-    from bench.memory import estimate_step
+    from bench.execution.memory import estimate_step
 
     # 2 x (34 s h + 5 a s^2) bytes per sequence and layer in float32; 16 bytes a parameter
     e = estimate_step(sequences=3, length=10, layers=2, hidden=8, heads=2, parameters=100)
@@ -115,7 +115,7 @@ def _toy_monobert(tmp_path: Path, tiny_bert: Path, monkeypatch: pytest.MonkeyPat
     (folder / "monobert.yaml").write_text(
         f"default:\n  model: {tiny_bert}\n  epochs: 1\n  min_steps: 0\n  loss: bce\n"
     )
-    monkeypatch.setattr("bench.runner.CONFIG_DIR", folder)
+    monkeypatch.setattr("bench.execution.runner.CONFIG_DIR", folder)
 
 
 def test_a_step_that_cannot_fit_is_refused_before_any_work(
@@ -126,11 +126,11 @@ def test_a_step_that_cannot_fit_is_refused_before_any_work(
     would."""
     from typer.testing import CliRunner
 
-    import bench.memory
-    from bench.cli import app
+    import bench.execution.memory
+    from bench.cli.main import app
 
     _toy_monobert(tmp_path, tiny_bert, monkeypatch)
-    monkeypatch.setattr(bench.memory, "available_bytes", lambda device: 1000)
+    monkeypatch.setattr(bench.execution.memory, "available_bytes", lambda device: 1000)
     runner = CliRunner()
     plan = runner.invoke(app, ["-q", "run", "-r", "monobert", "-d", "toy", "--plan"])
     text = " ".join(plan.output.split())
@@ -150,7 +150,7 @@ def test_a_step_shared_by_every_variant_is_said_once(
     """An ablation's variants share their step's shape: the plan says it once, not per variant."""
     from typer.testing import CliRunner
 
-    from bench.cli import app
+    from bench.cli.main import app
 
     _toy_monobert(tmp_path, tiny_bert, monkeypatch)
     args = ["-q", "ablate", "-d", "toy", "--what", "loss", "-r", "monobert", "--plan"]

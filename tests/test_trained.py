@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.trained import ListTraining, TrainingSummary
+from bench.core.trained import ListTraining, TrainingSummary
 
 REFERENCE = Path(__file__).resolve().parent.parent / "results" / "reference" / "word-order"
 

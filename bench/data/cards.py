@@ -17,9 +17,9 @@ from typing import Any
 
 import yaml
 
+from bench.core.settings import cards_dir, data_root
 from bench.data.files import DatasetError, read_text
 from bench.data.layouts import detect_layout, get_layout, layout_names
-from bench.settings import cards_dir, data_root
 
 log = logging.getLogger(__name__)
 

@@ -47,7 +47,7 @@ def _hf_instructions(folder: Path, card: DatasetCard) -> str:
 
 def fetch_hf(folder: Path, card: DatasetCard) -> None:
     """Download ``card.hf_id`` at ``card.hf_revision``; write each missing split as JSONL."""
-    from bench.io import atomic_write_json, atomic_write_text
+    from bench.core.io import atomic_write_json, atomic_write_text
 
     how = _hf_instructions(folder, card)
     offline = [v for v in _OFFLINE_VARS if os.environ.get(v, "").strip() not in ("", "0")]

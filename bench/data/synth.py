@@ -35,10 +35,10 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from bench.core.io import current_umask, storage_errors
 from bench.data import mteb, trec
 from bench.data.cards import CARD_FILE
 from bench.data.files import DatasetError, read_text, sha256_16
-from bench.io import current_umask, storage_errors
 
 log = logging.getLogger(__name__)
 

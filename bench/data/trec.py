@@ -306,7 +306,7 @@ def _irds_instructions(folder: Path, irds_id: str) -> str:
 
 def build_irds_titles(folder: Path, card: DatasetCard, split: str) -> None:
     """Write the missing queries.tsv, qrels.txt and collection.tsv (titles) of the run's queries."""
-    from bench.io import atomic_write_text
+    from bench.core.io import atomic_write_text
 
     irds_id = (card.irds_id or "").format(split=split)
     how = _irds_instructions(folder, irds_id)

@@ -16,9 +16,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench import provenance
-from bench.context import RunContext
-from bench.io import ensure_writable
+from bench.core import provenance
+from bench.core.io import ensure_writable
+from bench.execution.context import RunContext
 from bench.latency import processes
 from bench.latency.arch import arch_model
 from bench.latency.lists import (
@@ -45,7 +45,7 @@ from bench.latency.records import (
     speedup_summary,
     write_latency_record,
 )
-from bench.results import config_hash
+from bench.results.records import config_hash
 
 log = logging.getLogger(__name__)
 
@@ -79,9 +79,9 @@ def run_benchmark(opts: BenchOptions, ctx: RunContext | None = None) -> LatencyR
     its shard of the calls, all at once (:mod:`bench.latency.processes`); every rank returns the
     same record, which the main rank alone writes.
     """
-    from bench.data import load_split
-    from bench.device import device_info
-    from bench.shard import current_role
+    from bench.core.device import device_info
+    from bench.core.shard import current_role
+    from bench.data.splits import load_split
     from rankers import canonical_name
     from rankers.bm25 import BM25Index
 
@@ -199,8 +199,8 @@ def latency_rank(
 ) -> None:
     """One rank of `bench latency --processes` (or of a torchrun launch): run every benchmark of
     ``runs`` (one per ``--batch-queries``); the main rank shows each record with ``show``."""
-    from bench.scale import rank_errors, rank_logging
-    from bench.shard import process_group
+    from bench.core.shard import process_group
+    from bench.execution.scale import rank_errors, rank_logging
 
     with rank_errors(rank_logging(level)), process_group() as role:
         ctx = runs[0].context()  # the runs differ only in --batch-queries

@@ -3,8 +3,8 @@
 The dataset's own lists are short (WikiQA: at most 30 items), so the benchmark builds lists of
 exactly N items with a real first stage - BM25 over the split's whole candidate collection - which
 keeps the token overlap between candidates realistic (CROSS-JEM's speed depends on it). The token
-statistics of those lists feed the cost model (:mod:`bench.efficiency`), whose predicted CROSS-JEM
-speed-up over monoBERT is set beside the measured one.
+statistics of those lists feed the cost model (:mod:`bench.latency.efficiency`), whose predicted
+CROSS-JEM speed-up over monoBERT is set beside the measured one.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from bench import efficiency
 from bench.data.model import Candidate, CandidateList, RankingSplit
-from bench.results import config_hash
+from bench.latency import efficiency
+from bench.results.records import config_hash
 
 if TYPE_CHECKING:
     from rankers.bm25 import BM25Index
@@ -161,7 +161,7 @@ def token_settings(dataset: str, options: Mapping[str, Mapping[str, Any]]) -> di
     """L_q, L_k, L_u, row layout and model of CROSS-JEM's configuration on ``dataset`` (monoBERT
     shares L_q and L_k): the cost model compares exactly these two, whichever rankers are
     timed."""
-    from bench.runner import ranker_options
+    from bench.execution.runner import ranker_options
     from rankers.crossjem import CrossJEMConfig
 
     cfg = CrossJEMConfig.from_options(ranker_options("crossjem", dataset, options.get("crossjem")))

@@ -2,9 +2,9 @@
 
 Started by ``bench latency --processes N`` (N local processes, torch.multiprocessing spawn, gloo)
 or by a launcher (``torchrun --nproc_per_node N -m bench.cli latency ...``), one code path for
-both (:func:`bench.scale.launch`). Every rank builds the same lists and entries; the timed calls
-(``batch_queries`` lists each, as one process makes them) are split into shards balanced by
-candidate count (:func:`bench.shard.assign_shards`), and each rank times its shard ``repeats``
+both (:func:`bench.execution.scale.launch`). Every rank builds the same lists and entries; the timed
+calls (``batch_queries`` lists each, as one process makes them) are split into shards balanced by
+candidate count (:func:`bench.core.shard.assign_shards`), and each rank times its shard ``repeats``
 times. The entries are timed one after another, not interleaved: each is loaded and warmed up
 on every rank, then a barrier, then all ranks time their shard at once, so the aggregate is
 measured while every process scores the same ranker.
@@ -12,11 +12,11 @@ measured while every process scores the same ranker.
 What is kept (:class:`~bench.latency.records.LatencyRow`): ``latency`` (and ``tokenisation``,
 ``model_only``) pool every rank's raw calls, so the pooled call count is the one-process count;
 ``per_process`` keeps each rank's own summaries with their raw per-call timings, so records can
-be pooled and re-summarised (:func:`bench.latency.tracker.pool`); ``throughput`` is the
+be pooled and re-summarised (:func:`bench.core.timing.pool`); ``throughput`` is the
 aggregate (:data:`THROUGHPUT_DEFINITION`, :func:`throughput`).
 
 A rank that fails (loading, warming up or timing) makes every rank raise one
-:class:`~bench.shard.ShardError` naming it: errors are exchanged at each barrier, so no rank
+:class:`~bench.core.shard.ShardError` naming it: errors are exchanged at each barrier, so no rank
 waits forever on one that has given up, and nothing is written.
 """
 
@@ -28,6 +28,8 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from bench.core.shard import FAIL_RANK_ENV, Role, all_gather, assign_shards, exchange_errors
+from bench.core.timing import LatencyTracker, aggregate_throughput
 from bench.latency.protocol import (
     BenchOptions,
     Entry,
@@ -39,8 +41,6 @@ from bench.latency.protocol import (
     warm_up,
 )
 from bench.latency.rows import entry_rows
-from bench.latency.tracker import LatencyTracker, aggregate_throughput
-from bench.shard import FAIL_RANK_ENV, Role, all_gather, assign_shards, exchange_errors
 
 if TYPE_CHECKING:
     from bench.data.model import CandidateList, RankingSplit
@@ -167,7 +167,7 @@ def time_entries_sharded(
 
 def _pooled(trackers: Sequence[LatencyTracker]) -> LatencyTracker:
     """One tracker with every rank's calls in rank order (as if one process made them)."""
-    from bench.scoring import pooled
+    from bench.execution.scoring import pooled
 
     return pooled(trackers, trackers[0].device)
 

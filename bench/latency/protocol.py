@@ -5,7 +5,7 @@ Per N and ranker (:func:`bench.latency.benchmark.run_benchmark` drives it): each
 :meth:`~rankers.base.Ranker.latency_variants` (batch sizes, scoring modes); every variant is
 one :class:`Entry`, created, ``index()``-ed on the lists, given ``warmup`` untimed calls, then
 timed over ``repeats`` passes with
-:class:`~bench.latency.tracker.LatencyTracker`, ``batch_queries`` lists per ``score()`` call, the
+:class:`~bench.core.timing.LatencyTracker`, ``batch_queries`` lists per ``score()`` call, the
 rankers taking turns call by call (:func:`time_interleaved`) so that load from other processes is
 shared fairly. A ranker with a host step (:attr:`~rankers.base.Ranker.host_step`) is called in
 its two steps, ``prepare_scoring`` then ``score_prepared``, under one clock with a mark between
@@ -29,15 +29,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.context import RunContext
+from bench.core.timing import LatencyTracker, timed_call
 from bench.data.model import CandidateList, RankingSplit
+from bench.execution.context import RunContext
+from bench.execution.policy import ALL, DEFAULT_BATCH_SIZES, DEFAULT_RANKERS, BatchSize
 from bench.latency.arch import ARCHS, DEFAULT_ARCH
 from bench.latency.records import (
     LatencyRow,
 )
 from bench.latency.rows import entry_rows
-from bench.latency.tracker import LatencyTracker, timed_call
-from bench.policy import ALL, DEFAULT_BATCH_SIZES, DEFAULT_RANKERS, BatchSize
 from rankers.base import Ranker, RankerConfig, RankerError
 
 log = logging.getLogger(__name__)
@@ -112,7 +112,7 @@ class BenchOptions:
             raise ValueError("--rankers: name at least one ranker")
         for name in [*self.rankers, *self.batch_sizes, *self.options, *self.checkpoints]:
             canonical_name(name)
-        from bench.runner import ranker_options
+        from bench.execution.runner import ranker_options
         from rankers import get_ranker_class
 
         for name, overrides in self.options.items():  # bad values fail here, not mid-benchmark
@@ -198,7 +198,7 @@ def entries_for(
     """The rows to time at list size ``n``: for each ranker, its resolved options (config file,
     then ``options``; ``batch_queries`` when its config has that field) and one entry per
     :meth:`~rankers.base.Ranker.latency_variants` (creating a ranker loads nothing)."""
-    from bench.runner import ranker_options
+    from bench.execution.runner import ranker_options
     from rankers import canonical_name, get_ranker_class
 
     options = canonical_keys(options or {})
@@ -271,7 +271,7 @@ def _check_scores(ranker: Ranker, out: Sequence[Any], batch: Sequence[CandidateL
 
 
 def split_calls(lists: Sequence[CandidateList], batch_queries: int) -> list[list[CandidateList]]:
-    from bench.runner import batches
+    from bench.execution.runner import batches
 
     calls = list(batches(lists, batch_queries))
     if not calls:

@@ -4,7 +4,7 @@ A :class:`LatencyRecord` holds one :class:`LatencyRow` per timed configuration a
 :class:`ListBlock` per N (the lists' token statistics and the CROSS-JEM speed-up). Records are
 written atomically to ``results/latency/{dataset}/`` and read back tolerantly, so records written
 before a field was added still load. :func:`check_records` turns the best rows into
-:class:`~bench.results.ResultRecord` objects for ``bench check`` ratio entries.
+:class:`~bench.results.records.ResultRecord` objects for ``bench check`` ratio entries.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.io import atomic_write_json
-from bench.policy import SPEEDUP_PAIRS
-from bench.results import LATENCY_KIND, ResultRecord
+from bench.core.io import atomic_write_json
+from bench.execution.policy import SPEEDUP_PAIRS
+from bench.results.records import LATENCY_KIND, ResultRecord
 
 log = logging.getLogger(__name__)
 

@@ -11,9 +11,9 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from bench.core.timing import LatencySummary, LatencyTracker
 from bench.latency.arch import ARCHS, random_weights_note
 from bench.latency.records import LatencyRow
-from bench.latency.tracker import LatencySummary, LatencyTracker
 from rankers.base import Ranker
 
 if TYPE_CHECKING:

@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from bench.core.timing import check_stat, higher_is_better
 from bench.latency.records import LatencyRecord, LatencyRow, ListBlock
-from bench.latency.tracker import check_stat, higher_is_better
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -248,7 +248,7 @@ def _notes(record: LatencyRecord, columns: Sequence[str], stat: str) -> list[str
         )
     notes.append(
         "Speed-up: best monoBERT / CROSS-JEM mean latency; predicted: ratio of the "
-        "cost model's encoder FLOPs (bench.efficiency) on the same lists. "
+        "cost model's encoder FLOPs (bench.latency.efficiency) on the same lists. "
         "C = L_k N / |U| (mean over queries)."
     )
     return notes
@@ -311,7 +311,7 @@ def build_latency_table(
     records: LatencyRecord | Sequence[LatencyRecord], stat: str = "p50_ms"
 ) -> LatencyTable:
     """The table model of one latency record, or of several merged (:func:`merge_records`);
-    ``stat`` is a :data:`~bench.latency.tracker.SUMMARY_STATS` name (p50_ms, mean_ms,
+    ``stat`` is a :data:`~bench.core.timing.SUMMARY_STATS` name (p50_ms, mean_ms,
     candidates_per_s...). The breakdown uses ``stat`` when it is a time, else p50_ms."""
     check_stat(stat)
     record = records if isinstance(records, LatencyRecord) else merge_records(records)
@@ -365,7 +365,7 @@ def _rich(
 
 def render_latency(table: LatencyTable, fmt: str = "table") -> str | RenderableType:
     """``table``: rich tables (print with a Console); ``markdown`` and ``json``: text."""
-    from bench.io import json_safe
+    from bench.core.io import json_safe
 
     breakdown_title = f"Where the time goes ({table.breakdown_stat}, best row of each column)"
     if fmt == "table":

@@ -1,0 +1,5 @@
+"""`python -m bench.cli`: the `bench` command."""
+
+from bench.cli.main import main
+
+main()

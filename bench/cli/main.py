@@ -1,0 +1,686 @@
+"""The `bench` command line: thin Typer wrappers over the runner, tables and checks."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.logging import RichHandler
+from rich.markup import escape
+
+from bench.cli import experiments as cli_experiments
+from bench.cli.options import (
+    AllRecords,
+    DataDir,
+    Device,
+    Processes,
+    RankerSets,
+    ResultsDir,
+    Seed,
+    Subset,
+    Threads,
+    TrainSubset,
+    console,
+    dataset_option,
+    emit,
+    err_console,
+    format_option,
+    friendly_errors,
+    open_unit,
+    parse_sets,
+    print_parts,
+    ranker_option,
+    ranker_overrides,
+    threads_option,
+)
+from bench.cli.reference import reference_app
+from bench.core.shard import launch_world
+from bench.execution.policy import DEFAULT_RANKERS
+
+app = typer.Typer(
+    help=(
+        "crossjem-bench: compare short-text re-rankers (accuracy and latency) on the same "
+        "candidate lists.\n\nData root: --data-dir, else $BENCH_DATA_DIR, else ./datasets. "
+        "Results: --results-dir, else $BENCH_RESULTS_DIR, else ./results."
+    ),
+    no_args_is_help=True,
+    rich_markup_mode="markdown",
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def _main(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Warnings and errors only.")] = False,
+) -> None:
+    # OpenMP spin-waiting makes multi-threaded CPU passes many times slower whenever another
+    # process shares the cores; passive waiting keeps timings honest (recorded in provenance).
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
+    logging.basicConfig(
+        level=level,
+        format="%(message)s",
+        handlers=[RichHandler(console=err_console, show_path=False, rich_tracebacks=False)],
+        force=True,
+    )
+    for noisy in (
+        "httpx",
+        "urllib3",
+        "filelock",
+        "huggingface_hub",
+        "sentence_transformers",
+        "accelerate",
+    ):
+        logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
+
+
+# -- datasets ------------------------------------------------------------------------------------
+datasets_app = typer.Typer(no_args_is_help=False, rich_markup_mode="markdown")
+app.add_typer(datasets_app, name="datasets")
+
+
+@datasets_app.callback(invoke_without_command=True)
+@friendly_errors
+def datasets(
+    ctx: typer.Context,
+    data_dir: DataDir = None,
+    wordpiece: Annotated[
+        bool, typer.Option(help="Also count WordPiece tokens (MiniLM-L6 tokenizer).")
+    ] = True,
+) -> None:
+    """List datasets under the data root with split sizes, candidates per query and lengths
+    (`bench datasets synth` writes a synthetic one)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from bench.reporting.reports import datasets_table, wordpiece_tokenizer
+
+    console.print(datasets_table(data_dir, wordpiece_tokenizer() if wordpiece else None))
+
+
+@datasets_app.command("synth")
+@friendly_errors
+def datasets_synth(
+    out: Annotated[Path, typer.Option(help="New folder to write (its name is the dataset's).")],
+    queries: Annotated[int, typer.Option(help="Queries.")] = 100,
+    items: Annotated[int, typer.Option(help="Candidates per query (N).")] = 100,
+    collection: Annotated[int, typer.Option(help="Items in the collection (M >= N).")] = 10_000,
+    layout: Annotated[str, typer.Option(help="trec or mteb.")] = "trec",
+    length: Annotated[
+        str, typer.Option(help="titles (semeval16b lengths) or sentences (wikiqa lengths).")
+    ] = "titles",
+    seed: Annotated[int, typer.Option(help="Seed: the same seed writes the same files.")] = 0,
+    vocab: Annotated[
+        str,
+        typer.Option(
+            help="Words: pseudo (syllables, no file), wordpiece (MiniLM-L6's vocab.txt: one "
+            "WordPiece token per word) or a word-list file, most frequent first."
+        ),
+    ] = "pseudo",
+) -> None:
+    """Write a synthetic data set (TREC or MTEB layout, with a card) for measuring cost as the
+    work grows, offline; its texts are pseudo-words, so quality figures on it mean nothing."""
+    from bench.data.synth import SynthSpec, write_synth
+
+    if vocab == "wordpiece":
+        from rankers.models import resolve_model
+
+        vocab = str(Path(resolve_model("minilm-l6").path) / "vocab.txt")
+    spec = SynthSpec(
+        queries, items, collection, layout, length, seed, "" if vocab == "pseudo" else vocab
+    )
+    typer.echo(f"wrote {write_synth(spec, out)}")
+
+
+# -- rankers -------------------------------------------------------------------------------------
+@app.command()
+@friendly_errors
+def rankers() -> None:
+    """List registered rankers with their options (set with --set key=value): default, role,
+    valid range and what each does."""
+    from bench.reporting.reports import ranker_options_report
+
+    print_parts(ranker_options_report())
+
+
+# -- run / train ---------------------------------------------------------------------------------
+@app.command()
+@friendly_errors
+def run(
+    ranker: Annotated[str, ranker_option("Ranker name (bench rankers).")],
+    dataset: Annotated[str, dataset_option("Dataset (bench datasets).")],
+    split: Annotated[
+        str | None, typer.Option(help="Split to rank (default: the dataset's).")
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="Model alias, Hugging Face id or local path (neural rankers)."),
+    ] = None,
+    loss: Annotated[str | None, typer.Option(help="Training loss (encoder rankers).")] = None,
+    teacher: Annotated[str | None, typer.Option(help="Teacher ranker name or folder.")] = None,
+    set_: RankerSets = None,
+    fit: Annotated[
+        bool,
+        typer.Option("--fit/--no-fit", help="Fine-tune on train (dev selects) before ranking."),
+    ] = False,
+    device: Device = "auto",
+    seed: Seed = 0,
+    threads: Threads = None,
+    batch_queries: Annotated[int, typer.Option(min=1, help="Queries per scoring call.")] = 1,
+    warmup: Annotated[int, typer.Option(min=0, help="Untimed warm-up queries before timing.")] = 5,
+    subset: Subset = None,
+    train_subset: TrainSubset = None,
+    force: Annotated[bool, typer.Option(help="Recompute even if a result exists.")] = False,
+    data_dir: DataDir = None,
+    results_dir: ResultsDir = None,
+    plan: cli_experiments.PlanOnly = False,
+    processes: Processes = 1,
+) -> None:
+    """Rank a dataset split with one ranker; write run file, per-query metrics and a record.
+
+    Settings: rankers/configs/RANKER.yaml, then --model/--loss/--teacher/--set. Rankers with an
+    untrained head (crossjem, monobert) are trained first unless --set checkpoint=DIR. Results go
+    to results/runs/DATASET/RANKER/SPLIT-HASH/; a rerun with the same configuration reuses the
+    record unless --force. --plan lists the jobs (teachers, dev baselines, training, scoring,
+    evaluation), cached or not and why, and exits without work.
+    """
+    from bench.execution.runner import RunOptions
+    from bench.execution.runner import run as run_one
+    from bench.reporting.reports import record_report
+
+    opts = RunOptions(
+        ranker=ranker,
+        dataset=dataset,
+        split=split,
+        options=ranker_overrides(set_, model=model, loss=loss, teacher=teacher),
+        device=device,
+        seed=seed,
+        threads=threads,
+        batch_queries=batch_queries,
+        warmup=warmup,
+        subset=subset,
+        fit=fit,
+        train_subset=train_subset,
+        force=force,
+        data_dir=data_dir,
+        results_dir=results_dir,
+        progress=True,  # a bar on a terminal, else a log line every tenth
+        train_processes=launch_world(),
+    )
+    if (after := cli_experiments.plan_or_shard([opts], opts, plan, processes)) is None:
+        return  # the plan shown, or a launch's other rank: the main one reports
+    opts = after
+    print_parts(record_report(run_one(opts, opts.context())))
+
+
+@app.command()
+@friendly_errors
+def train(
+    ranker: Annotated[str, ranker_option("Trainable ranker name.")],
+    dataset: Annotated[str, dataset_option("Dataset with a train split.")],
+    model: Annotated[str | None, typer.Option(help="Base model alias, hub id or path.")] = None,
+    loss: Annotated[
+        str | None,
+        typer.Option(
+            help="bce, ce, listnet, rpl (as the paper writes it), rpl-self or pl (encoder rankers)."
+        ),
+    ] = None,
+    teacher: Annotated[
+        str | None, typer.Option(help="Teacher: a ranker name (trained first) or a saved folder.")
+    ] = None,
+    set_: RankerSets = None,
+    device: Device = "auto",
+    seed: Seed = 0,
+    threads: Threads = None,
+    train_subset: TrainSubset = None,
+    force: Annotated[bool, typer.Option(help="Retrain even if a model exists.")] = False,
+    data_dir: DataDir = None,
+    results_dir: ResultsDir = None,
+    plan: cli_experiments.PlanOnly = False,
+) -> None:
+    """Train a ranker on the train split (dev selects the epoch) and cache the model.
+
+    Settings: rankers/configs/RANKER.yaml (default, then the dataset's section), then the flags.
+    A teacher given by name (CROSS-JEM's default: monobert) is trained first on the same data.
+    An interrupted training resumes. `bench run` with the same options reuses the model.
+    """
+    from bench.core.shard import process_group
+    from bench.execution.runner import RunOptions, plan_train
+    from bench.execution.runner import train as train_one
+
+    opts = RunOptions(
+        ranker=ranker,
+        dataset=dataset,
+        options=ranker_overrides(set_, model=model, loss=loss, teacher=teacher),
+        device=device,
+        seed=seed,
+        threads=threads,
+        fit=True,
+        train_subset=train_subset,
+        force=force,
+        data_dir=data_dir,
+        results_dir=results_dir,
+        train_processes=launch_world(),  # list trainers train on all of a launch's processes
+    )
+    if plan:
+        from bench.reporting.reports import plan_table
+
+        return console.print(plan_table(plan_train(opts, opts.context())))
+    with process_group() as role:
+        summary = train_one(opts, opts.context())
+    if role.main:
+        console.print_json(data={k: v for k, v in summary.items() if k not in ("train", "dev")})
+
+
+# -- compare / check -----------------------------------------------------------------------------
+@app.command()
+@friendly_errors
+def compare(
+    dataset: Annotated[str | None, dataset_option("Only this dataset.")] = None,
+    split: Annotated[str | None, typer.Option(help="Only this split.")] = None,
+    metrics: Annotated[
+        str | None, typer.Option(help="Comma-separated metric names (default: all recorded).")
+    ] = None,
+    baseline: Annotated[
+        str | None, typer.Option(help="Ranker or label for significance tests (default bm25).")
+    ] = None,
+    test: Annotated[str, typer.Option(help="ttest or randomisation (Holm-corrected).")] = "ttest",
+    alpha: Annotated[
+        float, typer.Option(callback=open_unit, help="Significance level, 0 < alpha < 1.")
+    ] = 0.05,
+    reference: Annotated[
+        bool, typer.Option(help="Show the paper's numbers for sodq / msmarco-titles.")
+    ] = True,
+    fmt: Annotated[str, format_option("table, markdown, csv, latex or json.")] = "table",
+    all_records: AllRecords = False,
+    data_dir: DataDir = None,
+    results_dir: ResultsDir = None,
+) -> None:
+    """Compare every recorded ranker per dataset split, laid out like the paper's main table.
+    Rows are the records `bench run` would reuse now (same data, card and code)."""
+    import json
+
+    from bench.core.settings import results_root
+    from bench.execution.selection import load_selected
+    from bench.reporting.tables import build_comparison, render, render_json
+
+    selection = load_selected(
+        results_root(results_dir), data_dir, dataset=dataset, split=split, all_records=all_records
+    )
+    records, left_out = selection.records, selection.summary()
+    if not records:
+        raise ValueError(
+            f"no results under {results_root(results_dir)}"
+            + (f" for dataset {dataset!r}" if dataset else "")
+            + (f" of the data and code as they are now ({left_out})" if left_out else "")
+            + "; run `bench run` first"
+        )
+    groups: dict[tuple[str, str], list[Any]] = {}
+    for rec in records:
+        groups.setdefault((rec.dataset, rec.split), []).append(rec)
+    wanted = [m.strip() for m in metrics.split(",")] if metrics else None
+    json_out: list[Any] = []
+    for (_ds, _sp), recs in sorted(groups.items()):
+        table = build_comparison(
+            recs, metrics=wanted, baseline=baseline, test=test, alpha=alpha, reference=reference
+        )
+        if fmt == "json":
+            json_out.extend(json.loads(render_json(table)))
+        else:
+            emit(render(table, fmt))
+    if fmt == "json":
+        typer.echo(json.dumps(json_out, indent=2))
+    if left_out:
+        err_console.print(escape(left_out), highlight=False)
+
+
+@app.command()
+@friendly_errors
+def check(
+    expected: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--expected", "-e", help="Expected-value YAML files (default results/expected/*.yaml)."
+        ),
+    ] = None,
+    all_records: AllRecords = False,
+    data_dir: DataDir = None,
+    results_dir: ResultsDir = None,
+) -> None:
+    """Compare recorded results with expected values; exit 1 on any FAIL or missing result, and
+    when the files would check nothing (no entries, or none about a dataset with records).
+    Each entry reads the records `bench run` would reuse now (same data, card and code)."""
+    from bench.core.settings import expected_dir, results_root
+    from bench.execution.selection import load_selected
+    from bench.latency.records import check_records, load_latency_records
+    from bench.reporting.checks import NothingToCheck, check_report, format_check_line
+
+    files = expected or sorted(expected_dir().glob("*.yaml"))
+    if not files:
+        raise FileNotFoundError(f"no expected-value files in {expected_dir()}")
+    root = results_root(results_dir)
+    selection = load_selected(root, data_dir, all_records=all_records)
+    latency = check_records(load_latency_records(root))
+    left_out = [r for recs in selection.left_out.values() for r in recs]
+    try:
+        report = check_report(
+            files, selection.records + latency, recorded={r.dataset for r in left_out}
+        )
+    except NothingToCheck as exc:
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(1) from None
+    for res in report.results:
+        line = format_check_line(res)
+        style = "green" if res.status == "OK" else "bold red"
+        console.print(f"[{style}]{escape(line)}[/]", highlight=False)
+    console.print(escape(report.summary()), highlight=False)
+    if selection.summary():
+        console.print(escape(str(selection.summary())), highlight=False)
+    if any(r.status != "OK" for r in report.results):
+        raise typer.Exit(1)
+
+
+# -- latency / plot ------------------------------------------------------------------------------
+def _csv(value: str | None, convert: Callable[[str], Any] = str) -> tuple[Any, ...]:
+    return tuple(convert(v.strip()) for v in value.split(",") if v.strip()) if value else ()
+
+
+def _ints(option: str, value: str) -> tuple[int, ...]:
+    """Comma-separated integers; a bad one is reported with the option's name."""
+    try:
+        return _csv(value, int)
+    except ValueError:
+        raise ValueError(f"{option}: expected comma-separated integers, got {value!r}") from None
+
+
+def _batch_sizes(option: str, value: str) -> tuple[int | str, ...]:
+    """Comma-separated batch sizes: integers or ``all`` (every pair of a call)."""
+    try:
+        return _csv(value, lambda v: v if v == "all" else int(v))
+    except ValueError:
+        raise ValueError(
+            f"{option}: expected comma-separated integers or 'all', got {value!r}"
+        ) from None
+
+
+def _batch_size_sets(pairs: list[str] | None) -> dict[str, tuple[int | str, ...]]:
+    """``--batch-sizes NAME=32,64,all`` (repeatable) -> {ranker name: batch sizes}."""
+    from rankers import canonical_name
+
+    out: dict[str, tuple[int | str, ...]] = {}
+    for pair in pairs or []:
+        name, sep, sizes = pair.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"--batch-sizes expects NAME=32,64,all, got {pair!r}")
+        out[canonical_name(name)] = _batch_sizes("--batch-sizes", sizes)
+    return out
+
+
+@app.command()
+@friendly_errors
+def latency(
+    dataset: Annotated[str, dataset_option("Dataset whose collection feeds BM25.")],
+    split: Annotated[str | None, typer.Option(help="Split (default: the dataset's).")] = None,
+    rankers_: Annotated[
+        str,
+        typer.Option(
+            "--rankers",
+            help="Comma-separated rankers; st-crossencoder is sentence-transformers' CrossEncoder.",
+        ),
+    ] = ",".join(DEFAULT_RANKERS),
+    n_items: Annotated[str, typer.Option(help="Comma-separated list sizes N.")] = "30,100",
+    batch_queries: Annotated[str, typer.Option(help="Queries per call, comma-separated.")] = "1",
+    queries: Annotated[int, typer.Option(help="Queries timed per N (first of the split).")] = 20,
+    repeats: Annotated[int, typer.Option(help="Timed passes over the queries.")] = 3,
+    warmup: Annotated[int, typer.Option(help="Untimed calls before timing.")] = 3,
+    monobert_batch_sizes: Annotated[
+        str, typer.Option(help="monoBERT batch sizes to try; the best is reported.")
+    ] = "32,64,128,all",
+    peer_batch_sizes: Annotated[
+        str, typer.Option(help="st-crossencoder batch sizes to try; the best is reported.")
+    ] = "32,64,128",
+    batch_sizes_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--batch-sizes",
+            help="NAME=32,64,all: batch sizes to try for ranker NAME (repeatable; wins over "
+            "the two options above).",
+        ),
+    ] = None,
+    arch: Annotated[
+        str,
+        typer.Option(
+            help="Encoder to time: minilm-l6 (its real weights), distilbert-6l or bert-base "
+            "(random weights of that size, written once under results/models/random/)."
+        ),
+    ] = "minilm-l6",
+    device: Device = "cpu",
+    threads: Annotated[
+        int | None,
+        threads_option("torch intra-op threads (per process; default 2, 1 with --processes)."),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed (also of --arch's random weights).")] = 0,
+    stat: Annotated[
+        str,
+        typer.Option(
+            help="Statistic in the table: p50_ms, mean_ms, p95_ms..., or candidates_per_s "
+            "(pairs/s)."
+        ),
+    ] = "p50_ms",
+    fmt: Annotated[str, format_option("table, markdown or json.")] = "table",
+    sets: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="[RANKER.]KEY=VALUE: a ranker option for this benchmark (repeatable); a bare KEY "
+            "sets it on every timed ranker that has it, e.g. --set order=concat times CROSS-JEM "
+            "in that row layout (its column is then tagged with the layout).",
+        ),
+    ] = None,
+    data_dir: DataDir = None,
+    results_dir: ResultsDir = None,
+    processes: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Throughput mode: N local processes (CPU, gloo; torch.multiprocessing spawn) "
+            "time their shards of the calls at once, one ranker after another; the record keeps "
+            "each process's raw calls and the aggregate pairs/s. Under torchrun (RANK/"
+            "WORLD_SIZE set) the launch's processes are used instead.",
+        ),
+    ] = 1,
+) -> None:
+    """Time every ranker on BM25 top-N lists, like the paper's latency table.
+
+    Lists of exactly N items come from BM25 over the split's whole candidate collection. Each
+    ranker is timed in the configurations it declares (batch sizes, scoring modes). Warm-up
+    calls are not timed; CUDA is synchronised and timed with events; rankers are interleaved
+    call by call so machine load hits them alike. Each call of a ranker with a host step is
+    split where its host step (tokenisation...) ends and its model step begins, so the two add
+    up to the whole call. Reports per-query p50/p95/p99,
+    throughput (pairs/s), the cost model's predicted CROSS-JEM speed-up over monoBERT and the
+    measured one. Records go to results/latency/DATASET/. With --processes N (or under
+    torchrun) the processes time at once and the report adds the aggregate pairs/s.
+    """
+    from bench.core.shard import launched
+    from bench.core.timing import check_stat
+    from bench.execution.scale import launch
+    from bench.latency.benchmark import latency_rank, run_benchmark
+    from bench.latency.protocol import BenchOptions, options_per_ranker
+    from bench.latency.tables import LATENCY_FORMATS
+
+    several = processes > 1 or launched()
+    if threads is None:  # one thread per process where several share the machine's cores
+        threads = 1 if several else 2
+    check_stat(stat)
+    if fmt not in LATENCY_FORMATS:
+        raise ValueError(f"--format {fmt!r} is unknown; known: {', '.join(LATENCY_FORMATS)}")
+    sizes = {
+        "monobert": _batch_sizes("--monobert-batch-sizes", monobert_batch_sizes),
+        "st-crossencoder": _batch_sizes("--peer-batch-sizes", peer_batch_sizes),
+        **_batch_size_sets(batch_sizes_),
+    }
+    timed = _csv(rankers_)
+    overrides = options_per_ranker(parse_sets(sets), timed)
+    runs = [
+        BenchOptions(
+            dataset=dataset,
+            split=split,
+            n_values=_ints("--n-items", n_items),
+            rankers=timed,
+            options=overrides,
+            batch_queries=bq,
+            queries=queries,
+            repeats=repeats,
+            warmup=warmup,
+            device=device,
+            threads=threads,
+            seed=seed,
+            batch_sizes=sizes,
+            arch=arch,
+            data_dir=data_dir,
+            results_dir=results_dir,
+        )
+        for bq in _ints("--batch-queries", batch_queries)
+    ]
+    if not runs:
+        raise ValueError("--batch-queries: give at least one number of queries per call")
+    for opts in runs:
+        opts.validate()
+    show = partial(show_latency, stat, fmt)
+    if several:
+        return launch(processes, latency_rank, runs, show, logging.getLogger().getEffectiveLevel())
+    ctx = runs[0].context()  # the runs differ only in --batch-queries
+    for opts in runs:
+        show(run_benchmark(opts, ctx))
+
+
+def show_latency(stat: str, fmt: str, record: Any) -> None:
+    """The table of a `bench latency` record (:class:`bench.latency.LatencyRecord`) in ``fmt``,
+    with the summary lines under a rich table. Module-level so spawned ranks can be handed it."""
+    from bench.latency.tables import build_latency_table, latency_summary, render_latency
+
+    emit(render_latency(build_latency_table(record, stat), fmt))
+    if fmt == "table":
+        print_parts(latency_summary(record))
+
+
+@app.command()
+@friendly_errors
+def plot(
+    dataset: Annotated[str, dataset_option("Dataset with results.")],
+    split: Annotated[str | None, typer.Option(help="Split (default: test).")] = None,
+    metric: Annotated[str | None, typer.Option(help="AP@10 or RR@10 (default: AP@10).")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="PNG path (default under results/plots/).")
+    ] = None,
+    use_benchmark: Annotated[
+        bool, typer.Option(help="Latency from `bench latency` records instead of `bench run`.")
+    ] = False,
+    n: Annotated[
+        int | None, typer.Option(min=1, help="With --use-benchmark: the N to take.")
+    ] = None,
+    all_records: AllRecords = False,
+    growth: Annotated[
+        bool,
+        typer.Option(
+            help="Instead: latency against N for every ranker, from `bench latency` records "
+            "(one line per column, log-log), and the table of it."
+        ),
+    ] = False,
+    data_dir: DataDir = None,
+    results_dir: ResultsDir = None,
+) -> None:
+    """Accuracy against p50 latency for every ranker with results; Pareto front marked (or,
+    with --growth, latency against N)."""
+    from bench.reporting.plot import pareto_front, plot_dataset
+
+    if growth:
+        from bench.reporting.plot_growth import growth_table, plot_latency_growth
+
+        grown, series = plot_latency_growth(dataset, split, out=out, results_dir=results_dir)
+        typer.echo(growth_table(series))
+        console.print(f"wrote {grown} ({len(series)} columns)")
+        return
+
+    path, points = plot_dataset(
+        dataset,
+        split,
+        metric=metric,
+        out=out,
+        results_dir=results_dir,
+        benchmark_n=n,
+        use_benchmark=use_benchmark,
+        data_dir=data_dir,
+        all_records=all_records,
+    )
+    console.print(f"wrote {path} ({len(points)} rankers)")
+    console.print("Pareto front: " + ", ".join(p.label for p in pareto_front(points)))
+
+
+# -- export --------------------------------------------------------------------------------------
+@app.command()
+@friendly_errors
+def export(
+    source: Annotated[
+        Path,
+        typer.Argument(
+            help="A saved ranker folder (`bench train` writes them under "
+            "results/models/DATASET/RANKER/KEY; the folder holds ranker.json).",
+            show_default=False,
+        ),
+    ],
+    out: Annotated[Path, typer.Argument(help="The folder to write.", show_default=False)],
+    overwrite: Annotated[
+        bool, typer.Option(help="Replace OUT if it exists (else an existing OUT is refused).")
+    ] = False,
+) -> None:
+    """Write a trained model as a folder another library loads, so it serves outside bench.
+
+    monobert -> a sentence-transformers `CrossEncoder` (`predict` gives bench's scores);
+    dpr, ance -> a `SentenceTransformer` (prompts and similarity included: `encode_query`,
+    `encode_document`, `similarity`); crossjem -> a Hugging Face folder (AutoModel loads the
+    encoder) with its head and options, loaded with `CrossJEMRanker.from_exported`. OUT holds
+    bench-export.json: the source model's description and the lines that load it.
+    """
+    from rankers import RankerError, open_ranker
+    from rankers.export import staged, write_description
+
+    if not (source / "ranker.json").is_file():
+        raise RankerError(
+            f"{source}: not a saved ranker folder (no ranker.json); `bench train` prints the "
+            "folder it saves a model in (results/models/DATASET/RANKER/KEY)"
+        )
+    ranker = open_ranker(source, device="cpu")
+    if not ranker.exports():
+        raise RankerError(
+            f"{source}: ranker {ranker.name!r} has no export format (monobert, dpr, ance and "
+            "crossjem have one)"
+        )
+    with staged(out, overwrite) as stage:
+        exported = ranker.export(stage)
+        write_description(stage, out, exported, {"folder": str(source), **ranker.describe()})
+    console.print(f"wrote {escape(str(out))}: loads with {exported.loads_with}")
+    console.print(escape(exported.example_for(out)), highlight=False)
+    for note in exported.notes:
+        console.print(f"note: {escape(note)}", highlight=False)
+
+
+# -- main job ------------------------------------------------------------------------------------
+# the commands that run many jobs (bench/cli/experiments.py) and the README tables
+for command in (cli_experiments.demo, cli_experiments.ablate, cli_experiments.sweep):
+    app.command()(friendly_errors(command))
+app.add_typer(reference_app, name="reference")
+
+
+def main() -> None:  # pragma: no cover
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

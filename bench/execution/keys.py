@@ -1,0 +1,72 @@
+"""Which code each job's cache key covers: the key rule, in one place.
+
+A cached result is reused only when the code that made it is the same, and only that code:
+editing the CLI, a table or a plot, or another ranker, recomputes nothing. Each job names the
+modules it runs; :func:`bench.core.provenance.code_fingerprint` hashes their import closure (from
+the source, :class:`~bench.core.provenance.CodeScope`), the ranker's settings file and the versions
+of the packages that compute scores or train weights.
+
+* **score** (a run file and its latency): the ranker's module and :mod:`bench.execution.scoring`,
+  less the measures (:data:`EVALUATION_MODULES`) and what only training runs
+  (:data:`TRAINING_ONLY_MODULES`, imports marked ``# key: training``). A fine-tuned ranker's key
+  also holds the trained model's key (its ``model`` component), so training code counts through it.
+* **train** (a model folder): the ranker's module, with imports marked training-only, and
+  :mod:`bench.execution.fitting`, measures included (dev selects the epoch); a student's key holds
+  its teachers' keys (the ``teacher`` component).
+* **evaluate** (the metrics of a stored run): :data:`EVALUATION_MODULES` and the measures asked
+  for. A record whose evaluation stamp differs is evaluated again from its run file, never
+  re-scored.
+
+:mod:`bench.execution.selection` asks the same functions whether a record is current.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.core.provenance import CodeScope, code_fingerprint
+from bench.results.cache import component_hash
+
+#: what turns a stored run into metrics: left out of a scoring key, the whole evaluation key
+EVALUATION_MODULES: tuple[str, ...] = ("bench.results.metrics",)
+#: modules rankers import only inside ``fit`` (the training loop, teacher targets, negative
+#: mining): left out of a scoring key; a fine-tuned ranker's score key holds its model's key,
+#: which covers them (tests/test_keys.py checks that no ranker imports them at module level)
+TRAINING_ONLY_MODULES: tuple[str, ...] = (
+    "rankers.training",
+    "rankers.listtrain",
+    "rankers.targets",
+    "rankers.resume",
+)
+#: the modules a scoring job runs besides its ranker's
+SCORING_MODULES: tuple[str, ...] = ("bench.execution.scoring",)
+#: the modules a training job runs besides its ranker's
+TRAINING_MODULES: tuple[str, ...] = ("bench.execution.fitting",)
+
+
+def scoring_code(module: str, settings: Path) -> dict[str, Any]:
+    """The code fingerprint of scoring with the ranker defined in ``module`` (settings file
+    ``settings``)."""
+    scope = CodeScope(
+        roots=(module, *SCORING_MODULES),
+        files=(settings,),
+        leave_out=(*EVALUATION_MODULES, *TRAINING_ONLY_MODULES),
+    )
+    return code_fingerprint(scope)
+
+
+def training_code(module: str, settings: Path) -> dict[str, Any]:
+    """The code fingerprint of training the ranker defined in ``module`` (settings file
+    ``settings``)."""
+    scope = CodeScope(roots=(module, *TRAINING_MODULES), files=(settings,), training=True)
+    return code_fingerprint(scope)
+
+
+def evaluation_stamp(measures: Sequence[str]) -> dict[str, Any]:
+    """What a record's metrics were computed with: the measures and the hash of the code that
+    computes them (:data:`EVALUATION_MODULES`); a record with another stamp is evaluated again
+    from its run file."""
+    code = code_fingerprint(CodeScope(roots=EVALUATION_MODULES))
+    return {"measures": list(measures), "code": component_hash("code", code)}

@@ -1,0 +1,400 @@
+"""README result figures rendered from records, never typed: ``bench reference render|check``.
+
+Hand-typed figures drift from the runs they describe (a json of older runs beside a newer table,
+a "best batch size" the record contradicts). So every result table of the README sits between
+two markers that name a renderer and the record files it reads::
+
+    <!-- reference: main-job-semeval16b from results/reference/main-job-semeval16b.md -->
+    | ranker | supervision | AP@10 | ...
+    <!-- /reference -->
+
+:func:`bench.reporting.reference_documents.render_document` rewrites the text between each pair from
+its records and leaves every other byte alone;
+:func:`~bench.reporting.reference_documents.check_document` renders in memory and reports, for the
+first figure that differs, the table, its row and column, the README's value, the record's value and
+the record files, which is what ``bench reference check`` prints before exiting 1 (``make test``
+runs it; it loads no model, so it takes well under a second).
+
+A new table is one function registered with :func:`renderer` plus one marker in the README. A
+renderer receives a :class:`Records` holding exactly the files its marker names, reads them with
+the typed loaders (:meth:`Records.comparison` for ``bench compare`` output, :meth:`Records.latency`
+for ``bench latency`` records, :meth:`Records.expected` for expected-value files) and returns the
+markdown. Reading a file the marker does not name is an error, so a marker always says truthfully
+where its figures come from.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from bench.latency.records import LatencyRecord, LatencyRow
+from bench.results.records import ResultRecord
+
+if TYPE_CHECKING:
+    from bench.reporting.checks import Expectation
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+BEGIN = "<!-- reference: {name} from {records} -->"
+END = "<!-- /reference -->"
+_BLOCK = re.compile(
+    r"^<!-- reference: (?P<name>[\w.-]+) from (?P<records>[^>]*?) -->\n"
+    r"(?P<body>.*?)"
+    r"^<!-- /reference -->$",
+    re.S | re.M,
+)
+#: a marker is a line of its own, so the syntax can be quoted in prose (`<!-- reference: ... -->`)
+_ANY_MARKER = re.compile(r"^<!-- /?reference\b.*$", re.M)
+MISSING = "–"
+
+
+class ReferenceError(ValueError):
+    """A marker, renderer or record that cannot give a table; the message names which."""
+
+
+# -- records ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ComparisonRow:
+    """One row of a ``bench compare`` table as kept in results/reference (json or markdown)."""
+
+    label: str
+    supervision: str
+    metrics: dict[str, float]
+    latency: dict[str, float] = field(default_factory=dict)
+
+
+def _cell_value(text: str) -> float | None:
+    """A markdown cell of :func:`bench.reporting.tables.render_markdown` as a number: bold, the
+    significance mark and thousands separators removed; the missing mark gives None."""
+    text = text.replace("**", "").replace("†", "").replace(",", "").strip()
+    return None if text in ("", MISSING, "--") else float(text)
+
+
+def split_row(line: str) -> list[str]:
+    """The cells of one markdown table line; ``\\|`` inside a cell stays a bar."""
+    cells = re.split(r"(?<!\\)\|", line.strip())[1:-1]
+    return [c.strip().replace("\\|", "|") for c in cells]
+
+
+def read_comparison(path: Path) -> dict[str, ComparisonRow]:
+    """Rows by label from ``bench compare --format json`` or ``--format markdown`` output.
+
+    Markdown keeps the four decimals it printed, which is all a README figure shows; a file with
+    several tables (one per baseline) gives the rows of the first, since they differ only in
+    their significance marks.
+    """
+    text = path.read_text(encoding="utf-8")
+    rows = _comparison_json(text) if path.suffix == ".json" else _comparison_markdown(text)
+    if not rows:
+        raise ReferenceError(f"{path}: no bench compare rows")
+    return rows
+
+
+def _comparison_json(text: str) -> dict[str, ComparisonRow]:
+    rows: dict[str, ComparisonRow] = {}
+    for item in json.loads(text):
+        latency = {k: float(v) for k, v in (item.get("latency") or {}).items() if _is_number(v)}
+        row = ComparisonRow(item["label"], item.get("supervision", ""), item["metrics"], latency)
+        rows.setdefault(row.label, row)
+    return rows
+
+
+def _comparison_markdown(text: str) -> dict[str, ComparisonRow]:
+    from bench.reporting.tables import LATENCY_COLUMNS, TEXT_COLUMNS
+
+    latency_keys = {col.title: col.key for col in LATENCY_COLUMNS}
+    rows: dict[str, ComparisonRow] = {}
+    header: list[str] | None = None
+    for line in text.splitlines():
+        if not line.startswith("|"):
+            if header is not None and rows:
+                break  # the first table is complete
+            continue
+        cells = split_row(line)
+        if cells[:TEXT_COLUMNS] == ["Family", "System", "Supervision"]:
+            header = cells
+            continue
+        if header is None or all(c and set(c) <= set(":-") for c in cells):
+            continue  # before the table, or its alignment line
+        metrics: dict[str, float] = {}
+        latency: dict[str, float] = {}
+        for title, cell in zip(header[TEXT_COLUMNS:], cells[TEXT_COLUMNS:], strict=True):
+            value = _cell_value(cell)
+            if value is None:
+                continue
+            if title in latency_keys:
+                latency[latency_keys[title]] = value
+            else:
+                metrics[title] = value
+        rows.setdefault(cells[1], ComparisonRow(cells[1], cells[2], metrics, latency))
+    return rows
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class SweepRecord:
+    """A ``bench sweep`` table as the sweep wrote it above its dataset in a settings file."""
+
+    command: str
+    header: list[str]
+    rows: list[dict[str, str]]
+    chosen: dict[str, str]
+
+
+def _read_run(path: Path) -> ResultRecord:
+    return ResultRecord.from_json(json.loads(path.read_text(encoding="utf-8")), path)
+
+
+def read_sweep(path: Path, dataset: str, varies: str = "", nth: int = 0) -> SweepRecord:
+    """The first (``nth``: 0-based) sweep comment :func:`bench.experiments.sweep.write_chosen` left
+    in ``path`` for ``dataset`` (whose command has ``--set VARIES=`` when given; the table of
+    :func:`bench.experiments.sweep.table_lines`: columns two or more spaces apart)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    skip = nth
+    for i, line in enumerate(lines):
+        found = re.match(r"\s*# sweep \([^)]*\): (?P<command>.*)", line)
+        if not found or f" -d {dataset} " not in found["command"] + " ":
+            continue
+        if varies and f"--set {varies}=" not in found["command"]:
+            continue
+        if skip:
+            skip -= 1
+            continue
+        table: list[list[str]] = []
+        chosen: dict[str, str] = {}
+        for row in lines[i + 1 :]:
+            text = re.sub(r"^\s*#\s{3}", "", row)
+            if text == row:
+                break
+            if text.startswith("not written: "):
+                break
+            if text.startswith("chosen on dev: "):
+                chosen = dict(
+                    p.split("=", 1) for p in text.removeprefix("chosen on dev: ").split(", ")
+                )
+                break
+            table.append(re.split(r"\s{2,}", text.strip()))
+        header, body = table[0], table[1:]
+        return SweepRecord(
+            found["command"], header, [dict(zip(header, r, strict=True)) for r in body], chosen
+        )
+    raise ReferenceError(f"{path}: no sweep comment {nth + 1} for {dataset}")
+
+
+@dataclass
+class Records:
+    """The record files one marker names, with typed loaders; a loader refuses any other file,
+    so the marker stays a true list of the table's sources. Files are read once per table."""
+
+    table: str
+    paths: list[Path]
+    root: Path
+    _read: dict[tuple[str, str], object] = field(default_factory=dict, repr=False)
+
+    def _path(self, name: str) -> Path:
+        """The named record: its path as the marker gives it, or that path's tail (file name,
+        ``latency/NAME.json``)."""
+        for path in self.paths:
+            posix = path.as_posix()
+            if posix == name or posix.endswith("/" + name):
+                return self.root / path
+        named = ", ".join(p.as_posix() for p in self.paths)
+        raise ReferenceError(
+            f"table {self.table!r} reads {name}, which its marker does not name (it names {named})"
+        )
+
+    def _once(self, kind: str, name: str, read: Callable[[Path], T]) -> T:
+        key = (kind, name)
+        if key not in self._read:
+            path = self._path(name)
+            try:
+                self._read[key] = read(path)
+            except json.JSONDecodeError as exc:
+                raise ReferenceError(
+                    f"table {self.table!r}: record {path} is not valid JSON (line {exc.lineno} "
+                    f"column {exc.colno}: {exc.msg}); restore it or write it again"
+                ) from exc
+            except UnicodeDecodeError as exc:
+                raise ReferenceError(
+                    f"table {self.table!r}: record {path} is not UTF-8 text"
+                ) from exc
+        return self._read[key]  # type: ignore[return-value]
+
+    def comparison(self, name: str) -> dict[str, ComparisonRow]:
+        """``bench compare`` rows (json or markdown) by label."""
+        return self._once("comparison", name, read_comparison)
+
+    def row(self, name: str, label: str) -> ComparisonRow:
+        """One labelled row of a comparison file; a missing label is an error naming the file."""
+        rows = self.comparison(name)
+        if label not in rows:
+            raise ReferenceError(f"table {self.table!r}: no row {label!r} in {name}")
+        return rows[label]
+
+    def sweep(self, name: str, dataset: str, varies: str = "", nth: int = 0) -> SweepRecord:
+        """The ``bench sweep`` table a settings file keeps for ``dataset`` (the first, or
+        ``nth``, that varies option ``varies``, when given)."""
+        return read_sweep(self._path(name), dataset, varies, nth)
+
+    def run(self, name: str) -> ResultRecord:
+        """A `bench run` record (``record.json`` kept under ``results/reference/``): its metrics,
+        configuration and training summary (dev scores, kept epoch)."""
+        return self._once("run", name, _read_run)
+
+    def latency(self, name: str) -> LatencyRecord:
+        """A ``bench latency`` record."""
+        return self._once("latency", name, _read_latency)
+
+    def store_cost(self, name: str) -> list[dict[str, Any]]:
+        """The rows of a ``python -m bench.latency.storecost`` record (index time and memory of the
+        token store and the BM25 index, one row per store, size and traced or timed pass)."""
+        return self._once("store-cost", name, _read_store_cost)
+
+    def expected(self, name: str) -> list[Expectation]:
+        """The entries of an expected-value file, as ``bench check`` reads them."""
+        from bench.reporting.checks import load_expectations
+
+        return self._once("expected", name, load_expectations)
+
+
+def _read_latency(path: Path) -> LatencyRecord:
+    return LatencyRecord.from_json(json.loads(path.read_text(encoding="utf-8")), path)
+
+
+Renderer = Callable[[Records], str]
+_RENDERERS: dict[str, Renderer] = {}
+
+
+def _read_store_cost(path: Path) -> list[dict[str, Any]]:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or data.get("kind") != "token-store-cost":
+        raise ReferenceError(
+            f"{path}: not a bench.latency.storecost record (kind token-store-cost)"
+        )
+    return list(data["rows"])
+
+
+def renderer(name: str) -> Callable[[Renderer], Renderer]:
+    """Register ``func`` as the renderer of the README tables whose marker names ``name``."""
+
+    def register(func: Renderer) -> Renderer:
+        if name in _RENDERERS:
+            raise ValueError(f"renderer {name!r} registered twice")
+        _RENDERERS[name] = func
+        return func
+
+    return register
+
+
+def registered() -> dict[str, Renderer]:
+    """The renderers registered so far, by name
+    (:func:`bench.reporting.reference_documents.renderers` imports every table module first)."""
+    return dict(_RENDERERS)
+
+
+# -- markdown helpers shared by the renderers ------------------------------------------------------
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A plain markdown table, the README's style (no alignment marks)."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def fixed(value: float | None, digits: int = 4) -> str:
+    """A metric as the README prints it (0.7830); the missing mark for None."""
+    return MISSING if value is None else f"{value:.{digits}f}"
+
+
+def three_figures(value: float | None) -> str:
+    """A time with three significant figures at most and thousands separators (0.72, 9.52,
+    45.8, 708, 3,843): enough to read a ratio, no more than a noisy timing supports."""
+    if value is None:
+        return MISSING
+    digits = 2 if abs(value) < 10 else 1 if abs(value) < 100 else 0
+    return f"{value:,.{digits}f}"
+
+
+def difference(row: ComparisonRow, base: ComparisonRow, metric: str = "AP@10") -> str:
+    """``row`` minus ``base`` in points (hundredths), signed: -0.55."""
+    return f"{100 * (row.metrics[metric] - base.metrics[metric]):+.2f}"
+
+
+def times(value: float | None) -> str:
+    return MISSING if value is None else f"{value:.2f}x"
+
+
+def percent(value: float | None) -> str:
+    return MISSING if value is None else f"{100 * value:.0f}%"
+
+
+def best_row(record: LatencyRecord, n: int, column: str) -> LatencyRow:
+    """The fastest configuration of ``column`` at ``n``; missing is an error naming the record."""
+    row = record.best(n, column)
+    if row is None:
+        raise ReferenceError(f"{record.path}: no timed {column!r} row at N={n}")
+    return row
+
+
+# -- documents -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Block:
+    """One marked table of a document: where its body is, its renderer and its records."""
+
+    name: str
+    records: list[Path]
+    start: int  # offset of the body in the document
+    end: int
+    body: str
+    line: int  # 1-based line of the begin marker
+
+
+def find_blocks(text: str) -> list[Block]:
+    """Every marked table, in order. A begin marker without its end (or the reverse) is an error
+    naming the line, so a broken marker cannot silently leave a table unchecked."""
+    blocks = []
+    for match in _BLOCK.finditer(text):
+        records = [Path(r.strip()) for r in match["records"].split(",") if r.strip()]
+        line = text.count("\n", 0, match.start()) + 1
+        inner = _ANY_MARKER.search(match["body"])
+        if inner is not None:  # this table's end marker is missing: it ran into the next table
+            later = text.count("\n", 0, match.start("body") + inner.start()) + 1
+            raise ReferenceError(
+                f"line {line}: table {match['name']!r} has no end marker "
+                f"({END!r}) before the next marker on line {later}"
+            )
+        blocks.append(
+            Block(
+                match["name"], records, match.start("body"), match.end("body"), match["body"], line
+            )
+        )
+    matched = {m.start() for m in _BLOCK.finditer(text)}
+    ends = {text.index(END, m.start()) for m in _BLOCK.finditer(text)}
+    for marker in _ANY_MARKER.finditer(text):
+        if marker.start() not in matched and marker.start() not in ends:
+            line = text.count("\n", 0, marker.start()) + 1
+            raise ReferenceError(f"line {line}: unmatched or malformed marker {marker.group()!r}")
+    return blocks
+
+
+def read_document(path: Path) -> str:
+    """The text of a marked document (a README), or a :class:`ReferenceError` naming it when it
+    is missing or not UTF-8 text."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise ReferenceError(
+            f"{path}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} on line {line})"
+        ) from exc
+    except OSError as exc:
+        raise ReferenceError(f"{path}: cannot read it ({exc.strerror or exc})") from exc

@@ -1,0 +1,278 @@
+"""The README's word-order tables (:mod:`bench.reporting.published`): the paper's order ablation,
+CROSS-JEM's row layouts on wikiqa and semeval16b, their accuracy vs speed-up frontier and DL19
+transfer.
+
+Apart from :mod:`bench.reporting.published_tables` because the layout rows (:class:`LayoutPoint`)
+also feed the frontier plot (`bench reference frontier`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bench.core.trained import TrainingSummary
+from bench.reporting.published import (
+    MISSING,
+    Records,
+    ReferenceError,
+    best_row,
+    difference,
+    fixed,
+    renderer,
+    table,
+    times,
+)
+from bench.reporting.published_tables import MONOBERT_CE, WIKIQA
+from bench.results.records import ResultRecord
+
+# -- word order ------------------------------------------------------------------------------------
+ITEM_ORDER = "word-order/item-order-{}.json"
+#: (shown, row label) of each dataset's two runs; wikiqa's items-as-written model is the teacher
+#: monoBERT of the layout runs, scored from its folder
+_ITEM_ORDER_ROWS = {
+    "semeval16b": (
+        "monobert (minilm-l6, fine-tuned)",
+        "monobert (minilm-l6, sort_item_tokens=True, fine-tuned)",
+    ),
+    "wikiqa": (
+        "monobert (minilm-l6, checkpoint=db6e05ead8af)",
+        "monobert (minilm-l6, sort_item_tokens=True, fine-tuned)",
+    ),
+}
+
+
+@renderer("item-order")
+def item_order(records: Records) -> str:
+    """`bench ablate --what item-order -r monobert -d D` on both datasets, test split: the paper's
+    order ablation (every item's words sorted, trained and scored so)."""
+    rows = []
+    for dataset in ("semeval16b", "wikiqa"):
+        name = ITEM_ORDER.format(dataset)
+        written, ordered = (records.row(name, label) for label in _ITEM_ORDER_ROWS[dataset])
+        rows.append(
+            [
+                dataset,
+                fixed(written.metrics["AP@10"]),
+                fixed(ordered.metrics["AP@10"]),
+                difference(ordered, written),
+            ]
+        )
+    header = ["dataset (test)", "items as written", "item words sorted", "difference (points)"]
+    return table(header, rows)
+
+
+#: list sizes of the order table's speed-up columns
+ORDER_NS = (10, 100, 700)
+#: CROSS-JEM's row layouts on wikiqa: (shown, run record or None, latency record)
+_LAYOUTS = (
+    ("union (the paper's layout)", None, "latency/word-order-union.json", "crossjem"),
+    (
+        "concat, item positions",
+        "word-order/wikiqa-concat-item.json",
+        "latency/word-order-concat-item.json",
+        "crossjem {concat, item positions}",
+    ),
+    (
+        "concat, row positions (2 threads)",
+        "word-order/wikiqa-concat-row.json",
+        "latency/word-order-concat-row.json",
+        "crossjem {concat}",
+    ),
+    (
+        "hybrid share_min=2, item positions",
+        "word-order/wikiqa-hybrid-item.json",
+        "latency/word-order-hybrid-item.json",
+        "crossjem {hybrid share_min=2, item positions}",
+    ),
+    (
+        "hybrid share_min=2, row positions, union_len 477 (1 thread)",
+        "word-order/wikiqa-hybrid2-row.json",
+        "latency/word-order-hybrid2-row.json",
+        "crossjem {hybrid share_min=2}",
+    ),
+    (
+        "hybrid share_min=3, row positions, union_len 477 (1 thread)",
+        "word-order/wikiqa-hybrid3-row.json",
+        "latency/word-order-hybrid3-row.json",
+        "crossjem {hybrid share_min=3}",
+    ),
+    (
+        "union merged after 1 concat layer, union_len 477 (1 thread)",
+        "word-order/wikiqa-merge1-union.json",
+        "latency/word-order-merge1-union.json",
+        "crossjem {union, merged after 1 layer}",
+    ),
+    (
+        "hybrid share_min=4, row positions, union_len 477 (1 thread)",
+        "word-order/wikiqa-hybrid4-row.json",
+        "latency/word-order-hybrid4-row.json",
+        "crossjem {hybrid share_min=4}",
+    ),
+    (
+        "function words shared (+ content held by 3), row positions, union_len 477 (1 thread)",
+        "word-order/wikiqa-fw-c3.json",
+        "latency/word-order-fw-c3.json",
+        "crossjem {hybrid share_min=2, function words + content held by 3}",
+    ),
+    (
+        "function words shared (+ content held by 4), query terms pooled from the query, row "
+        "positions, union_len 477 (1 thread)",
+        "word-order/wikiqa-fw-q-c4.json",
+        "latency/word-order-fw-q-c4.json",
+        "crossjem {hybrid share_min=2, function words + content held by 4, query terms from the "
+        "query}",
+    ),
+)
+UNION_CHOSEN = (
+    "crossjem (minilm-l6, epochs=6, min_steps=200, patience=2, teacher=M+C, union_len=272, "
+    "fine-tuned)"
+)
+
+
+def _kept_dev(record: ResultRecord) -> str:
+    """Dev AP@10 of the kept epoch and the epoch, from the training summary."""
+    training = TrainingSummary.from_json(record.training or {})
+    kept = training.kept_dev_score()
+    return f"{kept:.4f} ({training.best_epoch})" if kept is not None else MISSING
+
+
+@dataclass(frozen=True)
+class LayoutPoint:
+    """One row of the layout frontier: a layout's accuracy and its speed-ups over monoBERT."""
+
+    shown: str
+    dev: str
+    test: float
+    #: N -> (measured mean-latency ratio, cost model's FLOPs ratio); None for monoBERT itself
+    speedup: dict[int, tuple[float, float]] | None
+
+
+def order_frontier(records: Records) -> list[LayoutPoint]:
+    """monoBERT, then every CROSS-JEM row layout of :data:`_LAYOUTS` with its dev and test
+    AP@10 and its speed-ups at N = 100 and 700, each read from the layout's own `bench latency`
+    run beside monoBERT (the column of that layout, or an error naming the record)."""
+    mono = records.row(WIKIQA, MONOBERT_CE)
+    out = [
+        LayoutPoint(
+            "monobert (loss=ce; one sequence per item)", MISSING, mono.metrics["AP@10"], None
+        )
+    ]
+    for shown, run, latency, column in _LAYOUTS:
+        if run is None:
+            dev, test = MISSING, records.row(WIKIQA, UNION_CHOSEN).metrics["AP@10"]
+        else:
+            record = records.run(run)
+            dev, test = _kept_dev(record), record.metrics["AP@10"]
+        bench = records.latency(latency)
+        speed: dict[int, tuple[float, float]] = {}
+        timed = {b.n for b in bench.blocks}
+        for n in ORDER_NS:
+            if n not in timed:  # a run that timed other list sizes: that cell stays empty
+                continue
+            sp = bench.block(n).speedup
+            if sp.get("model") is None or best_row(bench, n, column).label != sp["model"]:
+                raise ReferenceError(f"{bench.path}: N={n} speed-up is not of column {column!r}")
+            speed[n] = (float(sp["measured_mean"]), float(sp["predicted_flops"]))
+        out.append(LayoutPoint(shown, dev, float(test), speed))
+    return out
+
+
+@renderer("crossjem-order-wikiqa")
+def crossjem_order_wikiqa(records: Records) -> str:
+    """CROSS-JEM's row layouts on wikiqa (same teacher, seed and settings) beside monoBERT: dev
+    and test AP@10, and the speed-up over monoBERT measured in one `bench latency` run per layout
+    with the cost model's prediction."""
+    points = order_frontier(records)
+    mono = points[0].test
+    rows = [[points[0].shown, MISSING, fixed(mono)] + [MISSING] * (1 + 2 * len(ORDER_NS))]
+    for p in points[1:]:
+        assert p.speedup is not None
+        cells = [
+            times(p.speedup[n][i]) if n in p.speedup else MISSING for n in ORDER_NS for i in (0, 1)
+        ]
+        rows.append([p.shown, p.dev, fixed(p.test), f"{100 * (p.test - mono):+.2f}", *cells])
+    header = ["ranker / row layout", "dev AP@10 (epoch)", "test AP@10", "vs monoBERT (points)"]
+    header += [f"{what} N={n}" for n in ORDER_NS for what in ("speed-up", "predicted")]
+    return table(header, rows)
+
+
+SETTINGS = "rankers/configs/crossjem.yaml"
+
+
+@renderer("crossjem-order-semeval16b")
+def crossjem_order_semeval16b(records: Records) -> str:
+    """The layout sweeps on semeval16b as `bench sweep` wrote them into CROSS-JEM's settings file:
+    the first at union_len 72 (concat split 13 of 59 test lists), the second at a union_len that
+    fits every list (its own column; 72 for the first)."""
+    rows = []
+    for nth in (0, 1):
+        sweep = records.sweep(
+            "rankers/configs/crossjem.yaml", "semeval16b", varies="order", nth=nth
+        )
+        for r in sweep.rows:
+            cells = [r["order"], r["positions"], r.get("union_len", "72")]
+            rows.append([*cells, r["dev AP@10"], r["test AP@10"], r["epoch"]])
+    header = ["order", "positions", "union_len", "dev AP@10", "test AP@10", "epoch kept"]
+    return table(header, rows)
+
+
+#: DL19 transfer: the wikiqa-trained models scored zero-shot: (record, row label, shown name);
+#: each record is one `bench compare` of its session's runs, monoBERT (first) in both
+DL19_TRANSFER = "word-order/dl19-transfer.md"
+DL19_TRANSFER_2 = "word-order/dl19-transfer-2.md"
+_DL19_MODELS = (
+    (DL19_TRANSFER, "monobert (minilm-l6, checkpoint=d11d1acf7c90)", "monobert (loss=ce)"),
+    (
+        DL19_TRANSFER,
+        "crossjem (minilm-l6, checkpoint=ef55f4fa8bef)",
+        "hybrid share_min=2, row positions",
+    ),
+    (
+        DL19_TRANSFER,
+        "crossjem (minilm-l6, checkpoint=a5c565825725)",
+        "hybrid share_min=3, row positions",
+    ),
+    (
+        DL19_TRANSFER,
+        "crossjem (minilm-l6, checkpoint=9b9efc867cd0)",
+        "union merged after 1 concat layer",
+    ),
+    (
+        DL19_TRANSFER_2,
+        "crossjem (minilm-l6, checkpoint=e787c2e37c76)",
+        "hybrid share_min=4, row positions",
+    ),
+    (
+        DL19_TRANSFER_2,
+        "crossjem (minilm-l6, checkpoint=ce854de7ef9c)",
+        "function words (+ content held by 3)",
+    ),
+    (
+        DL19_TRANSFER_2,
+        "crossjem (minilm-l6, checkpoint=e1ebfd0e2e43)",
+        "function words (+ content held by 4), query terms pooled",
+    ),
+)
+
+
+@renderer("order-transfer-dl19")
+def order_transfer_dl19(records: Records) -> str:
+    """The wikiqa-trained monoBERT and CROSS-JEM layouts scored zero-shot on TREC DL19 (43
+    queries x 100 BM25 candidates, graded; binary measures count grade >= 2), from one `bench
+    compare` markdown record per session, whose monoBERT rows must agree."""
+    metrics = ("AP@10", "AP", "nDCG@10", "RR@10")
+    first, label = _DL19_MODELS[0][:2]
+    mono = records.row(first, label)
+    if records.row(DL19_TRANSFER_2, label).metrics != mono.metrics:
+        raise ReferenceError(f"{DL19_TRANSFER_2}: monoBERT's row differs from {DL19_TRANSFER}'s")
+    rows = []
+    for record, label, shown in _DL19_MODELS:
+        row = records.row(record, label)
+        cells = [fixed(row.metrics[m]) for m in metrics]
+        delta = (
+            MISSING
+            if row is mono
+            else f"{100 * (row.metrics['nDCG@10'] - mono.metrics['nDCG@10']):+.2f}"
+        )
+        rows.append([shown, *cells, delta])
+    return table(["wikiqa-trained model", *metrics, "nDCG@10 vs monoBERT (points)"], rows)

@@ -1,0 +1,533 @@
+"""The README's rendered result tables: one registered function per table
+(:mod:`bench.reporting.published`).
+
+Each function states which rows of which record it shows, in the README's words; every figure
+comes from the record. To add a table: write a function here decorated with
+``@renderer("name")`` and put ``<!-- reference: name from RECORD[, RECORD] -->`` ...
+``<!-- /reference -->`` where it belongs in the README, then run ``bench reference render``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from bench.latency.records import LatencyRecord
+from bench.reporting.checks import MetricExpectation
+from bench.reporting.published import (
+    MISSING,
+    ComparisonRow,
+    Records,
+    best_row,
+    difference,
+    fixed,
+    percent,
+    renderer,
+    table,
+    three_figures,
+    times,
+)
+
+SEMEVAL = "accuracy-semeval16b.md"
+MAIN_JOB = "main-job-semeval16b.md"
+WIKIQA = "accuracy-wikiqa.json"
+WIKIQA_PEERS = "accuracy-wikiqa-colbert-rankt5.json"
+
+
+def _metrics(row: ComparisonRow, names: Sequence[str]) -> list[str]:
+    return [fixed(row.metrics.get(name)) for name in names]
+
+
+# -- CI regression ---------------------------------------------------------------------------------
+@renderer("ci-regression")
+def ci_regression(records: Records) -> str:
+    """Every metric entry of the CI regression's expected-value file, as `bench check` reads it."""
+    rows = []
+    for entry in records.expected("results/expected/ci.yaml"):
+        if not isinstance(entry, MetricExpectation):
+            continue
+        sel = entry.selector
+        settings = ", ".join(f"{k}={v}" for k, v in sel.config.items()) or "defaults"
+        rows.append(
+            [
+                f"{sel.dataset} / {sel.split or 'any'}",
+                sel.ranker,
+                settings,
+                entry.metric,
+                fixed(entry.expected),
+                f"{entry.tolerance:g}",
+            ]
+        )
+    return table(["dataset / split", "ranker", "settings", "metric", "expected", "tolerance"], rows)
+
+
+# -- semeval16b ------------------------------------------------------------------------------------
+MONOBERT_10 = "monobert (minilm-l6, epochs=10, min_steps=200, patience=3, fine-tuned)"
+CROSSJEM_10 = (
+    "crossjem (minilm-l6, epochs=10, min_steps=200, patience=3, {}union_len=72, "
+    "item_positions=True, fine-tuned)"
+)
+
+_MAIN_JOB_ROWS = (
+    ("bm25", "bm25"),
+    ("monobert (fine-tuned, 10 epochs)", MONOBERT_10),
+    (
+        "colbert (MiniLM-L6 + 128-d projection, fine-tuned)",
+        "colbert (minilm-l6, lr=0.0001, epochs=3, fine-tuned)",
+    ),
+    ("dpr (zero-shot)", "dpr (minilm-l6)"),
+    ("dpr (fine-tuned)", "dpr (minilm-l6, fine-tuned)"),
+    ("ance (fine-tuned)", "ance (minilm-l6, fine-tuned)"),
+    (
+        "rankt5 (MiniLM-L6 encoder-decoder, not T5, fine-tuned)",
+        "rankt5 (minilm-l6-encdec, epochs=3, fine-tuned)",
+    ),
+    ("crossjem (item positions, 10 epochs)", CROSSJEM_10.format("teacher=monobert, ")),
+)
+
+
+@renderer("main-job-semeval16b")
+def main_job(records: Records) -> str:
+    """The main job's table (`make demo` fell back to semeval16b)."""
+    metrics = ("AP@10", "RR@10", "nDCG@10")
+    rows = []
+    for shown, label in _MAIN_JOB_ROWS:
+        row = records.row(MAIN_JOB, label)
+        p50 = row.latency.get("p50_ms")
+        rows.append(
+            [
+                shown,
+                row.supervision,
+                *_metrics(row, metrics),
+                MISSING if p50 is None else f"{p50:,.1f}",
+            ]
+        )
+    return table(["ranker", "supervision", *metrics, "p50 ms/query"], rows)
+
+
+@renderer("same-supervision-semeval16b")
+def same_supervision_semeval16b(records: Records) -> str:
+    """monoBERT and CROSS-JEM trained on the same supervision, test AP@10."""
+    pairs = (
+        (
+            "labels (monoBERT: BCE; CROSS-JEM: ListNet on labels)",
+            MONOBERT_10,
+            CROSSJEM_10.format(""),
+        ),
+        (
+            "teacher monoBERT (the 10-epoch one above), ListNet on sigmoid targets",
+            "monobert (minilm-l6, epochs=10, min_steps=200, patience=3, loss=listnet, "
+            "teacher=monobert, fine-tuned)",
+            CROSSJEM_10.format("teacher=monobert, "),
+        ),
+    )
+    rows = []
+    for shown, mono_label, cj_label in pairs:
+        mono, cj = records.row(SEMEVAL, mono_label), records.row(SEMEVAL, cj_label)
+        rows.append(
+            [shown, fixed(mono.metrics["AP@10"]), fixed(cj.metrics["AP@10"]), difference(cj, mono)]
+        )
+    return table(["supervision", "monobert", "crossjem (item positions)", "difference"], rows)
+
+
+_LOSSES = (
+    ("BCE", "loss=bce, "),
+    ("CE", "loss=ce, "),
+    ("ListNet (default)", ""),
+    ("PL (Plackett-Luce of the teacher's order)", "loss=pl, "),
+    ("RPL (as written)", "loss=rpl, "),
+    ("RPL-self (each item in its own set)", "loss=rpl-self, "),
+)
+
+
+@renderer("loss-ablation-semeval16b")
+def loss_ablation_semeval16b(records: Records) -> str:
+    """`bench ablate -d semeval16b --what loss` with the chosen settings."""
+    metrics = ("AP@10", "RR@10", "nDCG@10")
+    rows = []
+    for shown, loss in _LOSSES:
+        label = "crossjem (minilm-l6, epochs=10, min_steps=200, patience=3, {}teacher=monobert, "
+        label += "union_len=72, item_positions=True, fine-tuned)"
+        row = records.row(SEMEVAL, label.format(loss))
+        rows.append([shown, row.supervision, *_metrics(row, metrics)])
+    return table(["crossjem loss", "supervision", *metrics], rows)
+
+
+@renderer("sweeps-semeval16b")
+def sweeps_semeval16b(records: Records) -> str:
+    """The semeval16b sweeps, as `bench sweep` wrote them into the settings files."""
+    rows = []
+    for ranker in ("monobert", "crossjem"):
+        sweep = records.sweep(f"rankers/configs/{ranker}.yaml", "semeval16b")
+        keys = [k for k in sweep.chosen if len({r[k] for r in sweep.rows}) > 1]
+        for row in sweep.rows:
+            settings = ", ".join(f"{k}={row[k]}" for k in keys)
+            if all(row[k] == v for k, v in sweep.chosen.items()):
+                settings = f"**{settings}** (chosen)"
+            rows.append(
+                [
+                    ranker,
+                    settings,
+                    row["dev AP@10"],
+                    row["test AP@10"],
+                    row["epoch"],
+                    row["train s"],
+                ]
+            )
+    header = ["ranker", "settings", "dev AP@10", "test AP@10", "epoch kept", "train s"]
+    return table(header, rows)
+
+
+# -- wikiqa ----------------------------------------------------------------------------------------
+MONOBERT_CE = "monobert (minilm-l6, min_steps=200, patience=3, loss=ce, fine-tuned)"
+MONOBERT_BCE_T = "monobert (minilm-l6, checkpoint=T, min_steps=200, patience=3)"
+
+
+@renderer("loss-ablation-wikiqa")
+def loss_ablation_wikiqa(records: Records) -> str:
+    """`bench ablate -d wikiqa --what loss --set teacher=T+C`, test split."""
+    metrics = ("AP@10", "RR@10", "nDCG@10")
+    rows = []
+    for shown, loss in _LOSSES:
+        label = f"crossjem (minilm-l6, min_steps=200, patience=3, {loss}teacher=T+C, "
+        row = records.row(WIKIQA, label + "union_len=272, fine-tuned)")
+        rows.append(
+            [shown.split(" (")[0] + (" (default)" if not loss else ""), *_metrics(row, metrics)]
+        )
+    return table(["crossjem loss", "test AP@10", "RR@10", "nDCG@10"], rows)
+
+
+@renderer("same-supervision-wikiqa")
+def same_supervision_wikiqa(records: Records) -> str:
+    """monoBERT and CROSS-JEM on wikiqa under the same supervision, test AP@10."""
+    pairs = (
+        (
+            "labels, listwise softmax cross-entropy",
+            MONOBERT_CE,
+            "crossjem (minilm-l6, min_steps=200, patience=3, loss=ce, union_len=272, fine-tuned)",
+        ),
+        (
+            "teacher: the ce monoBERT, ListNet on sigmoid targets",
+            "monobert (minilm-l6, min_steps=200, patience=3, loss=listnet, teacher=M, fine-tuned)",
+            "crossjem (minilm-l6, min_steps=200, patience=3, teacher=M, union_len=272, fine-tuned)",
+        ),
+        (
+            "chosen settings of each (monoBERT on labels; CROSS-JEM from monoBERT+ColBERT, "
+            "6 epochs)",
+            MONOBERT_CE,
+            "crossjem (minilm-l6, epochs=6, min_steps=200, patience=2, teacher=M+C, "
+            "union_len=272, fine-tuned)",
+        ),
+    )
+    rows = []
+    for shown, mono_label, cj_label in pairs:
+        mono, cj = records.row(WIKIQA, mono_label), records.row(WIKIQA, cj_label)
+        rows.append(
+            [shown, fixed(mono.metrics["AP@10"]), fixed(cj.metrics["AP@10"]), difference(cj, mono)]
+        )
+    return table(["supervision", "monobert", "crossjem", "difference"], rows)
+
+
+@renderer("colbert-rankt5")
+def colbert_rankt5(records: Records) -> str:
+    """ColBERT and RankT5 beside monoBERT on both datasets (test)."""
+    metrics = ("AP@10", "AP", "RR@10", "nDCG@10")
+    wanted = (
+        ("wikiqa", "colbert", WIKIQA_PEERS, "colbert (minilm-l6, lr=0.0001, epochs=3, fine-tuned)"),
+        (
+            "wikiqa",
+            "rankt5 (MiniLM-L6 enc-dec)",
+            WIKIQA_PEERS,
+            "rankt5 (minilm-l6-encdec, epochs=3, fine-tuned)",
+        ),
+        (
+            "wikiqa",
+            "rankt5, 1 epoch (the schedule before)",
+            WIKIQA_PEERS,
+            "rankt5 (minilm-l6-encdec, fine-tuned)",
+        ),
+        ("wikiqa", "monobert bce, 3 epochs (the setting then)", WIKIQA, MONOBERT_BCE_T),
+        ("wikiqa", "monobert `loss=ce` (wikiqa's setting now, above)", WIKIQA, MONOBERT_CE),
+        ("semeval16b", "colbert", SEMEVAL, "colbert (minilm-l6, lr=0.0001, epochs=3, fine-tuned)"),
+        (
+            "semeval16b",
+            "rankt5 (MiniLM-L6 enc-dec)",
+            SEMEVAL,
+            "rankt5 (minilm-l6-encdec, epochs=3, fine-tuned)",
+        ),
+        ("semeval16b", "monobert (10 epochs, the main job's)", SEMEVAL, MONOBERT_10),
+    )
+    rows = [
+        [dataset, shown, *_metrics(records.row(name, label), metrics)]
+        for dataset, shown, name, label in wanted
+    ]
+    return table(["dataset / test", "ranker", *metrics], rows)
+
+
+# -- latency ---------------------------------------------------------------------------------------
+LATENCY_RUN1 = "latency/test-bq1-20261123T130903-6b85d4859203.json"
+LATENCY_RUN2 = "latency/test-bq1-20261123T134959-04490266a3e4.json"
+_MODES = (("pre-tokenised", ""), ("end-to-end", " (end-to-end)"))
+
+
+def _speedup(record: LatencyRecord, n: int, suffix: str) -> dict[str, float]:
+    found = record.block(n).speedup
+    return dict(found.get("end_to_end") or {}) if suffix else dict(found)
+
+
+def _batch_sizes(runs: Sequence[tuple[str, LatencyRecord]]) -> str:
+    """Which monoBERT batch size was fastest in each cell, from the records' best rows."""
+    sizes = {
+        (name, mode, b.n): best_row(record, b.n, "monobert" + suffix).options.get("batch_size")
+        for name, record in runs
+        for b in record.blocks
+        for mode, suffix in _MODES
+    }
+    values = list(sizes.values())
+    usual = max(values, key=values.count)
+    others = [
+        f"{name} {mode} N={n}: {size}" for (name, mode, n), size in sizes.items() if size != usual
+    ]
+    return f"monoBERT is its fastest batch size in each cell (p50): {usual}" + (
+        f", except {'; '.join(others)}." if others else " in every cell."
+    )
+
+
+def _same_or_both(texts: Iterable[str]) -> str:
+    """One text when the runs agree (the same lists give the same prediction), else each run's."""
+    found = list(dict.fromkeys(texts))
+    return " / ".join(found)
+
+
+@renderer("latency-cpu-runs")
+def latency_cpu_runs(records: Records) -> str:
+    """Run 1 and run 2 of the CPU latency benchmark side by side (p50 ms, speed-ups)."""
+    runs = (("run 1", records.latency(LATENCY_RUN1)), ("run 2", records.latency(LATENCY_RUN2)))
+    rows = []
+    for block in runs[0][1].blocks:
+        for mode, suffix in _MODES:
+            p50 = {
+                col: " / ".join(
+                    f"{best_row(rec, block.n, col + suffix).latency['p50_ms']:,.1f}"
+                    for _, rec in runs
+                )
+                for col in ("monobert", "crossjem")
+            }
+            sp = [_speedup(rec, block.n, suffix) for _, rec in runs]
+            rows.append(
+                [
+                    str(block.n),
+                    mode,
+                    p50["monobert"],
+                    p50["crossjem"],
+                    *(times(s.get("measured_mean")) for s in sp),
+                    _same_or_both(times(s.get("predicted_flops")) for s in sp),
+                    " / ".join(percent(s.get("fraction_of_prediction")) for s in sp),
+                    _same_or_both(
+                        f"{rec.block(block.n).tokens['compression_mean']:.1f}" for _, rec in runs
+                    ),
+                ]
+            )
+    header = [
+        "N",
+        "mode",
+        "monoBERT (run 1 / run 2)",
+        "CROSS-JEM (run 1 / run 2)",
+        "speed-up run 1",
+        "speed-up run 2",
+        "predicted",
+        "% of prediction (run 1 / run 2)",
+        "C",
+    ]
+    return table(header, rows) + "\n" + _batch_sizes(runs) + "\n"
+
+
+@renderer("latency-cpu-breakdown")
+def latency_cpu_breakdown(records: Records) -> str:
+    """Host step / model alone / whole call per run, N and scoring mode (p50 ms)."""
+    runs = (("run 1", records.latency(LATENCY_RUN1)), ("run 2", records.latency(LATENCY_RUN2)))
+    header = ["run", "N"] + [
+        f"{name} {mode}" for name in ("monoBERT", "CROSS-JEM") for mode, _ in _MODES
+    ]
+    rows = []
+    for name, record in runs:
+        for block in record.blocks:
+            cells = []
+            for col in ("monobert", "crossjem"):
+                for _, suffix in _MODES:
+                    row = best_row(record, block.n, col + suffix)
+                    parts = (row.tokenisation or {}, row.model_only or {}, row.latency)
+                    cells.append(" / ".join(three_figures(p.get("p50_ms")) for p in parts))
+            rows.append([name, str(block.n), *cells])
+    return table(header, rows)
+
+
+LATENCY_ALL = "latency/test-bq1-20261123T131514-789f939cf355.json"
+LATENCY_BERT_BASE = "latency/test-bq1-20261123T132220-6cb41be6fb00.json"
+_ALL_COLUMNS = ("bm25", "dpr", "colbert", "monobert", "st-crossencoder", "rankt5", "crossjem")
+
+
+def _p50(record: LatencyRecord, n: int, column: str) -> str:
+    row = record.best(n, column)
+    return "" if row is None else three_figures(row.latency["p50_ms"])
+
+
+@renderer("latency-all-rankers")
+def latency_all_rankers(records: Records) -> str:
+    """Every ranker at N=30 and 100, then monoBERT and CROSS-JEM at BERT-base size (p50 ms)."""
+    runs = (
+        ("all rankers, MiniLM-L6", records.latency(LATENCY_ALL)),
+        (
+            "BERT-base size (12 x 768, random weights, timing only)",
+            records.latency(LATENCY_BERT_BASE),
+        ),
+    )
+    rows = []
+    for name, record in runs:
+        for block in record.blocks:
+            cells = []
+            for col in _ALL_COLUMNS:
+                if col == "dpr":
+                    pair = [
+                        _p50(record, block.n, f"dpr ({m})") for m in ("precomputed", "query time")
+                    ]
+                    cells.append(" / ".join(pair) if all(pair) else "")
+                else:
+                    cells.append(_p50(record, block.n, col))
+            sp = block.speedup
+            cells.append(f"{times(sp.get('measured_mean'))} ({times(sp.get('predicted_flops'))})")
+            rows.append([name, str(block.n), *cells])
+    header = [
+        "run (CPU, float32, p50 ms per query)",
+        "N",
+        "bm25",
+        "dpr (precomputed / query time)",
+        "colbert",
+        "monoBERT",
+        "st-crossencoder",
+        "rankt5",
+        "CROSS-JEM",
+        "speed-up (predicted)",
+    ]
+    return table(header, rows)
+
+
+LATENCY_THROUGHPUT = "latency/test-bq8-20261123T131851-246109f457e7.json"
+
+
+@renderer("latency-throughput")
+def latency_throughput(records: Records) -> str:
+    """Pairs per second with 8 queries per call."""
+    record = records.latency(LATENCY_THROUGHPUT)
+    rows = []
+    for block in record.blocks:
+        rates = {
+            col: best_row(record, block.n, col).latency["candidates_per_s"]
+            for col in ("monobert", "crossjem")
+        }
+        rows.append(
+            [
+                str(block.n),
+                str(record.batch_queries),
+                f"{rates['monobert']:,.0f}",
+                f"{rates['crossjem']:,.0f}",
+                times(block.speedup.get("measured_mean")),
+            ]
+        )
+    header = ["N", "queries per call", "monoBERT pairs/s", "CROSS-JEM pairs/s", "speed-up"]
+    return table(header, rows)
+
+
+# -- wikiqa single runs ----------------------------------------------------------------------------
+@renderer("monobert-wikiqa")
+def monobert_wikiqa(records: Records) -> str:
+    """monoBERT's wikiqa runs (`bench run -r monobert -d wikiqa --set ...`), test AP@10."""
+    wanted = (
+        ("bce, 3 epochs (the default before)", "labels", MONOBERT_BCE_T),
+        ("bce, `max_item_len=64`", "labels", "monobert (minilm-l6, max_item_len=64, fine-tuned)"),
+        ("**`loss=ce`** (listwise softmax cross-entropy; chosen)", "labels", MONOBERT_CE),
+        (
+            "`--teacher M --loss listnet` (M: the ce monoBERT)",
+            "teacher monobert",
+            "monobert (minilm-l6, min_steps=200, patience=3, loss=listnet, teacher=M, fine-tuned)",
+        ),
+    )
+    rows = [
+        [shown, supervision, fixed(records.row(WIKIQA, label).metrics["AP@10"])]
+        for shown, supervision, label in wanted
+    ]
+    return table(["settings", "supervision", "test AP@10"], rows)
+
+
+@renderer("crossjem-wikiqa")
+def crossjem_wikiqa(records: Records) -> str:
+    """CROSS-JEM's wikiqa runs (`bench run -r crossjem -d wikiqa ...`), test AP@10."""
+    base = "crossjem (minilm-l6, {}union_len=272, {}fine-tuned)"
+    wanted = (
+        (
+            "default of the time (`--teacher T`)",
+            "teacher monobert (bce)",
+            base.format("teacher=monobert, ", ""),
+        ),
+        (
+            "`--teacher T --set item_positions=true --set epochs=4`",
+            "teacher monobert (bce)",
+            base.format(
+                "teacher=T, epochs=4, min_steps=200, patience=3, ", "item_positions=True, "
+            ),
+        ),
+        (
+            "`--teacher T+C`",
+            "teacher monobert (bce) + colbert",
+            base.format("min_steps=200, patience=3, teacher=T+C, ", ""),
+        ),
+        (
+            "`--teacher M` (the ce monoBERT)",
+            "teacher monobert (ce)",
+            base.format("min_steps=200, patience=3, teacher=M, ", ""),
+        ),
+        (
+            "`--teacher M+C --set epochs=6 --set patience=2` (chosen)",
+            "teacher monobert (ce) + colbert",
+            base.format("epochs=6, min_steps=200, patience=2, teacher=M+C, ", ""),
+        ),
+        (
+            "`--set teacher=none --set loss=ce`",
+            "labels",
+            base.format("min_steps=200, patience=3, loss=ce, ", ""),
+        ),
+    )
+    rows = [
+        [shown, supervision, fixed(records.row(WIKIQA, label).metrics["AP@10"])]
+        for shown, supervision, label in wanted
+    ]
+    return table(["settings", "supervision", "test AP@10"], rows)
+
+
+LATENCY_BEFORE = "latency/test-bq1-20261121T210447-fefade94bdcd.json"
+
+
+@renderer("latency-host-step")
+def latency_host_step(records: Records) -> str:
+    """CROSS-JEM's host step at N=700 before the array-based inputs and in both CPU runs after."""
+    before = records.latency(LATENCY_BEFORE)
+    runs = (("run 1", records.latency(LATENCY_RUN1)), ("run 2", records.latency(LATENCY_RUN2)))
+    n = 700
+    old = best_row(before, n, "crossjem")
+    rows = [
+        [
+            f"before ({before.created[:10]}; Python inputs)",
+            "items tokenised in the call",
+            three_figures((old.tokenisation or {}).get("p50_ms")),
+        ]
+    ]
+    for name, record in runs:
+        for mode, suffix in _MODES:
+            row = best_row(record, n, "crossjem" + suffix)
+            rows.append(
+                [
+                    f"now, {name}",
+                    row.mode or mode,
+                    three_figures((row.tokenisation or {}).get("p50_ms")),
+                ]
+            )
+    return table(["CROSS-JEM at N=700", "scoring mode", "host step, p50 ms per query"], rows)
