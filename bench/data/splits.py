@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.core.settings import data_root
@@ -31,9 +32,8 @@ def dataset_splits(
 ) -> list[str]:
     """Splits present under the data root, plus (unless ``local_only``) those the card says can
     be fetched - loading one of those downloads or builds it."""
-    card = get_card(dataset, data_dir)
-    local = _local_splits(data_root(data_dir) / dataset, card)
-    return sorted(local if local_only else {*local, *card.splits})
+    resolved = Dataset.resolve(dataset, data_dir)
+    return list(resolved.local if local_only else resolved.splits)
 
 
 def existing_data_root(data_dir: str | Path | None = None) -> Path:
@@ -71,23 +71,62 @@ def _no_data(
     )
 
 
+@dataclass(frozen=True)
+class Dataset:
+    """One dataset resolved once: the data root, its folder, its card and the splits on disk.
+
+    A command resolves each dataset it reads once (:meth:`RunContext.dataset
+    <bench.execution.context.RunContext.dataset>`) and hands this on, so the root, the card and
+    the layout's file search are not looked up again by every step that needs a piece of them.
+    """
+
+    name: str
+    root: Path
+    card: DatasetCard
+    #: splits present in the folder when resolved
+    local: tuple[str, ...]
+
+    @classmethod
+    def resolve(cls, name: str, data_dir: str | Path | None = None) -> Dataset:
+        """The dataset ``name`` under the data root (``--data-dir``, else ``$BENCH_DATA_DIR``...);
+        a DatasetError names what is missing."""
+        root = data_root(data_dir)
+        card = get_card(name, root)
+        return cls(name, root, card, tuple(sorted(_local_splits(root / name, card))))
+
+    @property
+    def folder(self) -> Path:
+        return self.root / self.name
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        """The splits on disk and those the card can fetch (loading one downloads or builds it)."""
+        return tuple(sorted({*self.local, *self.card.splits}))
+
+    def dev_split(self) -> str | None:
+        """The development split (:data:`DEV_SPLITS`), or None."""
+        return dev_split_name(self.splits)
+
+    def load(self, split: str | None = None) -> RankingSplit:
+        """Load one split (the card's default split when ``split`` is None)."""
+        split = split or self.card.default_split
+        available = self.splits
+        if not available:
+            raise _no_data(self.name, self.folder, self.card, self.root)
+        if split not in available:
+            raise DatasetError(
+                f"unknown split {split!r} of dataset {self.name!r}; available: "
+                f"{', '.join(available)}"
+            )
+        result = get_layout(self.card.layout).load(self.folder, split, self.card)
+        return _with_card(result, self.card)
+
+
 def load_split(
     dataset: str, split: str | None = None, data_dir: str | Path | None = None
 ) -> RankingSplit:
     """Load one split (the card's default split when ``split`` is None)."""
-    card = get_card(dataset, data_dir)
-    folder = data_root(data_dir) / dataset
-    split = split or card.default_split
-    available = dataset_splits(dataset, data_dir)
-    if not available:
-        raise _no_data(dataset, folder, card, data_dir)
-    if split not in available:
-        raise DatasetError(
-            f"unknown split {split!r} of dataset {dataset!r}; available: {', '.join(available)}"
-        )
-
-    result = get_layout(card.layout).load(folder, split, card)
-    return _with_card(result, card)
+    return Dataset.resolve(dataset, data_dir).load(split)
 
 
 def _with_card(split: RankingSplit, card: DatasetCard) -> RankingSplit:

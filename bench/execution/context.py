@@ -9,12 +9,13 @@ instead of resolving their own. The seed is kept as a value: every run re-seeds 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench.core.device import resolve_device, seed_everything, set_threads
 from bench.core.settings import data_root, results_root
+from bench.data.splits import Dataset
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,8 @@ class RunContext:
     threads: int
     data_root: Path
     results_root: Path
+    #: the datasets this command has resolved, by name (:meth:`dataset`)
+    _datasets: dict[str, Dataset] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def resolve(
@@ -59,6 +62,13 @@ class RunContext:
             data_dir=options.data_dir,
             results_dir=options.results_dir,
         )
+
+    def dataset(self, name: str) -> Dataset:
+        """Dataset ``name`` under :attr:`data_root`, resolved on first use and then reused for
+        the rest of the command (root, card, splits on disk)."""
+        if name not in self._datasets:
+            self._datasets[name] = Dataset.resolve(name, self.data_root)
+        return self._datasets[name]
 
     def seed_everything(self) -> None:
         """Seed python, numpy and torch from :attr:`seed` (at the start of every run)."""

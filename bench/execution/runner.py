@@ -24,7 +24,7 @@ import yaml
 from bench.core.io import RESULTS_HINT
 from bench.data.files import read_text
 from bench.data.model import RankingSplit
-from bench.data.splits import dev_split_name, load_split
+from bench.data.splits import Dataset
 from bench.execution.context import RunContext
 from bench.execution.fitting import (
     TRAINING_FILE,
@@ -211,18 +211,22 @@ def settings_config(name: str, dataset: str) -> dict[str, Any]:
     return get_ranker_class(name).Config.from_options(ranker_options(name, dataset)).to_dict()
 
 
-def _load_splits_for_fit(opts: RunOptions) -> tuple[RankingSplit, RankingSplit | None]:
+def _load_splits_for_fit(
+    opts: RunOptions, dataset: Dataset
+) -> tuple[RankingSplit, RankingSplit | None]:
     """The train split and the development split (``dev``, ``validation`` or ``val``) that
     selects the epoch; a dataset without one gets a warning, not a silent omission."""
-    from bench.data.splits import DEV_SPLITS, dataset_splits
+    from bench.data.splits import DEV_SPLITS
 
-    splits = dataset_splits(opts.dataset, opts.data_dir)
+    splits = dataset.splits
     if "train" not in splits:
-        raise RankerError(f"dataset {opts.dataset!r} has no train split to fit on (has {splits})")
-    train = load_split(opts.dataset, "train", opts.data_dir)
+        raise RankerError(
+            f"dataset {opts.dataset!r} has no train split to fit on (has {list(splits)})"
+        )
+    train = dataset.load("train")
     if opts.train_subset:
         train = train.subset(opts.train_subset)
-    dev_name = dev_split_name(splits)
+    dev_name = dataset.dev_split()
     if dev_name is None:
         log.warning(
             "%s has no development split (none of %s among %s): no epoch is selected on dev, "
@@ -232,7 +236,7 @@ def _load_splits_for_fit(opts: RunOptions) -> tuple[RankingSplit, RankingSplit |
             ", ".join(splits),
         )
         return train, None
-    return train, load_split(opts.dataset, dev_name, opts.data_dir)
+    return train, dataset.load(dev_name)
 
 
 def _label_value(value: Any) -> Any:
@@ -334,7 +338,7 @@ def plan_training(
     ranker: Ranker,
     opts: RunOptions,
     plan: Plan,
-    root: Path,
+    ctx: RunContext,
     kind: str = TRAIN,
     students: tuple[str, ...] = (),
 ) -> str:
@@ -351,9 +355,10 @@ def plan_training(
     plan (a ranker may still name its own kind, trained as its settings file says)."""
     if not ranker.trainable:
         raise RankerError(f"ranker {ranker.name!r} is not trainable; drop --fit")
+    root = ctx.results_root
     plan.writes_into(root / "models", "models", RESULTS_HINT)
     opts = replace(opts, results_dir=root)
-    train, dev = _load_splits_for_fit(opts)
+    train, dev = _load_splits_for_fit(opts, ctx.dataset(opts.dataset))
     config = ranker.config.to_dict()
     training_config = ranker.config.to_dict(Role.TRAINING)
     teacher = getattr(ranker.config, "teacher", None)
@@ -371,7 +376,7 @@ def plan_training(
             cycle = " -> ".join((*students[students.index(name) :], name))
             raise RankerError(f"teachers form a cycle ({cycle}): no ranker can teach itself")
         lineage = (*students, name)
-        job = plan.jobs[plan_training(member, member_opts, plan, root, TEACHER, lineage)]
+        job = plan.jobs[plan_training(member, member_opts, plan, ctx, TEACHER, lineage)]
         deps.append(job.id)
         folders.append(job.id)
         keys.append(job.key)
@@ -487,7 +492,7 @@ def plan_run(
     fit = opts.fit or untrained is not None
     if fit:
         plan.writes_into(root / "models", "models", RESULTS_HINT)
-    split = load_split(opts.dataset, opts.split, ctx.data_root)
+    split = ctx.dataset(opts.dataset).load(opts.split)
     if opts.subset:
         split = split.subset(opts.subset)
     if not split.lists:
@@ -504,7 +509,7 @@ def plan_run(
     label = label_for(ranker, fit, opts.subset, opts.train_subset, dataset=opts.dataset)
     config = ranker.config.to_dict()
     overrides = _overrides(name, config, opts, fit, untrained is not None)
-    train_id = plan_training(ranker, replace(opts, fit=True), plan, root) if fit else None
+    train_id = plan_training(ranker, replace(opts, fit=True), plan, ctx) if fit else None
     run_config = {
         "seed": opts.seed,
         "device": device,
@@ -638,7 +643,7 @@ def plan_train(opts: RunOptions, ctx: RunContext, plan: Plan | None = None) -> P
             f"ranker {ranker.name!r} is not trainable, so `bench train` has nothing to do "
             "(`bench rankers` shows which are)"
         )
-    plan.target(plan_training(ranker, replace(opts, fit=True), plan, ctx.results_root))
+    plan.target(plan_training(ranker, replace(opts, fit=True), plan, ctx))
     return plan
 
 
@@ -656,9 +661,10 @@ def train(opts: RunOptions, ctx: RunContext | None = None) -> dict[str, Any]:
 def fit_or_load(ranker: Ranker, opts: RunOptions, root: Path) -> dict[str, Any]:
     """Train ``ranker`` (this instance: it ends up holding the weights) or load its cached
     model; the training summary. The plan of :func:`plan_training`, executed."""
+    ctx = replace(opts, results_dir=root).context()
     plan = Plan()
-    plan.target(plan_training(ranker, opts, plan, root))
-    ((_, summary),) = execute(plan, opts.context())
+    plan.target(plan_training(ranker, opts, plan, ctx))
+    ((_, summary),) = execute(plan, ctx)
     return cast(dict[str, Any], summary)
 
 

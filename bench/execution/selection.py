@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.data.splits import dataset_splits, dev_split_name, load_split
+from bench.data.splits import Dataset
 from bench.results.cache import component_hash
 from bench.results.records import RUN_KIND, ResultRecord, load_records
 
@@ -58,8 +58,14 @@ class CurrentInputs:
     def __init__(self, data_dir: str | Path | None = None) -> None:
         self.data_dir = data_dir
         self._data: dict[tuple[str, str], str | None] = {}
-        self._splits: dict[str, list[str]] = {}
+        self._datasets: dict[str, Dataset] = {}
         self._code: dict[tuple[str, str], str | None] = {}
+
+    def dataset(self, name: str) -> Dataset:
+        """Dataset ``name`` as it is now, resolved once per command."""
+        if name not in self._datasets:
+            self._datasets[name] = Dataset.resolve(name, self.data_dir)
+        return self._datasets[name]
 
     def code(self, ranker: str, job: str = "score") -> str | None:
         """The ``code`` component a ``job`` (``score`` or ``train``) of ``ranker`` would have
@@ -90,10 +96,11 @@ class CurrentInputs:
         from bench.data.files import DatasetError
 
         try:
-            if split not in dataset_splits(dataset, self.data_dir, local_only=True):
+            resolved = self.dataset(dataset)
+            if split not in resolved.local:
                 log.info("%s/%s is not under the data root now", dataset, split)
                 return None
-            return load_split(dataset, split, self.data_dir).fingerprint()
+            return resolved.load(split).fingerprint()
         except (DatasetError, OSError, ValueError) as exc:
             log.info("%s/%s cannot be read now (%s)", dataset, split, exc)
             return None
@@ -110,7 +117,7 @@ class CurrentInputs:
         key = (dataset, "\0training")
         if key not in self._data:
             try:
-                dev_name = dev_split_name(dataset_splits(dataset, self.data_dir))
+                dev_name = self.dataset(dataset).dev_split()
             except (OSError, ValueError) as exc:
                 log.info("%s cannot be read now (%s)", dataset, exc)
                 dev_name = None

@@ -22,7 +22,6 @@ import yaml
 from bench.core.io import atomic_write_json, atomic_write_text, check_file_writable, ensure_writable
 from bench.core.trained import TrainingSummary
 from bench.data.files import read_text
-from bench.data.splits import dataset_splits, dev_split_name
 from bench.execution.context import RunContext
 from bench.execution.runner import RunOptions, check_teacher, ranker_options, run, settings_file
 from bench.results.metrics import DEFAULT_MEASURES
@@ -141,8 +140,8 @@ def sweep_runs(
         raise ValueError(f"--measure {measure!r}: expected one of {', '.join(DEFAULT_MEASURES)}")
     ranker = canonical_name(base.ranker)
     ctx = ctx or base.context()
-    splits = dataset_splits(base.dataset, ctx.data_root)
-    dev_name = dev_split_name(splits)
+    dataset = ctx.dataset(base.dataset)
+    splits, dev_name = dataset.splits, dataset.dev_split()
     if dev_name is None:
         raise RankerError(
             f"dataset {base.dataset!r} has no dev split (has {', '.join(splits)}): a sweep "
