@@ -29,8 +29,8 @@ from bench.cli.options import (
     log,
     parse_sets,
     ranker_option,
+    run_options,
 )
-from bench.core.shard import launch_world
 from bench.experiments.ablate import ABLATIONS
 
 if TYPE_CHECKING:
@@ -128,16 +128,15 @@ def demo(
 ) -> None:
     """The main job: run every registered ranker on one dataset and print the comparison."""
     from bench.core.settings import results_root
-    from bench.execution.runner import RunOptions
     from bench.experiments.suite import choose_dataset, run_suite, suite_runs
     from bench.reporting.tables import build_comparison, render
     from bench.results.records import load_records
 
     name, why = choose_dataset(dataset, data_dir)
     console.print(f"[bold]dataset:[/] {name} - {why}")
-    base = RunOptions(
-        ranker="",
-        dataset=name,
+    base = run_options(
+        "",
+        name,
         device=device,
         seed=seed,
         threads=threads,
@@ -145,8 +144,6 @@ def demo(
         force=force,
         data_dir=data_dir,
         results_dir=results_dir,
-        progress=True,
-        train_processes=launch_world(),
     )
     if (after := plan_or_shard(suite_runs(name, base), base, plan, processes)) is None:
         return
@@ -188,16 +185,15 @@ def ablate(
     processes: Processes = 1,
 ) -> None:
     """Reproduce the paper's ablation table: one training setting varied, all else equal."""
-    from bench.execution.runner import RunOptions
     from bench.experiments.ablate import ablation, ablation_runs, check_ranker, run_ablation
     from bench.reporting.tables import build_comparison, render
 
     spec = ablation(what)
     ranker = ranker or spec.ranker
     check_ranker(what, ranker)
-    base = RunOptions(
-        ranker=ranker,
-        dataset=dataset,
+    base = run_options(
+        ranker,
+        dataset,
         options=parse_sets(set_),
         device=device,
         seed=seed,
@@ -207,8 +203,6 @@ def ablate(
         fit=True,
         data_dir=data_dir,
         results_dir=results_dir,
-        progress=True,
-        train_processes=launch_world(),
     )
     if (after := plan_or_shard(ablation_runs(what, base), base, plan, processes)) is None:
         return
@@ -272,7 +266,7 @@ def sweep(
     changes speed (role runtime, e.g. batch_size) cannot be swept.
     """
     from bench.core.io import ensure_writable
-    from bench.execution.runner import RunOptions, settings_file
+    from bench.execution.runner import settings_file
     from bench.experiments.sweep import (
         check_settings_writable,
         parse_grid,
@@ -293,17 +287,15 @@ def sweep(
             *([f"--seed {seed}"] if seed else []),
         ]
     )
-    base = RunOptions(
-        ranker=ranker,
-        dataset=dataset,
+    base = run_options(
+        ranker,
+        dataset,
         device=device,
         seed=seed,
         threads=threads,
         train_subset=train_subset,
         data_dir=data_dir,
         results_dir=results_dir,
-        progress=True,
-        train_processes=launch_world(),
     )
     ctx = base.context()
     _, runs = sweep_runs(base, grid, measure, ctx)

@@ -36,10 +36,10 @@ from bench.cli.options import (
     print_parts,
     ranker_option,
     ranker_overrides,
+    run_options,
     threads_option,
 )
 from bench.cli.reference import reference_app
-from bench.core.shard import launch_world
 from bench.execution.policy import DEFAULT_RANKERS
 
 app = typer.Typer(
@@ -189,13 +189,12 @@ def run(
     record unless --force. --plan lists the jobs (teachers, dev baselines, training, scoring,
     evaluation), cached or not and why, and exits without work.
     """
-    from bench.execution.runner import RunOptions
     from bench.execution.runner import run as run_one
     from bench.reporting.reports import record_report
 
-    opts = RunOptions(
-        ranker=ranker,
-        dataset=dataset,
+    opts = run_options(
+        ranker,
+        dataset,
         split=split,
         options=ranker_overrides(set_, model=model, loss=loss, teacher=teacher),
         device=device,
@@ -209,8 +208,6 @@ def run(
         force=force,
         data_dir=data_dir,
         results_dir=results_dir,
-        progress=True,  # a bar on a terminal, else a log line every tenth
-        train_processes=launch_world(),
     )
     if (after := cli_experiments.plan_or_shard([opts], opts, plan, processes)) is None:
         return  # the plan shown, or a launch's other rank: the main one reports
@@ -250,12 +247,12 @@ def train(
     An interrupted training resumes. `bench run` with the same options reuses the model.
     """
     from bench.core.shard import process_group
-    from bench.execution.runner import RunOptions, plan_train
+    from bench.execution.runner import plan_train
     from bench.execution.runner import train as train_one
 
-    opts = RunOptions(
-        ranker=ranker,
-        dataset=dataset,
+    opts = run_options(
+        ranker,
+        dataset,
         options=ranker_overrides(set_, model=model, loss=loss, teacher=teacher),
         device=device,
         seed=seed,
@@ -265,7 +262,6 @@ def train(
         force=force,
         data_dir=data_dir,
         results_dir=results_dir,
-        train_processes=launch_world(),  # list trainers train on all of a launch's processes
     )
     if plan:
         from bench.reporting.reports import plan_table

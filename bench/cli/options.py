@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -19,6 +19,9 @@ from rich.markup import escape
 
 from bench.core.io import error_text
 from bench.core.progress import err_console
+
+if TYPE_CHECKING:
+    from bench.execution.runner import RunOptions
 
 # Wide enough for the comparison tables when output is piped (rich would default to 80 columns).
 console = Console(width=None if sys.stdout.isatty() else 160)
@@ -172,3 +175,16 @@ def emit(out: Any) -> None:
         typer.echo(out)
     else:
         console.print(out)
+
+
+def run_options(ranker: str, dataset: str, **fields: Any) -> RunOptions:
+    """The :class:`~bench.execution.runner.RunOptions` of a command that runs rankers (run,
+    train, demo, ablate, sweep): its own ``fields`` plus what every such command sets alike -
+    progress shown (a bar on a terminal, else a log line every tenth) and list trainers training
+    on all of a launch's processes (one outside torchrun or accelerate launch)."""
+    from bench.core.shard import launch_world
+    from bench.execution.runner import RunOptions
+
+    return RunOptions(
+        ranker=ranker, dataset=dataset, progress=True, train_processes=launch_world(), **fields
+    )
