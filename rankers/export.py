@@ -81,9 +81,15 @@ def staged(target: Path, overwrite: bool = False) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
-    if target.exists():
-        shutil.rmtree(target) if target.is_dir() else target.unlink()
+    old = target.with_name(f".{target.name}.export-old")
+    if target.exists():  # --overwrite: the old folder goes only once the new one is in place
+        shutil.rmtree(old, ignore_errors=True)
+        target.rename(old)
     stage.rename(target)
+    if old.is_dir():
+        shutil.rmtree(old)
+    elif old.exists():
+        old.unlink()
 
 
 def write_description(
