@@ -4,8 +4,9 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# CPU build where there is no GPU; on a CUDA machine use e.g. TORCH_SPEC="torch==2.13.0" from the
-# PyTorch index of your CUDA version.
+# The CPU build 2.13.0 where there is no GPU (PyPI has no CPU-only build of newer releases: its
+# Linux torch 2.15.0 is the CUDA build, several GB, also tested: docs/stack.md); on a CUDA machine
+# use e.g. TORCH_SPEC="torch==2.15.0".
 TORCH_SPEC ?= torch==2.13.0
 # Tests and CI read the real shared datasets; `make demo` uses $BENCH_DATA_DIR only if you set it.
 TEST_DATA ?= $(if $(BENCH_DATA_DIR),$(BENCH_DATA_DIR),$(abspath ../shared/data))
