@@ -147,6 +147,7 @@ def cross_encoder_folder(
             head.bias.copy_(bias)
         model.config.sentence_transformers = {"activation_fn": IDENTITY}
         model.save_pretrained(folder)
+        tokenizer = copy.deepcopy(tokenizer)  # the ranker's own keeps its settings
         tokenizer.model_max_length = max_length
         tokenizer.save_pretrained(folder)
         return "sentence_transformers.CrossEncoder"
