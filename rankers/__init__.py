@@ -124,7 +124,10 @@ def open_ranker(
     if isinstance(ranker, Path) or (folder / "ranker.json").is_file():
         meta_file = folder / "ranker.json"
         if not meta_file.is_file():
-            raise RankerError(f"{folder}: not a saved ranker folder (no ranker.json)")
+            raise RankerError(
+                f"{folder}: not a saved ranker folder (no ranker.json); `bench train` prints "
+                "the folder it saves a model in (results/models/DATASET/RANKER/KEY)"
+            )
         name = json.loads(meta_file.read_text(encoding="utf-8")).get("name")
         if not isinstance(name, str):
             raise RankerError(f"{meta_file}: names no ranker")

@@ -558,24 +558,25 @@ class EncoderRanker(Ranker[EC], Generic[EC]):
 
     def write_weights(self, folder: Path) -> None:
         """Encoder + tokenizer (save_pretrained) and the head weights."""
+        self._write_parts(folder / ENCODER_DIR, folder / HEAD_FILE)
+
+    def _write_parts(self, encoder_dir: Path, head_file: Path) -> None:
+        """The encoder and tokenizer (save_pretrained) into ``encoder_dir``; every parameter and
+        buffer of the module outside its encoder into ``head_file`` (safetensors)."""
         from safetensors.torch import save_file
         from transformers import PreTrainedModel
 
         module = self.module
         encoder = module.encoder
         assert isinstance(encoder, PreTrainedModel), "_build_module keeps the encoder as .encoder"
-        encoder.save_pretrained(folder / ENCODER_DIR)
-        self.tokenizer.save_pretrained(folder / ENCODER_DIR)
-        save_file(self._head_state(module), str(folder / HEAD_FILE))
-
-    @staticmethod
-    def _head_state(module: nn.Module) -> dict[str, Tensor]:
-        """Every parameter and buffer of ``module`` outside its encoder, on the CPU."""
-        return {
+        encoder.save_pretrained(encoder_dir)
+        self.tokenizer.save_pretrained(encoder_dir)
+        head = {
             k: v.detach().cpu().contiguous()
             for k, v in module.state_dict().items()
             if not k.startswith("encoder.")
         }
+        save_file(head, str(head_file))
 
     def restored_options(self, meta: dict[str, Any], folder: Path) -> dict[str, Any]:
         # fit continues a loaded checkpoint
@@ -595,22 +596,12 @@ class EncoderRanker(Ranker[EC], Generic[EC]):
         """The encoder as a Hugging Face folder (``AutoModel`` loads it), the head as
         ``head.safetensors`` and the ranker's description as :data:`EXPORTED_RANKER`: no library
         has this ranker's input layout, so :meth:`from_exported` is the loader."""
-        from safetensors.torch import save_file
-        from transformers import PreTrainedModel
-
+        from bench.core.io import atomic_write_json
         from rankers.export import Exported
         from rankers.persist import saved_meta
 
-        module = self.module
-        encoder = module.encoder
-        assert isinstance(encoder, PreTrainedModel), "_build_module keeps the encoder as .encoder"
-        encoder.save_pretrained(folder)
-        self.tokenizer.save_pretrained(folder)
-        save_file(self._head_state(module), str(folder / HEAD_FILE))
-        meta = saved_meta(self)
-        (folder / EXPORTED_RANKER).write_text(
-            json.dumps(meta, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8"
-        )
+        self._write_parts(folder, folder / HEAD_FILE)
+        atomic_write_json(folder / EXPORTED_RANKER, saved_meta(self))
         cls = type(self)
         return Exported(
             loads_with=f"{cls.__module__}.{cls.__name__}.from_exported",
@@ -627,6 +618,8 @@ class EncoderRanker(Ranker[EC], Generic[EC]):
         run: batch sizes, dtype), encoder and head."""
         from safetensors.torch import load_file
 
+        from rankers.persist import restored_config
+
         folder = Path(folder)
         described = folder / EXPORTED_RANKER
         if not described.is_file():
@@ -635,11 +628,9 @@ class EncoderRanker(Ranker[EC], Generic[EC]):
         if meta.get("name") != cls.name:
             raise RankerError(f"{described}: exported by {meta.get('name')!r}, not {cls.name!r}")
         ranker = cls(device=device)
-        config = ranker.cfg
-        runtime = config.runtime_fields()
-        fields = {f.name for f in dataclasses.fields(config)}
-        saved = {k: v for k, v in meta.get("config", {}).items() if k in fields - runtime}
-        ranker.config = dataclasses.replace(config, **{**saved, "model": str(folder)})
+        # the one restore rule of a save() folder; the encoder is this folder, not a checkpoint
+        restored = restored_config(ranker, meta, folder)
+        ranker.config = dataclasses.replace(restored, model=str(folder), checkpoint=None)
         ranker._base = {k: meta.get(k) for k in ("model_id", "base_weights_hash")}
         ranker._build(str(folder), head=load_file(str(folder / HEAD_FILE)))
         return ranker

@@ -647,12 +647,7 @@ def export(
     from rankers import RankerError, open_ranker
     from rankers.export import staged, write_description
 
-    if not (source / "ranker.json").is_file():
-        raise RankerError(
-            f"{source}: not a saved ranker folder (no ranker.json); `bench train` prints the "
-            "folder it saves a model in (results/models/DATASET/RANKER/KEY)"
-        )
-    ranker = open_ranker(source, device="cpu")
+    ranker = open_ranker(source, device="cpu")  # a folder without ranker.json is refused
     if not ranker.exports():
         raise RankerError(
             f"{source}: ranker {ranker.name!r} has no export format (monobert, dpr, ance and "
