@@ -29,3 +29,20 @@ FOUNDATION: frozenset[str] = frozenset(
         "bench.results.*",
     }
 )
+
+#: Old module paths of the foundation (before bench/ was split into layers) -> where each lives
+#: now. Each old path is a small module that warns (DeprecationWarning) and hands over the new
+#: module itself, so rankers written against the old layout keep working; code in this
+#: repository imports only the new paths (tests/test_layers.py).
+MOVED: dict[str, str] = {
+    "bench.cache": "bench.results.cache",
+    "bench.device": "bench.core.device",
+    "bench.io": "bench.core.io",
+    "bench.metrics": "bench.results.metrics",
+    "bench.progress": "bench.core.progress",
+    "bench.provenance": "bench.core.provenance",
+    "bench.ranking": "bench.results.ranking",
+    "bench.settings": "bench.core.settings",
+    "bench.shard": "bench.core.shard",
+    "bench.trained": "bench.core.trained",
+}

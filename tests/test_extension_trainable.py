@@ -20,8 +20,8 @@ from toydata import write_toy_mteb
 from typer.testing import CliRunner
 
 import rankers
-from bench.cli.main import app
-from bench.results.cache import MANIFEST, manifest_problem
+from bench.cache import MANIFEST, manifest_problem
+from bench.cli import app
 
 runner = CliRunner()
 
@@ -42,7 +42,7 @@ TOY_MODULE = textwrap.dedent(
     from torch import nn
 
     from bench.data.model import CandidateList, RankingSplit, relevant
-    from bench.core.trained import TrainingSummary
+    from bench.trained import TrainingSummary
     from rankers.base import SCORE, TRAINING, Ranker, TrainingConfig, inherit_option, option
     from rankers.itemorder import sort_items_option
     from rankers.resume import split_key

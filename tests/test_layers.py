@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import FOUNDATION
+from bench import FOUNDATION, MOVED
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("bench", "rankers")
@@ -178,7 +178,9 @@ SIBLINGS = frozenset({"latency", "experiments"})
 
 
 def layer_of(module: str) -> int | None:
-    """Index in :data:`LAYERS` of ``module``'s layer (None: in none)."""
+    """Index in :data:`LAYERS` of ``module``'s layer (None: in none); an old path of
+    :data:`bench.MOVED` is in the layer of the module it hands over."""
+    module = MOVED.get(module, module)
     for i, (_, patterns) in enumerate(LAYERS):
         if module in patterns:
             return i
@@ -232,12 +234,38 @@ def test_no_module_imports_private_names_of_another(package: str) -> None:
 def test_bench_packages_hold_no_imports() -> None:
     """Importing ``bench.core.timing`` runs ``bench/__init__.py`` and ``bench/core/__init__.py``
     too, and cache keys hash a job's import closure: an import (or re-export) in a package's
-    ``__init__`` would widen every key below it, so they hold docstrings and constants only."""
+    ``__init__`` would widen every key below it, so they hold docstrings and constants only.
+    ``bench.cli`` (the top layer, which no job imports) keeps the old ``bench.cli.app`` lazily."""
     found = [
         f"{m} line {line}: {target}"
         for m, path in MODULES.items()
-        if m.startswith("bench") and path.name == "__init__.py"
+        if m.startswith("bench") and path.name == "__init__.py" and m != "bench.cli"
         for line, target, _ in imports(m)
         if target != "__future__"
     ]
     assert not found, "imports in package __init__ files: " + "; ".join(found)
+
+
+def test_the_repository_imports_no_old_path() -> None:
+    """The old paths of :data:`bench.MOVED` are for code outside this repository."""
+    found = [
+        f"{MODULES[m].relative_to(ROOT)}:{line} imports {target} (now {MOVED[target]})"
+        for m in MODULES
+        for line, target, _ in imports(m)
+        if target in MOVED
+    ]
+    tests = sorted((ROOT / "tests").glob("*.py"))
+    assert not found, "old module paths used:\n" + "\n".join(found)
+    assert tests  # (tests may import old paths: test_extension does, as a ranker outside would)
+
+
+@pytest.mark.parametrize("old", sorted(MOVED))
+def test_an_old_path_warns_and_is_the_new_module(old: str) -> None:
+    import importlib
+    import sys
+
+    sys.modules.pop(old, None)
+    with pytest.warns(DeprecationWarning, match=f"{old} moved to {MOVED[old]}"):
+        module = importlib.import_module(old)
+    assert module is importlib.import_module(MOVED[old])
+    assert MODULES[old].read_text(encoding="utf-8").count("\n") < 15  # a pointer, not a copy
