@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import shlex
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -47,6 +50,41 @@ def _checkout_results_untouched() -> Iterator[None]:
     if changed:
         shown = ", ".join(changed[:10]) + (f" and {len(changed) - 10} more" if changed[10:] else "")
         pytest.fail(f"the tests changed {len(changed)} file(s) under {folder}: {shown}")
+
+
+#: where this interpreter's console scripts live (bench, torchrun, accelerate)
+_SCRIPTS = Path(sys.executable).parent
+
+
+def _starts_python(args: object) -> bool:
+    """Whether a Popen ``args`` runs this interpreter or one of its console scripts."""
+    if isinstance(args, (str, bytes, os.PathLike)):
+        parts = shlex.split(os.fsdecode(args))
+    else:
+        parts = [os.fsdecode(a) for a in args]  # type: ignore[attr-defined]
+    return bool(parts) and Path(parts[0]).parent == _SCRIPTS
+
+
+@pytest.fixture(autouse=True)
+def _processes_are_marked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test that starts a Python process carries the ``processes`` marker, so ``-m 'not
+    processes'`` (the quick loop) truly leaves every such test out; an unmarked one fails here,
+    at its first ``subprocess`` call, naming the marker. (Other commands, e.g. git, are free.)"""
+    if request.node.get_closest_marker("processes"):
+        return
+    real = subprocess.Popen
+
+    class Guarded(real):  # type: ignore[valid-type, misc]
+        def __init__(self, args: object, *rest: object, **kwargs: object) -> None:
+            if _starts_python(args):
+                pytest.fail(
+                    f"{request.node.nodeid} starts a Python process ({args!r:.120}): mark it "
+                    "@pytest.mark.processes",
+                    pytrace=False,
+                )
+            super().__init__(args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", Guarded)
 
 
 @pytest.fixture(scope="session")

@@ -618,6 +618,7 @@ def test_second_identical_run_waits_for_the_running_one_then_reuses_it(
 
 
 @pytest.mark.slow
+@pytest.mark.processes
 def test_two_identical_trainings_at_once_both_succeed(tmp_path: Path, tiny_bert: Path) -> None:
     """The issue's reproduction: two `bench train` processes for the same model. Both wait while
     the entry is locked (here by the test, so they surely overlap) and say so with the holder's

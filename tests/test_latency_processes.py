@@ -25,6 +25,8 @@ from bench.latency.processes import THROUGHPUT_DEFINITION, throughput
 from bench.latency.records import LatencyRecord
 from bench.latency.tables import merge_records
 
+pytestmark = pytest.mark.processes
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 ARGS = ("-d", "semeval16b", "--rankers", "bm25,dpr", "--n-items", "10", "--queries", "5")
 ARGS += ("--batch-queries", "2", "--repeats", "2", "--warmup", "1", "--threads", "1")

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
@@ -14,6 +16,7 @@ except ModuleNotFoundError:  # Python 3.10
 PROJECT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.processes
 def test_license_is_an_spdx_expression_and_builds_without_deprecations(tmp_path: Path) -> None:
     """A ``license`` table is deprecated by setuptools (builds stop working in 2027); the SPDX
     string needs setuptools >= 77, which the build requirements must then say."""

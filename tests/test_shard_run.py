@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.processes
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -341,6 +341,7 @@ def test_cpu_processes_wait_without_cuda_device_ids(monkeypatch: pytest.MonkeyPa
     assert accelerate_calls == ["cuda:0"]  # GPU processes keep Accelerate's NCCL barrier
 
 
+@pytest.mark.processes
 def test_two_processes_train_like_one(tiny_bert_no_dropout: Path, tmp_path: Path) -> None:
     tiny_bert = tiny_bert_no_dropout
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
