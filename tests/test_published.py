@@ -7,6 +7,7 @@ message naming the table, both values and the record. No model is loaded.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from bench.reporting.published import (
     Records,
     ReferenceError,
     find_blocks,
+    pick,
     read_comparison,
     renderer,
 )
@@ -190,7 +192,7 @@ def test_a_renderer_reads_only_the_records_its_marker_names() -> None:
 def test_a_new_table_is_one_function_and_one_marker(tmp_path: Path) -> None:
     @renderer("test-bm25-wikiqa")
     def bm25_row(records: Records) -> str:
-        row = records.row("accuracy-wikiqa.json", "bm25")
+        row = records.row("accuracy-wikiqa.json", pick("bm25"))
         return f"bm25 AP@10 {row.metrics['AP@10']:.4f}\n"
 
     doc = (
@@ -300,3 +302,77 @@ def test_frontier_plot_reads_the_order_tables_records(tmp_path: Path) -> None:
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     code, text = _reference("frontier", "--out", str(out), "--n", "10")
     assert code == 2 and "--n must be 100 or 700" in text
+
+
+def _records_of(tmp_path: Path, labels: list[str]) -> Records:
+    rows = [{"label": label, "metrics": {"AP@10": i / 10}} for i, label in enumerate(labels)]
+    (tmp_path / "cmp.json").write_text(json.dumps(rows))
+    return Records("t", [Path("cmp.json")], tmp_path)
+
+
+def test_a_pick_selects_by_ranker_and_options_not_by_the_label_text(tmp_path: Path) -> None:
+    """Options in any order, values compared as a label shows them (1e-4 is "0.0001"), the
+    fine-tuned flag and the exact option set count; the label's wording and order do not."""
+    records = _records_of(
+        tmp_path,
+        [
+            "crossjem (minilm-l6, teacher=T+C, loss=ce, fine-tuned)",
+            "crossjem (minilm-l6, loss=ce, fine-tuned)",
+            "crossjem (minilm-l6, loss=ce)",
+            "colbert (minilm-l6, lr=0.0001, fine-tuned)",
+        ],
+    )
+    chosen = pick("crossjem", True, model="minilm-l6", loss="ce", teacher="T+C")
+    assert records.row("cmp.json", chosen).metrics["AP@10"] == 0.0
+    assert records.row("cmp.json", chosen.but(teacher=None)).metrics["AP@10"] == 0.1
+    assert records.row("cmp.json", pick("crossjem", model="minilm-l6", loss="ce")).metrics[
+        "AP@10"
+    ] == pytest.approx(0.2)
+    assert records.row("cmp.json", pick("colbert", True, model="minilm-l6", lr=1e-4))
+    with pytest.raises(ReferenceError, match=r"no rows of crossjem .*its crossjem rows: crossjem "):
+        records.row("cmp.json", chosen.but(loss="bce"))
+
+
+def test_two_rows_one_pick_is_an_error(tmp_path: Path) -> None:
+    records = _records_of(tmp_path, ["bm25 (k1=1.2)", "bm25"])
+    assert records.row("cmp.json", pick("bm25", k1=1.2)).metrics["AP@10"] == 0.0
+    doubled = _records_of(
+        tmp_path, ["dpr (minilm-l6, pooling=cls, lr=0.1)", "dpr (minilm-l6, lr=0.1, pooling=cls)"]
+    )
+    with pytest.raises(ReferenceError, match="2 rows of dpr"):
+        doubled.row("cmp.json", pick("dpr", model="minilm-l6", pooling="cls", lr=0.1))
+
+
+def test_every_reference_label_reads_back_as_written() -> None:
+    """:meth:`RowKey.parse` inverts :meth:`RowKey.label` on every row the reference records
+    hold (the labels bench run wrote over the project's life)."""
+    from bench.results.labels import RowKey
+
+    labels = [
+        label
+        for path in sorted((REPO / "results" / "reference").rglob("*"))
+        if path.suffix in (".md", ".json")
+        and "latency" not in path.name
+        and path.parent.name not in ("latency", "scale", "plots")
+        for label in _comparison_labels(path)
+    ]
+    assert len(labels) >= 80
+    for label in labels:
+        assert RowKey.parse(label).label() == label
+    key = RowKey.parse(
+        "crossjem (minilm-l6, loss=ce, fine-tuned, trained on the first 8 queries, first 5 queries)"
+    )
+    assert (key.ranker, key.options, key.fine_tuned, key.train_subset, key.subset) == (
+        "crossjem",
+        (("model", "minilm-l6"), ("loss", "ce")),
+        True,
+        8,
+        5,
+    )
+
+
+def _comparison_labels(path: Path) -> list[str]:
+    try:
+        return list(read_comparison(path))
+    except (ReferenceError, KeyError, TypeError, AttributeError):
+        return []  # a run or latency record, not a comparison

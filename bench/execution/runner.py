@@ -46,6 +46,7 @@ from bench.execution.scoring import (
     score_split,
 )
 from bench.results.cache import CacheKey, component_hash, explain_miss
+from bench.results.labels import RowKey, show
 from bench.results.metrics import DEFAULT_MEASURES
 from bench.results.records import RECORD, ResultRecord, read_record, run_dir
 from rankers import (
@@ -159,17 +160,13 @@ def label_for(
         if dataset is not None
         else type(ranker.config)().to_dict()
     )
-    parts = [str(_label_value(config["model"]))] if config.get("model") else []
-    parts += [
-        f"{k}={_label_value(v)}" for k, v in config.items() if k != "model" and v != defaults.get(k)
+    options = [("model", show(_label_value(config["model"])))] if config.get("model") else []
+    options += [
+        (k, show(_label_value(v)))
+        for k, v in config.items()
+        if k != "model" and v != defaults.get(k)
     ]
-    if fitted:
-        parts.append("fine-tuned")
-    if train_subset:
-        parts.append(f"trained on the first {train_subset} queries")
-    if subset:
-        parts.append(f"first {subset} queries")
-    return f"{ranker.name} ({', '.join(parts)})" if parts else ranker.name
+    return RowKey(ranker.name, tuple(options), fitted, train_subset, subset).label()
 
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "rankers" / "configs"

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from bench.latency.records import LatencyRecord, LatencyRow
+from bench.results.labels import RowKey
 from bench.results.records import ResultRecord
 
 if TYPE_CHECKING:
@@ -60,6 +61,34 @@ class ReferenceError(ValueError):
 
 
 # -- records ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Pick:
+    """Which row of a comparison record a table shows: the ranker, fine-tuned or not, and the
+    options its label names (those that differed from the ranker's settings when the row was
+    made, model alias included), compared as a label shows them and in any order."""
+
+    ranker: str
+    fine_tuned: bool = False
+    options: tuple[tuple[str, object], ...] = ()
+
+    def matches(self, key: RowKey) -> bool:
+        return key.matches(self.ranker, self.fine_tuned, dict(self.options))
+
+    def but(self, **options: object) -> Pick:
+        """This pick with ``options`` set (a None value removes one)."""
+        merged = {**dict(self.options), **options}
+        return Pick(self.ranker, self.fine_tuned, tuple(merged.items()))
+
+    def __str__(self) -> str:
+        shown = ", ".join(f"{k}={v}" for k, v in self.options if v is not None)
+        return f"{self.ranker} ({shown}{', fine-tuned' if self.fine_tuned else ''})"
+
+
+def pick(ranker: str, fine_tuned: bool = False, /, **options: object) -> Pick:
+    """A :class:`Pick`: ``pick("monobert", True, model="minilm-l6", loss="ce")``."""
+    return Pick(ranker, fine_tuned, tuple(options.items()))
+
+
 @dataclass(frozen=True)
 class ComparisonRow:
     """One row of a ``bench compare`` table as kept in results/reference (json or markdown)."""
@@ -234,12 +263,19 @@ class Records:
         """``bench compare`` rows (json or markdown) by label."""
         return self._once("comparison", name, read_comparison)
 
-    def row(self, name: str, label: str) -> ComparisonRow:
-        """One labelled row of a comparison file; a missing label is an error naming the file."""
+    def row(self, name: str, pick: Pick) -> ComparisonRow:
+        """The one row of a comparison file that ``pick`` names (read from each row's label by
+        :meth:`RowKey.parse`); none or several is an error naming the file and the rows of that
+        ranker it holds."""
         rows = self.comparison(name)
-        if label not in rows:
-            raise ReferenceError(f"table {self.table!r}: no row {label!r} in {name}")
-        return rows[label]
+        found = [row for label, row in rows.items() if pick.matches(RowKey.parse(label))]
+        if len(found) != 1:
+            same = [label for label in rows if RowKey.parse(label).ranker == pick.ranker]
+            raise ReferenceError(
+                f"table {self.table!r}: {len(found) or 'no'} rows of {pick} in {name} (its "
+                f"{pick.ranker} rows: {'; '.join(same) or 'none'})"
+            )
+        return found[0]
 
     def sweep(self, name: str, dataset: str, varies: str = "", nth: int = 0) -> SweepRecord:
         """The ``bench sweep`` table a settings file keeps for ``dataset`` (the first, or

@@ -13,31 +13,28 @@ from dataclasses import dataclass
 from bench.core.trained import TrainingSummary
 from bench.reporting.published import (
     MISSING,
+    Pick,
     Records,
     ReferenceError,
     best_row,
     difference,
     fixed,
+    pick,
     renderer,
     table,
     times,
 )
-from bench.reporting.published_tables import MONOBERT_CE, WIKIQA
+from bench.reporting.published_tables import CROSSJEM_CHOSEN, MONOBERT_CE, WIKIQA
 from bench.results.records import ResultRecord
 
 # -- word order ------------------------------------------------------------------------------------
 ITEM_ORDER = "word-order/item-order-{}.json"
 #: (shown, row label) of each dataset's two runs; wikiqa's items-as-written model is the teacher
 #: monoBERT of the layout runs, scored from its folder
+_SORTED = pick("monobert", True, model="minilm-l6", sort_item_tokens=True)
 _ITEM_ORDER_ROWS = {
-    "semeval16b": (
-        "monobert (minilm-l6, fine-tuned)",
-        "monobert (minilm-l6, sort_item_tokens=True, fine-tuned)",
-    ),
-    "wikiqa": (
-        "monobert (minilm-l6, checkpoint=db6e05ead8af)",
-        "monobert (minilm-l6, sort_item_tokens=True, fine-tuned)",
-    ),
+    "semeval16b": (pick("monobert", True, model="minilm-l6"), _SORTED),
+    "wikiqa": (pick("monobert", model="minilm-l6", checkpoint="db6e05ead8af"), _SORTED),
 }
 
 
@@ -48,7 +45,7 @@ def item_order(records: Records) -> str:
     rows = []
     for dataset in ("semeval16b", "wikiqa"):
         name = ITEM_ORDER.format(dataset)
-        written, ordered = (records.row(name, label) for label in _ITEM_ORDER_ROWS[dataset])
+        written, ordered = (records.row(name, wanted) for wanted in _ITEM_ORDER_ROWS[dataset])
         rows.append(
             [
                 dataset,
@@ -123,10 +120,7 @@ _LAYOUTS = (
         "query}",
     ),
 )
-UNION_CHOSEN = (
-    "crossjem (minilm-l6, epochs=6, min_steps=200, patience=2, teacher=M+C, union_len=272, "
-    "fine-tuned)"
-)
+UNION_CHOSEN = CROSSJEM_CHOSEN
 
 
 def _kept_dev(record: ResultRecord) -> str:
@@ -216,40 +210,33 @@ def crossjem_order_semeval16b(records: Records) -> str:
     return table(header, rows)
 
 
-#: DL19 transfer: the wikiqa-trained models scored zero-shot: (record, row label, shown name);
+def _scored_from(ranker: str, checkpoint: str) -> Pick:
+    """A wikiqa-trained model scored from its folder (the label names the folder's key)."""
+    return pick(ranker, model="minilm-l6", checkpoint=checkpoint)
+
+
+#: DL19 transfer: the wikiqa-trained models scored zero-shot: (record, row pick, shown name);
 #: each record is one `bench compare` of its session's runs, monoBERT (first) in both
 DL19_TRANSFER = "word-order/dl19-transfer.md"
 DL19_TRANSFER_2 = "word-order/dl19-transfer-2.md"
 _DL19_MODELS = (
-    (DL19_TRANSFER, "monobert (minilm-l6, checkpoint=d11d1acf7c90)", "monobert (loss=ce)"),
-    (
-        DL19_TRANSFER,
-        "crossjem (minilm-l6, checkpoint=ef55f4fa8bef)",
-        "hybrid share_min=2, row positions",
-    ),
-    (
-        DL19_TRANSFER,
-        "crossjem (minilm-l6, checkpoint=a5c565825725)",
-        "hybrid share_min=3, row positions",
-    ),
-    (
-        DL19_TRANSFER,
-        "crossjem (minilm-l6, checkpoint=9b9efc867cd0)",
-        "union merged after 1 concat layer",
-    ),
+    (DL19_TRANSFER, _scored_from("monobert", "d11d1acf7c90"), "monobert (loss=ce)"),
+    (DL19_TRANSFER, _scored_from("crossjem", "ef55f4fa8bef"), "hybrid share_min=2, row positions"),
+    (DL19_TRANSFER, _scored_from("crossjem", "a5c565825725"), "hybrid share_min=3, row positions"),
+    (DL19_TRANSFER, _scored_from("crossjem", "9b9efc867cd0"), "union merged after 1 concat layer"),
     (
         DL19_TRANSFER_2,
-        "crossjem (minilm-l6, checkpoint=e787c2e37c76)",
+        _scored_from("crossjem", "e787c2e37c76"),
         "hybrid share_min=4, row positions",
     ),
     (
         DL19_TRANSFER_2,
-        "crossjem (minilm-l6, checkpoint=ce854de7ef9c)",
+        _scored_from("crossjem", "ce854de7ef9c"),
         "function words (+ content held by 3)",
     ),
     (
         DL19_TRANSFER_2,
-        "crossjem (minilm-l6, checkpoint=e1ebfd0e2e43)",
+        _scored_from("crossjem", "e1ebfd0e2e43"),
         "function words (+ content held by 4), query terms pooled",
     ),
 )
@@ -261,13 +248,13 @@ def order_transfer_dl19(records: Records) -> str:
     queries x 100 BM25 candidates, graded; binary measures count grade >= 2), from one `bench
     compare` markdown record per session, whose monoBERT rows must agree."""
     metrics = ("AP@10", "AP", "nDCG@10", "RR@10")
-    first, label = _DL19_MODELS[0][:2]
-    mono = records.row(first, label)
-    if records.row(DL19_TRANSFER_2, label).metrics != mono.metrics:
+    first, mono_pick = _DL19_MODELS[0][:2]
+    mono = records.row(first, mono_pick)
+    if records.row(DL19_TRANSFER_2, mono_pick).metrics != mono.metrics:
         raise ReferenceError(f"{DL19_TRANSFER_2}: monoBERT's row differs from {DL19_TRANSFER}'s")
     rows = []
-    for record, label, shown in _DL19_MODELS:
-        row = records.row(record, label)
+    for record, wanted, shown in _DL19_MODELS:
+        row = records.row(record, wanted)
         cells = [fixed(row.metrics[m]) for m in metrics]
         delta = (
             MISSING

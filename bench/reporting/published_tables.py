@@ -21,6 +21,7 @@ from bench.reporting.published import (
     difference,
     fixed,
     percent,
+    pick,
     renderer,
     table,
     three_figures,
@@ -61,27 +62,22 @@ def ci_regression(records: Records) -> str:
 
 
 # -- semeval16b ------------------------------------------------------------------------------------
-MONOBERT_10 = "monobert (minilm-l6, epochs=10, min_steps=200, patience=3, fine-tuned)"
-CROSSJEM_10 = (
-    "crossjem (minilm-l6, epochs=10, min_steps=200, patience=3, {}union_len=72, "
-    "item_positions=True, fine-tuned)"
-)
+#: the semeval16b runs: options as their labels name them (those that differed from the settings)
+_TRAINED = {"model": "minilm-l6", "min_steps": 200, "patience": 3}
+MONOBERT_10 = pick("monobert", True, **_TRAINED, epochs=10)
+CROSSJEM_10 = pick("crossjem", True, **_TRAINED, epochs=10, union_len=72, item_positions=True)
+COLBERT = pick("colbert", True, model="minilm-l6", lr=1e-4, epochs=3)
+RANKT5 = pick("rankt5", True, model="minilm-l6-encdec", epochs=3)
 
 _MAIN_JOB_ROWS = (
-    ("bm25", "bm25"),
+    ("bm25", pick("bm25")),
     ("monobert (fine-tuned, 10 epochs)", MONOBERT_10),
-    (
-        "colbert (MiniLM-L6 + 128-d projection, fine-tuned)",
-        "colbert (minilm-l6, lr=0.0001, epochs=3, fine-tuned)",
-    ),
-    ("dpr (zero-shot)", "dpr (minilm-l6)"),
-    ("dpr (fine-tuned)", "dpr (minilm-l6, fine-tuned)"),
-    ("ance (fine-tuned)", "ance (minilm-l6, fine-tuned)"),
-    (
-        "rankt5 (MiniLM-L6 encoder-decoder, not T5, fine-tuned)",
-        "rankt5 (minilm-l6-encdec, epochs=3, fine-tuned)",
-    ),
-    ("crossjem (item positions, 10 epochs)", CROSSJEM_10.format("teacher=monobert, ")),
+    ("colbert (MiniLM-L6 + 128-d projection, fine-tuned)", COLBERT),
+    ("dpr (zero-shot)", pick("dpr", model="minilm-l6")),
+    ("dpr (fine-tuned)", pick("dpr", True, model="minilm-l6")),
+    ("ance (fine-tuned)", pick("ance", True, model="minilm-l6")),
+    ("rankt5 (MiniLM-L6 encoder-decoder, not T5, fine-tuned)", RANKT5),
+    ("crossjem (item positions, 10 epochs)", CROSSJEM_10.but(teacher="monobert")),
 )
 
 
@@ -90,8 +86,8 @@ def main_job(records: Records) -> str:
     """The main job's table (`make demo` fell back to semeval16b)."""
     metrics = ("AP@10", "RR@10", "nDCG@10")
     rows = []
-    for shown, label in _MAIN_JOB_ROWS:
-        row = records.row(MAIN_JOB, label)
+    for shown, wanted in _MAIN_JOB_ROWS:
+        row = records.row(MAIN_JOB, wanted)
         p50 = row.latency.get("p50_ms")
         rows.append(
             [
@@ -111,31 +107,31 @@ def same_supervision_semeval16b(records: Records) -> str:
         (
             "labels (monoBERT: BCE; CROSS-JEM: ListNet on labels)",
             MONOBERT_10,
-            CROSSJEM_10.format(""),
+            CROSSJEM_10,
         ),
         (
             "teacher monoBERT (the 10-epoch one above), ListNet on sigmoid targets",
-            "monobert (minilm-l6, epochs=10, min_steps=200, patience=3, loss=listnet, "
-            "teacher=monobert, fine-tuned)",
-            CROSSJEM_10.format("teacher=monobert, "),
+            MONOBERT_10.but(loss="listnet", teacher="monobert"),
+            CROSSJEM_10.but(teacher="monobert"),
         ),
     )
     rows = []
-    for shown, mono_label, cj_label in pairs:
-        mono, cj = records.row(SEMEVAL, mono_label), records.row(SEMEVAL, cj_label)
+    for shown, mono_pick, cj_pick in pairs:
+        mono, cj = records.row(SEMEVAL, mono_pick), records.row(SEMEVAL, cj_pick)
         rows.append(
             [shown, fixed(mono.metrics["AP@10"]), fixed(cj.metrics["AP@10"]), difference(cj, mono)]
         )
     return table(["supervision", "monobert", "crossjem (item positions)", "difference"], rows)
 
 
+#: (shown, the loss a label names: None for the default, ListNet)
 _LOSSES = (
-    ("BCE", "loss=bce, "),
-    ("CE", "loss=ce, "),
-    ("ListNet (default)", ""),
-    ("PL (Plackett-Luce of the teacher's order)", "loss=pl, "),
-    ("RPL (as written)", "loss=rpl, "),
-    ("RPL-self (each item in its own set)", "loss=rpl-self, "),
+    ("BCE", "bce"),
+    ("CE", "ce"),
+    ("ListNet (default)", None),
+    ("PL (Plackett-Luce of the teacher's order)", "pl"),
+    ("RPL (as written)", "rpl"),
+    ("RPL-self (each item in its own set)", "rpl-self"),
 )
 
 
@@ -145,9 +141,7 @@ def loss_ablation_semeval16b(records: Records) -> str:
     metrics = ("AP@10", "RR@10", "nDCG@10")
     rows = []
     for shown, loss in _LOSSES:
-        label = "crossjem (minilm-l6, epochs=10, min_steps=200, patience=3, {}teacher=monobert, "
-        label += "union_len=72, item_positions=True, fine-tuned)"
-        row = records.row(SEMEVAL, label.format(loss))
+        row = records.row(SEMEVAL, CROSSJEM_10.but(loss=loss, teacher="monobert"))
         rows.append([shown, row.supervision, *_metrics(row, metrics)])
     return table(["crossjem loss", "supervision", *metrics], rows)
 
@@ -178,8 +172,13 @@ def sweeps_semeval16b(records: Records) -> str:
 
 
 # -- wikiqa ----------------------------------------------------------------------------------------
-MONOBERT_CE = "monobert (minilm-l6, min_steps=200, patience=3, loss=ce, fine-tuned)"
-MONOBERT_BCE_T = "monobert (minilm-l6, checkpoint=T, min_steps=200, patience=3)"
+MONOBERT_CE = pick("monobert", True, **_TRAINED, loss="ce")
+#: monoBERT trained with bce for 3 epochs (T), scored from its folder
+MONOBERT_BCE_T = pick("monobert", **_TRAINED, checkpoint="T")
+#: CROSS-JEM on wikiqa: the union capped at 272 tokens; the chosen one distils monoBERT (ce, M)
+#: and ColBERT (C) for 6 epochs with patience 2
+CROSSJEM_WIKIQA = pick("crossjem", True, **_TRAINED, union_len=272)
+CROSSJEM_CHOSEN = CROSSJEM_WIKIQA.but(epochs=6, patience=2, teacher="M+C")
 
 
 @renderer("loss-ablation-wikiqa")
@@ -188,8 +187,7 @@ def loss_ablation_wikiqa(records: Records) -> str:
     metrics = ("AP@10", "RR@10", "nDCG@10")
     rows = []
     for shown, loss in _LOSSES:
-        label = f"crossjem (minilm-l6, min_steps=200, patience=3, {loss}teacher=T+C, "
-        row = records.row(WIKIQA, label + "union_len=272, fine-tuned)")
+        row = records.row(WIKIQA, CROSSJEM_WIKIQA.but(loss=loss, teacher="T+C"))
         rows.append(
             [shown.split(" (")[0] + (" (default)" if not loss else ""), *_metrics(row, metrics)]
         )
@@ -203,24 +201,23 @@ def same_supervision_wikiqa(records: Records) -> str:
         (
             "labels, listwise softmax cross-entropy",
             MONOBERT_CE,
-            "crossjem (minilm-l6, min_steps=200, patience=3, loss=ce, union_len=272, fine-tuned)",
+            CROSSJEM_WIKIQA.but(loss="ce"),
         ),
         (
             "teacher: the ce monoBERT, ListNet on sigmoid targets",
-            "monobert (minilm-l6, min_steps=200, patience=3, loss=listnet, teacher=M, fine-tuned)",
-            "crossjem (minilm-l6, min_steps=200, patience=3, teacher=M, union_len=272, fine-tuned)",
+            MONOBERT_CE.but(loss="listnet", teacher="M"),
+            CROSSJEM_WIKIQA.but(teacher="M"),
         ),
         (
             "chosen settings of each (monoBERT on labels; CROSS-JEM from monoBERT+ColBERT, "
             "6 epochs)",
             MONOBERT_CE,
-            "crossjem (minilm-l6, epochs=6, min_steps=200, patience=2, teacher=M+C, "
-            "union_len=272, fine-tuned)",
+            CROSSJEM_CHOSEN,
         ),
     )
     rows = []
-    for shown, mono_label, cj_label in pairs:
-        mono, cj = records.row(WIKIQA, mono_label), records.row(WIKIQA, cj_label)
+    for shown, mono_pick, cj_pick in pairs:
+        mono, cj = records.row(WIKIQA, mono_pick), records.row(WIKIQA, cj_pick)
         rows.append(
             [shown, fixed(mono.metrics["AP@10"]), fixed(cj.metrics["AP@10"]), difference(cj, mono)]
         )
@@ -232,33 +229,18 @@ def colbert_rankt5(records: Records) -> str:
     """ColBERT and RankT5 beside monoBERT on both datasets (test)."""
     metrics = ("AP@10", "AP", "RR@10", "nDCG@10")
     wanted = (
-        ("wikiqa", "colbert", WIKIQA_PEERS, "colbert (minilm-l6, lr=0.0001, epochs=3, fine-tuned)"),
-        (
-            "wikiqa",
-            "rankt5 (MiniLM-L6 enc-dec)",
-            WIKIQA_PEERS,
-            "rankt5 (minilm-l6-encdec, epochs=3, fine-tuned)",
-        ),
-        (
-            "wikiqa",
-            "rankt5, 1 epoch (the schedule before)",
-            WIKIQA_PEERS,
-            "rankt5 (minilm-l6-encdec, fine-tuned)",
-        ),
+        ("wikiqa", "colbert", WIKIQA_PEERS, COLBERT),
+        ("wikiqa", "rankt5 (MiniLM-L6 enc-dec)", WIKIQA_PEERS, RANKT5),
+        ("wikiqa", "rankt5, 1 epoch (the schedule before)", WIKIQA_PEERS, RANKT5.but(epochs=None)),
         ("wikiqa", "monobert bce, 3 epochs (the setting then)", WIKIQA, MONOBERT_BCE_T),
         ("wikiqa", "monobert `loss=ce` (wikiqa's setting now, above)", WIKIQA, MONOBERT_CE),
-        ("semeval16b", "colbert", SEMEVAL, "colbert (minilm-l6, lr=0.0001, epochs=3, fine-tuned)"),
-        (
-            "semeval16b",
-            "rankt5 (MiniLM-L6 enc-dec)",
-            SEMEVAL,
-            "rankt5 (minilm-l6-encdec, epochs=3, fine-tuned)",
-        ),
+        ("semeval16b", "colbert", SEMEVAL, COLBERT),
+        ("semeval16b", "rankt5 (MiniLM-L6 enc-dec)", SEMEVAL, RANKT5),
         ("semeval16b", "monobert (10 epochs, the main job's)", SEMEVAL, MONOBERT_10),
     )
     rows = [
-        [dataset, shown, *_metrics(records.row(name, label), metrics)]
-        for dataset, shown, name, label in wanted
+        [dataset, shown, *_metrics(records.row(name, wanted_row), metrics)]
+        for dataset, shown, name, wanted_row in wanted
     ]
     return table(["dataset / test", "ranker", *metrics], rows)
 
@@ -443,17 +425,21 @@ def monobert_wikiqa(records: Records) -> str:
     """monoBERT's wikiqa runs (`bench run -r monobert -d wikiqa --set ...`), test AP@10."""
     wanted = (
         ("bce, 3 epochs (the default before)", "labels", MONOBERT_BCE_T),
-        ("bce, `max_item_len=64`", "labels", "monobert (minilm-l6, max_item_len=64, fine-tuned)"),
+        (
+            "bce, `max_item_len=64`",
+            "labels",
+            pick("monobert", True, model="minilm-l6", max_item_len=64),
+        ),
         ("**`loss=ce`** (listwise softmax cross-entropy; chosen)", "labels", MONOBERT_CE),
         (
             "`--teacher M --loss listnet` (M: the ce monoBERT)",
             "teacher monobert",
-            "monobert (minilm-l6, min_steps=200, patience=3, loss=listnet, teacher=M, fine-tuned)",
+            MONOBERT_CE.but(loss="listnet", teacher="M"),
         ),
     )
     rows = [
-        [shown, supervision, fixed(records.row(WIKIQA, label).metrics["AP@10"])]
-        for shown, supervision, label in wanted
+        [shown, supervision, fixed(records.row(WIKIQA, wanted_row).metrics["AP@10"])]
+        for shown, supervision, wanted_row in wanted
     ]
     return table(["settings", "supervision", "test AP@10"], rows)
 
@@ -461,44 +447,34 @@ def monobert_wikiqa(records: Records) -> str:
 @renderer("crossjem-wikiqa")
 def crossjem_wikiqa(records: Records) -> str:
     """CROSS-JEM's wikiqa runs (`bench run -r crossjem -d wikiqa ...`), test AP@10."""
-    base = "crossjem (minilm-l6, {}union_len=272, {}fine-tuned)"
+    before = pick("crossjem", True, model="minilm-l6", union_len=272)  # the settings then
     wanted = (
         (
             "default of the time (`--teacher T`)",
             "teacher monobert (bce)",
-            base.format("teacher=monobert, ", ""),
+            before.but(teacher="monobert"),
         ),
         (
             "`--teacher T --set item_positions=true --set epochs=4`",
             "teacher monobert (bce)",
-            base.format(
-                "teacher=T, epochs=4, min_steps=200, patience=3, ", "item_positions=True, "
-            ),
+            CROSSJEM_WIKIQA.but(teacher="T", epochs=4, item_positions=True),
         ),
-        (
-            "`--teacher T+C`",
-            "teacher monobert (bce) + colbert",
-            base.format("min_steps=200, patience=3, teacher=T+C, ", ""),
-        ),
+        ("`--teacher T+C`", "teacher monobert (bce) + colbert", CROSSJEM_WIKIQA.but(teacher="T+C")),
         (
             "`--teacher M` (the ce monoBERT)",
             "teacher monobert (ce)",
-            base.format("min_steps=200, patience=3, teacher=M, ", ""),
+            CROSSJEM_WIKIQA.but(teacher="M"),
         ),
         (
             "`--teacher M+C --set epochs=6 --set patience=2` (chosen)",
             "teacher monobert (ce) + colbert",
-            base.format("epochs=6, min_steps=200, patience=2, teacher=M+C, ", ""),
+            CROSSJEM_CHOSEN,
         ),
-        (
-            "`--set teacher=none --set loss=ce`",
-            "labels",
-            base.format("min_steps=200, patience=3, loss=ce, ", ""),
-        ),
+        ("`--set teacher=none --set loss=ce`", "labels", CROSSJEM_WIKIQA.but(loss="ce")),
     )
     rows = [
-        [shown, supervision, fixed(records.row(WIKIQA, label).metrics["AP@10"])]
-        for shown, supervision, label in wanted
+        [shown, supervision, fixed(records.row(WIKIQA, wanted_row).metrics["AP@10"])]
+        for shown, supervision, wanted_row in wanted
     ]
     return table(["settings", "supervision", "test AP@10"], rows)
 
