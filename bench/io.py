@@ -1,14 +1,6 @@
-"""Old path of :mod:`bench.core.io` (before bench/ was split into layers), kept so
-that rankers written against it still import; it warns and hands over the new module."""
+"""Old path of :mod:`bench.core.io`, from before bench/ was split into layers:
+importing it warns and hands over that module."""
 
-import sys
-import warnings
+from bench.core.moved import hand_over
 
-from bench.core import io as _moved
-
-warnings.warn(
-    "bench.io moved to bench.core.io; the old path will be removed",
-    DeprecationWarning,
-    stacklevel=2,
-)
-sys.modules[__name__] = _moved
+hand_over(__name__)

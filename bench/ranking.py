@@ -1,14 +1,6 @@
-"""Old path of :mod:`bench.results.ranking` (before bench/ was split into layers), kept so
-that rankers written against it still import; it warns and hands over the new module."""
+"""Old path of :mod:`bench.results.ranking`, from before bench/ was split into layers:
+importing it warns and hands over that module."""
 
-import sys
-import warnings
+from bench.core.moved import hand_over
 
-from bench.results import ranking as _moved
-
-warnings.warn(
-    "bench.ranking moved to bench.results.ranking; the old path will be removed",
-    DeprecationWarning,
-    stacklevel=2,
-)
-sys.modules[__name__] = _moved
+hand_over(__name__)
