@@ -62,15 +62,19 @@ regression: install
 pytest: install
 	BENCH_DATA_DIR=$(TEST_DATA) HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider --durations=25
 
-# The CI regression runs beside pytest (its log in $(REGRESSION_LOG), printed at the end): each
-# alone keeps about 1.4 of 2 cores busy, so together they take minutes less than one after the
-# other; either failing fails `make test`. OMP_WAIT_POLICY=PASSIVE: a waiting OpenMP thread
-# sleeps instead of spinning on the core the other job needs (results do not depend on it).
+# The CI regression runs beside lint and pytest (its log in $(REGRESSION_LOG), printed at the
+# end): each alone keeps about 1.4 of 2 cores busy, so together they take minutes less than one
+# after the other. Failing lint stops the regression (its own process group) and pytest is not
+# run; either failing fails `make test`. OMP_WAIT_POLICY=PASSIVE: a waiting OpenMP thread sleeps
+# instead of spinning on the core the other job needs (results do not depend on it).
 REGRESSION_LOG ?= $(abspath .ci-regression.log)
-test: lint
-	@echo "CI regression started beside pytest (log: $(REGRESSION_LOG))"
+test: install
+	@echo "CI regression started beside lint and pytest (log: $(REGRESSION_LOG))"
 	@export OMP_WAIT_POLICY=PASSIVE; \
-	$(MAKE) --no-print-directory regression > $(REGRESSION_LOG) 2>&1 & regression=$$!; \
+	setsid $(MAKE) --no-print-directory regression > $(REGRESSION_LOG) 2>&1 & regression=$$!; \
+	if ! $(MAKE) --no-print-directory lint; then \
+	  kill -TERM -$$regression 2>/dev/null; wait $$regression; exit 1; \
+	fi; \
 	$(MAKE) --no-print-directory pytest; tests=$$?; \
 	wait $$regression; status=$$?; \
 	echo "---- CI regression (exit status $$status) ----"; cat $(REGRESSION_LOG); \
