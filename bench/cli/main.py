@@ -43,9 +43,10 @@ from bench.cli.reference import reference_app
 from bench.execution.policy import DEFAULT_RANKERS
 
 # With MKL_DYNAMIC on (MKL's default) MKL chooses a thread count per call, and another count sums
-# in another order: CROSS-JEM's CPU training then differed in its last bits from run to run (6
-# runs, 6 weight hashes; with it off, 4 of 4 equal: docs/stack.md). Set before torch first calls
-# MKL (the CLI imports torch lazily); spawned ranks and launched processes inherit it.
+# in another order: the CI's one-epoch CROSS-JEM training differed in its last bits from run to
+# run (6 runs, 6 weight hashes; with it off, 4 of 4 equal; longer trainings still vary:
+# docs/stack.md). Set before torch first calls MKL (the CLI imports torch lazily); spawned ranks
+# and launched processes inherit it.
 os.environ.setdefault("MKL_DYNAMIC", "FALSE")
 
 app = typer.Typer(
