@@ -352,7 +352,8 @@ class ColBERTRanker(Ranker[ColBERTRankerConfig]):
         model.colbert_config.total_visible_gpus = 0
         if not hasattr(model, "skiplist"):  # colbert-ai sets it only with mask_punctuation
             model.skiplist = {}
-        self._model = model.to(self.device).eval()
+        # float32 also from a float16 checkpoint (transformers 5 keeps the saved dtype)
+        self._model = model.float().to(self.device).eval()
         self._qtok, self._dtok = qtok, dtok
         if has is None:
             self._provenance["projection"] = "unknown (no local safetensors)"

@@ -420,7 +420,10 @@ class EncoderRanker(Ranker[EC], Generic[EC]):
 
         try:
             tokenizer = AutoTokenizer.from_pretrained(path)
-            encoder = AutoModel.from_pretrained(path)
+            # float32 whatever the checkpoint stores: transformers 5 loads a folder in its saved
+            # dtype (a carried float16 copy would train and score in float16); low-precision
+            # scoring casts a copy of the float32 module (CastCache)
+            encoder = AutoModel.from_pretrained(path).float()
         except (OSError, ValueError) as exc:  # missing folder, bad hub id, offline hub
             raise RankerError(f"{self.name}: cannot load encoder from {path!r}: {exc}") from exc
         self._check_encoder(encoder)

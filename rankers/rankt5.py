@@ -212,6 +212,7 @@ class RankT5Ranker(Ranker[RankT5Config]):
                 model_id, new_weights = ref.model_id, None
         except (OSError, ValueError) as exc:  # missing folder, offline hub id, bad config
             raise RankerError(f"rankt5: cannot load model {spec!r}: {exc}") from exc
+        model = model.float()  # a float16 checkpoint too: see EncoderRanker._build
         start = model.config.decoder_start_token_id
         if start is None:
             raise RankerError(f"rankt5: model {spec!r} has no decoder_start_token_id")

@@ -645,3 +645,42 @@ def test_minilm_dir_replaces_the_packaged_weights(
     ref = resolve_model("minilm-l6")
     assert ref.path == str(tmp_path.resolve()) and ref.local
     assert ref.model_id == "sentence-transformers/all-MiniLM-L6-v2"
+
+
+# -- what the first run on a GPU found (H200, torch 2.11, transformers 5.17) ----------------------
+
+
+def test_crossjem_forward_runs_under_bf16_autocast() -> None:
+    """CUDA training runs the forward under bf16 autocast, which runs the pooling's bmm in bf16;
+    the pooling must still sum in float32 (it failed in index_add with two dtypes)."""
+    ranker: Any = _ranker("crossjem", MODEL)
+    items = _many_items(12)
+    batch = ranker.prepare([(items.query.text, [c.text for c in items.candidates])])
+    with torch.no_grad():
+        expected, _ = ranker.forward(batch)
+        with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+            got, _ = ranker.forward(batch)
+    assert got.dtype == torch.float32 and torch.isfinite(got).all()
+    assert (got - expected).abs().max() <= 0.06 * expected.abs().max()
+
+
+@pytest.mark.parametrize("kind", ["monobert", "crossjem", "rankt5", "colbert"])
+def test_a_float16_checkpoint_loads_as_float32(kind: str, tmp_path: Any) -> None:
+    """A checkpoint saved in float16 (the carried MiniLM copy of docs/scaling.md) gives a float32
+    module: transformers 5 keeps the saved dtype, and the float32 heads then failed to multiply
+    with the encoder's float16 output."""
+    from safetensors.torch import load_file, save_file
+
+    from rankers.models import resolve_model
+
+    src = resolve_model(MODEL).path
+    import shutil
+
+    shutil.copytree(src, tmp_path / "fp16", ignore=shutil.ignore_patterns("model.safetensors"))
+    weights = {k: v.half() for k, v in load_file(f"{src}/model.safetensors").items()}
+    save_file(weights, str(tmp_path / "fp16" / "model.safetensors"), metadata={"format": "pt"})
+    ranker: Any = _ranker(kind, str(tmp_path / "fp16"))
+    scores = ranker.score([_many_items(8)])[0]
+    assert np.isfinite(scores).all()
+    module = ranker._model if kind == "colbert" else ranker.module
+    assert {p.dtype for p in module.parameters()} == {torch.float32}

@@ -214,15 +214,18 @@ class CrossJEMModule(nn.Module):
                 token_type_ids=types.long(),
                 position_ids=position_ids,
             ).last_hidden_state.float()
-        shared_mask = ((positions >= 1) & (positions < query_end)).float()
-        shared = torch.bmm(shared_mask[:, None, :], hidden).squeeze(1)  # (rows, hidden)
-        slot_row = batch.slot_row[b.s0 : b.s1]
-        tok_slot = batch.tok_slot[b.t0 : b.t1]
-        own = hidden[batch.tok_row[b.t0 : b.t1], batch.tok_pos[b.t0 : b.t1]]
-        if self.item_positions:
-            own = own + self.item_position(batch.tok_offset[b.t0 : b.t1])
-        summed = shared[slot_row].index_add(0, tok_slot, own)
-        pooled = summed / batch.slot_count[b.s0 : b.s1, None].float().clamp_min(1.0)
+        # pooling sums in float32 also under autocast (CUDA training), which would run the bmm
+        # in bf16 and leave index_add with two dtypes
+        with torch.autocast(device_type=hidden.device.type, enabled=False):
+            shared_mask = ((positions >= 1) & (positions < query_end)).float()
+            shared = torch.bmm(shared_mask[:, None, :], hidden).squeeze(1)  # (rows, hidden)
+            slot_row = batch.slot_row[b.s0 : b.s1]
+            tok_slot = batch.tok_slot[b.t0 : b.t1]
+            own = hidden[batch.tok_row[b.t0 : b.t1], batch.tok_pos[b.t0 : b.t1]]
+            if self.item_positions:
+                own = own + self.item_position(batch.tok_offset[b.t0 : b.t1])
+            summed = shared[slot_row].index_add(0, tok_slot, own)
+            pooled = summed / batch.slot_count[b.s0 : b.s1, None].float().clamp_min(1.0)
         return float32_logits(self.classifier, self.dropout(pooled))
 
     def merged_hidden(
