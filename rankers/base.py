@@ -56,8 +56,10 @@ class Role(enum.Flag):
       pre-tokenising, the cast dtype, where the weights are read from): the caller's value wins
       over a loaded checkpoint's.
 
-    ``dtype`` is ``TRAINING | RUNTIME`` everywhere: it is the autocast dtype of CUDA training, and
-    where training runs float32 it is still the dtype of the dev scoring that selects the epoch.
+    Precision is two options: ``dtype`` (``RUNTIME``) is the precision scoring runs in, so a model
+    trained once in float32 is scored in bfloat16 or int8 without training again; ``train_dtype``
+    (``TRAINING``) is the autocast dtype of CUDA training and the precision of the dev scoring that
+    selects the epoch (:func:`rankers.precision.training_precision`).
     Encoder rankers (:class:`rankers.encoders.EncoderConfig`) adopt every saved option but the
     runtime ones, so that their config also says how a checkpoint was trained.
     """
@@ -75,9 +77,12 @@ class Role(enum.Flag):
 TRAINING, SCORE, RUNTIME = Role.TRAINING, Role.SCORE, Role.RUNTIME
 
 
-#: the values of every ``dtype`` option (rankers.precision.DTYPES maps them to torch dtypes; kept
-#: here so that configs validate without importing torch)
+#: the values of every ``train_dtype`` option and of the ``dtype`` option of rankers that score in
+#: torch only (rankers.precision.DTYPES maps them to torch dtypes; kept here so that configs
+#: validate without importing torch)
 DTYPE_NAMES: tuple[str, ...] = ("auto", "float32", "bfloat16", "float16")
+#: the scoring precisions of rankers that can also run on an int8 runtime (monoBERT, CROSS-JEM)
+SCORING_DTYPE_NAMES: tuple[str, ...] = (*DTYPE_NAMES, "int8")
 
 #: the key of an option's :class:`OptionSpec` in its dataclass field's metadata
 _SPEC = "option"
@@ -153,15 +158,22 @@ def option(
 
 
 def inherit_option(
-    config: type[RankerConfig], name: str, default: Any, *, help: str | None = None
+    config: type[RankerConfig],
+    name: str,
+    default: Any,
+    *,
+    help: str | None = None,
+    choices: tuple[str, ...] | None = None,
 ) -> Any:
     """Option ``name`` of ``config`` with another default (and, with ``help``, a help text that
-    says what it means for this ranker), for a subclass that keeps the option's role and range
-    (a plain ``name: str = "x"`` would drop the declared role, help and range)."""
+    says what it means for this ranker; with ``choices``, fewer valid values), for a subclass that
+    keeps the option's role and range (a plain ``name: str = "x"`` would drop the declared role,
+    help and range)."""
     (field,) = (f for f in dataclasses.fields(config) if f.name == name)
     metadata: Mapping[str, Any] = field.metadata
-    if help is not None:
-        metadata = {**metadata, _SPEC: dataclasses.replace(metadata[_SPEC], help=help)}
+    changes = {k: v for k, v in (("help", help), ("choices", choices)) if v is not None}
+    if changes:
+        metadata = {**metadata, _SPEC: dataclasses.replace(metadata[_SPEC], **changes)}
     return dataclasses.field(default=default, metadata=metadata)
 
 

@@ -53,6 +53,7 @@ from bench.core.trained import TrainingSummary
 from bench.data.model import CandidateList, RankingSplit, relevant
 from rankers import colbert_compat
 from rankers.base import (
+    DTYPE_NAMES,
     RUNTIME,
     SCORE,
     TRAINING,
@@ -127,9 +128,16 @@ class ColBERTRankerConfig(TrainingConfig):
         ListTrainingConfig,
         "dtype",
         "auto",
-        help="scoring weights cast once to it (auto: bf16 on a GPU with native bf16, else fp16; "
-        "fp32 on CPU); training "
-        "runs float32, but dev scoring in it selects the epoch",
+        help="scoring precision, not part of the trained model: weights cast once to it (auto: "
+        "bf16 on a GPU with native bf16, else fp16; fp32 on CPU)",
+        choices=DTYPE_NAMES,
+    )
+    train_dtype: str = inherit_option(
+        ListTrainingConfig,
+        "train_dtype",
+        "auto",
+        help="training runs float32; dev scoring in this precision selects the epoch (auto: "
+        "float32 on CPU)",
     )
     lr: float = inherit_option(TrainingConfig, "lr", 3e-6, help="AdamW learning rate")
     train_batch_size: int = option(

@@ -42,6 +42,7 @@ from bench.core.trained import TrainingSummary
 from bench.data.model import CandidateList, RankingSplit, relevant
 from bench.results.ranking import rank_order
 from rankers.base import (
+    DTYPE_NAMES,
     RUNTIME,
     SCORE,
     TRAINING,
@@ -108,9 +109,16 @@ class DenseConfig(TrainingConfig):
         ListTrainingConfig,
         "dtype",
         "auto",
-        help="encoding weights cast once to it (auto: bf16 on a GPU with native bf16, else fp16; "
-        "fp32 on CPU); "
-        "fine-tuning runs float32, but dev scoring in it selects the epoch",
+        help="encoding precision, not part of the trained model: weights cast once to it (auto: "
+        "bf16 on a GPU with native bf16, else fp16; fp32 on CPU)",
+        choices=DTYPE_NAMES,
+    )
+    train_dtype: str = inherit_option(
+        ListTrainingConfig,
+        "train_dtype",
+        "auto",
+        help="fine-tuning runs float32; dev scoring in this precision selects the epoch (auto: "
+        "float32 on CPU)",
     )
     lr: float = inherit_option(TrainingConfig, "lr", 2e-5)
     epochs: int = inherit_option(TrainingConfig, "epochs", 1, help="passes over the training pairs")

@@ -281,7 +281,7 @@ def fit_lists(
     if cache_dir is None and work is not None:
         cache_dir = work.parent / TEACHER_CACHE_DIR
 
-    accelerator = make_accelerator(ranker.device, cfg.dtype)
+    accelerator = make_accelerator(ranker.device, cfg.train_dtype)
     world = accelerator.num_processes
     if cfg.train_batch_queries % world:
         raise RankerError(

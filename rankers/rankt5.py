@@ -33,6 +33,7 @@ from bench.core.device import resolve_device
 from bench.core.trained import TrainingSummary
 from bench.data.model import Candidate, CandidateList, RankingSplit, relevant
 from rankers.base import (
+    DTYPE_NAMES,
     RUNTIME,
     SCORE,
     TRAINING,
@@ -69,6 +70,7 @@ class RankT5Config(ListTrainingConfig):
     :func:`rankers.listtrain.fit_lists` reads them). A loaded checkpoint restores the score
     options (:attr:`Role.SCORE <rankers.base.Role.SCORE>`)."""
 
+    dtype: str = inherit_option(ListTrainingConfig, "dtype", "auto", choices=DTYPE_NAMES)
     model: str = option(
         "minilm-l6-encdec",
         role=TRAINING | SCORE,
@@ -223,8 +225,7 @@ class RankT5Ranker(Ranker[RankT5Config]):
                 f"rankt5: score token id {self._score_id} outside the model's {vocab} logits"
             )
         self._start_id = int(start)
-        # transformers declares .to() through functools.wraps, which mypy does not bind as a method
-        self._module = model.to(self.device).eval()  # type: ignore[arg-type]
+        self._module = model.to(self.device).eval()
         self._tokenizer = tokenizer
         if not self._info:  # a loaded checkpoint keeps the provenance of its base
             self._info = {

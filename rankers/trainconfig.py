@@ -12,6 +12,7 @@ import dataclasses
 from rankers.base import (
     DTYPE_NAMES,
     RUNTIME,
+    SCORING_DTYPE_NAMES,
     TRAINING,
     Ranker,
     RankerError,
@@ -31,11 +32,19 @@ class ListTrainingConfig(TrainingConfig):
 
     dtype: str = option(
         "auto",
-        role=TRAINING | RUNTIME,
+        role=RUNTIME,
+        choices=SCORING_DTYPE_NAMES,
+        help="scoring precision, not part of the trained model: weights cast once to it (auto: "
+        "bf16 on a GPU with native bf16, else fp16; fp32 on CPU); int8: the encoder's linear "
+        "layers quantized on an int8 runtime",
+    )
+    train_dtype: str = option(
+        "auto",
+        role=TRAINING,
         choices=DTYPE_NAMES,
-        help="scoring: weights cast once to it (auto: bf16 on a GPU with native bf16, else fp16; "
-        "fp32 on CPU); training on CUDA: the autocast dtype over float32 master weights (auto: "
-        "bf16 where native, else fp32; CPU: float32)",
+        help="fine-tuning precision: on CUDA the autocast dtype over float32 master weights "
+        "(auto: bf16 where native, else fp32; CPU trains float32); also the precision of the dev "
+        "scoring that selects the epoch (auto: float32 on CPU)",
     )
     warmup_ratio: float = option(
         0.1, role=TRAINING, min=0, below=1, help="share of steps warming the lr up"

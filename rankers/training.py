@@ -326,6 +326,35 @@ def train_loop(
     work_dir: str | Path | None = None,
     on_checkpoint: Callable[[dict[str, int]], None] | None = None,
 ) -> TrainingSummary:
+    """:func:`_train_loop` with the ranker's scoring in its training precision
+    (:func:`rankers.precision.training_precision`): dev scoring selects the epoch, so it must
+    not depend on the runtime-only ``dtype``."""
+    from rankers.precision import training_precision
+
+    with training_precision(ranker.config):
+        return _train_loop(
+            ranker,
+            steps,
+            train_split,
+            dev,
+            plan,
+            accelerator=accelerator,
+            work_dir=work_dir,
+            on_checkpoint=on_checkpoint,
+        )
+
+
+def _train_loop(
+    ranker: Ranker,
+    steps: Trainable,
+    train_split: RankingSplit,
+    dev: RankingSplit | None,
+    plan: LoopPlan,
+    *,
+    accelerator: Accelerator | None = None,
+    work_dir: str | Path | None = None,
+    on_checkpoint: Callable[[dict[str, int]], None] | None = None,
+) -> TrainingSummary:
     """Train ``steps`` (often ``ranker`` itself) in place; returns the shared training summary.
 
     One loop for every trainable ranker: seed, AdamW and schedule, ``accelerator.prepare``,

@@ -24,7 +24,7 @@ ENCODER_TRAINING = {
     "max_item_len",
     "dropout",
     "seed",
-    "dtype",
+    "train_dtype",
     "loss",
     "teacher",
     "teacher_scores",
@@ -46,7 +46,7 @@ DENSE = {
         "max_length",
         "query_prefix",
         "document_prefix",
-        "dtype",
+        "train_dtype",
         "lr",
         "weight_decay",
         "epochs",
@@ -121,7 +121,7 @@ EXPECTED: dict[str, dict[Role, set[str]]] = {
             "similarity",
             "mask_punctuation",
             "attend_to_mask_tokens",
-            "dtype",
+            "train_dtype",
             "lr",
             "train_batch_size",
             "nway",
@@ -154,7 +154,7 @@ EXPECTED: dict[str, dict[Role, set[str]]] = {
             "score_token",
             "template",
             "max_length",
-            "dtype",
+            "train_dtype",
             "seed",
             "loss",
             "teacher",
@@ -227,7 +227,7 @@ def test_dtype_names_are_the_torch_mapping_keys() -> None:
         (
             "monobert",
             {"dtype": "fp8"},
-            "option dtype='fp8': expected one of auto, float32, bfloat16, float16",
+            "option dtype='fp8': expected one of auto, float32, bfloat16, float16, int8",
         ),
         (
             "crossjem",
@@ -275,7 +275,9 @@ def test_describe_options_gives_type_default_role_help_and_range() -> None:
     )
     assert union.help.startswith("L_u: most item tokens per encoder row")
     assert rows["pad_tolerance"].range == ">= 0 or none"
-    assert rows["dtype"].role.label() == "training, runtime"
+    # precision: scoring's is runtime only (no retraining), training's is in the model's key
+    assert rows["dtype"].role.label() == "runtime"
+    assert rows["train_dtype"].role.label() == "training"
 
 
 def test_bench_rankers_shows_role_range_and_help() -> None:
@@ -298,8 +300,10 @@ def test_warmup_ratio_is_range_checked_in_every_config(ranker: str) -> None:
 
 
 def test_shared_list_training_options_have_one_declaration() -> None:
-    """dtype, warmup_ratio, loss, teacher and train_batch_queries: one spec (role and valid
-    values) in rankers.listtrain.ListTrainingConfig, whatever default or help a ranker gives."""
+    """dtype, train_dtype, warmup_ratio, loss, teacher and train_batch_queries: one spec (role and
+    valid values) in rankers.listtrain.ListTrainingConfig, whatever default or help a ranker
+    gives; the rankers without an int8 runtime take every scoring dtype but int8."""
+    from rankers.base import DTYPE_NAMES
     from rankers.trainconfig import ListTrainingConfig
 
     def spec(config: type, name: str) -> tuple[object, ...]:
@@ -308,8 +312,13 @@ def test_shared_list_training_options_have_one_declaration() -> None:
         assert s is not None
         return (s.role, s.min, s.max, s.below, s.choices)
 
-    for name in ("dtype", "warmup_ratio", "loss", "teacher", "train_batch_queries"):
-        for ranker in ("monobert", "crossjem", "rankt5"):
+    for name in ("dtype", "train_dtype", "warmup_ratio", "loss", "teacher", "train_batch_queries"):
+        for ranker in ("monobert", "crossjem"):
             assert spec(get_ranker_class(ranker).Config, name) == spec(ListTrainingConfig, name)
-    for ranker in ("dpr", "colbert"):
-        assert spec(get_ranker_class(ranker).Config, "dtype") == spec(ListTrainingConfig, "dtype")
+    for ranker in ("dpr", "colbert", "rankt5"):
+        config = get_ranker_class(ranker).Config
+        assert spec(config, "train_dtype") == spec(ListTrainingConfig, "train_dtype")
+        assert spec(config, "dtype")[:4] == spec(ListTrainingConfig, "dtype")[:4]
+        assert spec(config, "dtype")[4] == DTYPE_NAMES
+        with pytest.raises(RankerError, match=r"option dtype='int8': expected one of"):
+            config.from_options({"dtype": "int8"})
