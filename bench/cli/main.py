@@ -661,7 +661,9 @@ def export(
     dpr, ance -> a `SentenceTransformer` (prompts and similarity included: `encode_query`,
     `encode_document`, `similarity`); crossjem -> a Hugging Face folder (AutoModel loads the
     encoder) with its head and options, loaded with `CrossJEMRanker.from_exported`. OUT holds
-    bench-export.json: the source model's description and the lines that load it.
+    bench-export.json: the source model's description and the lines that load it. An export
+    never deletes what it did not write: OUT that is, holds or lies inside SOURCE or a results
+    root (--results-dir and any folder with runs/ or models/ records) is refused before any work.
     """
     from bench.core.settings import results_root
     from rankers import RankerError, open_ranker
