@@ -7,7 +7,6 @@ created, so ``bench --help`` and BM25 runs stay fast and an absent extra gives a
 from __future__ import annotations
 
 import importlib
-import json
 import logging
 from collections.abc import Mapping
 from pathlib import Path
@@ -128,7 +127,9 @@ def open_ranker(
                 f"{folder}: not a saved ranker folder (no ranker.json); `bench train` prints "
                 "the folder it saves a model in (results/models/DATASET/RANKER/KEY)"
             )
-        name = json.loads(meta_file.read_text(encoding="utf-8")).get("name")
+        from rankers.persist import read_ranker_file
+
+        name = read_ranker_file(meta_file).get("name")
         if not isinstance(name, str):
             raise RankerError(f"{meta_file}: names no ranker")
         opened = create_ranker(name, dict(options or {}), device=device)

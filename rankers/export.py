@@ -15,9 +15,12 @@ the format code sits in one place and each ranker says only what its model is:
   no library has its layout, so :func:`rankers.crossjem.from_exported` is the loader.
 
 A folder is written into a staging folder beside the target and renamed into place
-(:func:`staged`), so an interrupted export leaves no half folder under the target's name; an
-existing target is refused unless ``overwrite``. Every export carries :data:`EXPORT_FILE`, which
-says what was exported, from where, and how to load it.
+(:func:`staged`), so an interrupted or failed export (a full disk) leaves no half folder under
+the target's name and an earlier export there as it was. Every export carries
+:data:`EXPORT_FILE`, which says what was exported, from where, and how to load it; it is also
+the mark of an export: an export never deletes what it did not write, so ``overwrite`` replaces
+only a folder that holds it, and :func:`export_target` refuses, before any model is loaded, a
+target that is, holds or lies inside the model being exported or a results root.
 """
 
 from __future__ import annotations
@@ -25,16 +28,23 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import logging
+import os
 import shutil
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
+from bench.core.io import current_umask, error_text, storage_errors
+from bench.results.cache import holds_results
 from rankers.errors import RankerError
 
 if TYPE_CHECKING:
     import torch
+
+log = logging.getLogger(__name__)
 
 #: the description every exported folder carries
 EXPORT_FILE = "bench-export.json"
@@ -66,30 +76,142 @@ class Exported:
         }
 
 
+def is_export(folder: Path) -> bool:
+    """Whether ``folder`` is one `bench export` wrote: its :data:`EXPORT_FILE` (the marker every
+    export carries) is a JSON object that says how the folder loads. Only such a folder is ever
+    replaced, so ``--overwrite`` cannot take a model, a results root or a user's folder."""
+    try:
+        described = json.loads((folder / EXPORT_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(described, dict) and "loads_with" in described
+
+
+def _refuse(target: Path, why: str) -> NoReturn:
+    raise RankerError(
+        f"{target}: {why}; export into a new or empty folder (or, with --overwrite, over an "
+        "earlier export)"
+    )
+
+
+def _guarded(source: Path, results_roots: Sequence[Path], target: Path) -> list[tuple[str, Path]]:
+    """The folders an export must not be, hold or lie inside: the model folder being exported
+    and every results root: the configured ones and any folder above ``target`` or ``source``
+    that holds results (:func:`bench.results.cache.holds_results`)."""
+    guarded = [("the model folder being exported", source)]
+    guarded += [("the results root", Path(root).expanduser().resolve()) for root in results_roots]
+    above = (target, *target.parents, *source.parents)
+    guarded += [("the results root", folder) for folder in above if holds_results(folder)]
+    return guarded
+
+
+def export_target(
+    out: Path, source: Path, results_roots: Sequence[Path] = (), overwrite: bool = False
+) -> Path:
+    """``out`` as an absolute path, once an export there can lose nothing but an earlier export;
+    else a :class:`RankerError` naming the folder and why. Checked before any model is loaded.
+
+    Refused: the filesystem root, the current folder and any folder above it (a rename would
+    pull the folder from under the shell); a folder that is, holds or lies inside ``source`` or
+    a results root (:func:`_guarded`); a file; a folder with files that is not an earlier export
+    (:func:`is_export`); an earlier export unless ``overwrite``.
+    """
+    target = Path(out).expanduser().resolve()
+    source = Path(source).expanduser().resolve()
+    if target == Path(target.anchor):
+        _refuse(target, "is the filesystem root")
+    cwd = Path.cwd().resolve()
+    if cwd.is_relative_to(target):
+        _refuse(target, "is the current folder" if cwd == target else "holds the current folder")
+    for what, folder in _guarded(source, results_roots, target):
+        if target == folder:
+            _refuse(target, f"is {what}")
+        if folder.is_relative_to(target):
+            _refuse(target, f"holds {what} {folder}")
+        if target.is_relative_to(folder):
+            _refuse(target, f"lies inside {what} {folder}")
+    _check_replaceable(target, overwrite)
+    return target
+
+
+def _check_replaceable(target: Path, overwrite: bool) -> None:
+    """``target`` is new, an empty folder, or an earlier export that ``overwrite`` replaces."""
+    if target.exists() and not target.is_dir():
+        _refuse(target, "is a file, not a folder")
+    if not target.is_dir() or not any(target.iterdir()):
+        return
+    if not is_export(target):
+        _refuse(target, f"exists, is not empty and is not an earlier export (no {EXPORT_FILE})")
+    if not overwrite:
+        raise RankerError(
+            f"{target}: exists and is not empty: it holds an earlier export (pass --overwrite "
+            "to replace it)"
+        )
+
+
+def _write_errors() -> tuple[type[BaseException], ...]:
+    """What a failed write raises: an OS error, or safetensors' own error for the same (a full
+    disk under ``save_pretrained``)."""
+    try:
+        from safetensors import SafetensorError
+    except ImportError:  # pragma: no cover - a transformers dependency
+        return (OSError,)
+    return (OSError, SafetensorError)
+
+
 @contextlib.contextmanager
 def staged(target: Path, overwrite: bool = False) -> Iterator[Path]:
-    """A fresh folder to write the export into; renamed to ``target`` when the block ends
-    without error (removed otherwise)."""
-    target = Path(target)
-    if target.exists() and (not target.is_dir() or any(target.iterdir())) and not overwrite:
-        raise RankerError(f"{target}: exists and is not empty (pass --overwrite to replace it)")
-    stage = target.with_name(f".{target.name}.export-tmp")
-    shutil.rmtree(stage, ignore_errors=True)
-    stage.mkdir(parents=True)
+    """A fresh folder beside ``target`` to write the export into; renamed to ``target`` when the
+    block ends without error (removed otherwise). ``target`` must be new, empty or, with
+    ``overwrite``, an earlier export (:func:`export_target` checks the rest first). A failed
+    write (a full disk) is a :class:`RankerError` naming ``target``, which is left as it was."""
+    target = Path(target).expanduser().resolve()
+    _check_replaceable(target, overwrite)
+    with storage_errors(target.parent):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        stage = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.export-"))
+        os.chmod(stage, 0o777 & ~current_umask())  # a plain folder's mode, not mkdtemp's 0700
     try:
         yield stage
+    except _write_errors() as exc:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise RankerError(
+            f"{target}: the export was not written ({error_text(exc)}); {_left(target)}"
+        ) from exc
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
-    old = target.with_name(f".{target.name}.export-old")
-    if target.exists():  # --overwrite: the old folder goes only once the new one is in place
+    _publish(stage, target)
+
+
+def _left(target: Path) -> str:
+    return "the earlier export there is as it was" if target.exists() else "nothing was written"
+
+
+def _publish(stage: Path, target: Path) -> None:
+    """Rename ``stage`` to ``target``. An earlier export there is moved aside first, removed
+    once the new one is in place and moved back if the rename fails."""
+    old: Path | None = None
+    moved = False
+    try:
+        if target.exists():
+            old = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.export-old-"))
+            target.rename(old)  # a rename onto the empty folder mkdtemp made
+            moved = True
+        stage.rename(target)
+    except OSError as exc:
+        if moved and old is not None:
+            old.rename(target)
+        elif old is not None:
+            old.rmdir()
+        shutil.rmtree(stage, ignore_errors=True)
+        raise RankerError(
+            f"{target}: the export was not put in place ({error_text(exc)}); {_left(target)}"
+        ) from exc
+    if old is not None:
         shutil.rmtree(old, ignore_errors=True)
-        target.rename(old)
-    stage.rename(target)
-    if old.is_dir():
-        shutil.rmtree(old)
-    elif old.exists():
-        old.unlink()
+        if old.exists():
+            log.warning("%s: could not remove the earlier export moved to %s", target, old)
 
 
 def write_description(

@@ -48,6 +48,25 @@ log = logging.getLogger(__name__)
 RANKER_FILE = "ranker.json"
 
 
+def read_ranker_file(meta_file: Path) -> dict[str, Any]:
+    """The object a ``ranker.json`` holds. A damaged file (cut short, not UTF-8, or JSON that is
+    not an object) is a :class:`RankerError` naming the file and what is wrong with it, since
+    every reader of a saved folder starts here and would otherwise fail far from the cause."""
+    try:
+        meta = json.loads(meta_file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RankerError(
+            f"{meta_file}: not valid JSON ({exc}); the folder was not saved whole, so save or "
+            "train it again"
+        ) from exc
+    if not isinstance(meta, dict):
+        raise RankerError(
+            f"{meta_file}: holds a JSON {type(meta).__name__}, not the object a ranker's save() "
+            "writes (its name, config and provenance)"
+        )
+    return meta
+
+
 def read_saved(path: Path, name: str, *parts: str) -> dict[str, Any]:
     """The ``ranker.json`` of a save() folder, after checking it holds ``parts`` and was saved by
     ranker ``name``: loading another ranker's folder fails with a message naming both. A
@@ -60,10 +79,7 @@ def read_saved(path: Path, name: str, *parts: str) -> dict[str, Any]:
     damaged = safetensors_problem(path)
     if damaged:
         raise RankerError(f"{path}: damaged {name} checkpoint: {damaged}")
-    try:
-        meta = json.loads(meta_file.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise RankerError(f"{meta_file}: not valid JSON ({exc})") from exc
+    meta = read_ranker_file(meta_file)
     if meta.get("name") != name:
         raise RankerError(f"{meta_file}: saved by ranker {meta.get('name')!r}, not {name!r}")
     return meta

@@ -299,6 +299,35 @@ def test_split_stats(fixtures_dir: Path) -> None:
     assert cut == {"limit": 6, "cut": 3, "of": 6, "tokens_lost_share": pytest.approx(8 / 42)}
 
 
+def test_datasets_without_wordpiece_say_the_cut_is_counted_in_words(tmp_path: Path) -> None:
+    """Without a tokenizer (`bench datasets --no-wordpiece`) the cut is counted in words: its
+    column, cells and legend say so, and none claims the encoders' WordPiece limit."""
+    from rich.console import Console
+    from toydata import write_toy_mteb
+
+    from bench.reporting.reports import datasets_table
+
+    folder = write_toy_mteb(tmp_path / "toy", (("test", 4),))
+    lines = (folder / "test.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    first["negative"].append(" ".join(["word"] * 40))  # 40 words: over 32, so cut in words
+    lines[0] = json.dumps(first)
+    (folder / "test.jsonl").write_text("\n".join(lines) + "\n")
+    table = datasets_table(tmp_path, None)
+    console = Console(width=2000, record=True)
+    console.print(table)
+    shown = console.export_text()
+    text = " ".join(shown.split())
+    assert [c.header for c in table.columns][11] == "cut (words)"
+    (row,) = [line for line in shown.splitlines() if "│ toy" in line]
+    # 13 distinct candidates of 68 words; the cut at 32 words drops 8 of the long one's 40
+    assert "1 of 13 (8%), 11.8% of words" in row
+    assert "of tokens" not in text and "max_item_len (32)" not in text
+    assert "cut (words): distinct candidates longer than 32 words" in text
+    assert "rows/list: '-' (it needs WordPiece tokens)" in text
+    assert "union/list: their distinct words" in text
+
+
 def test_datasets_reports_cut_items_and_rows_per_layout(shared_data: Path) -> None:
     """The wikiqa test figures of issues 31 and 32: 32% of items cut at 32 WordPiece tokens,
     10.7% of their tokens lost; lists over several rows: union 9, concat 73, hybrid 10."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 from pathlib import Path
 
@@ -148,17 +149,154 @@ def test_from_exported_refuses_another_rankers_folder(tmp_path: Path, tiny_bert:
         CrossJEMRanker.from_exported(tmp_path)
 
 
-def test_an_existing_folder_is_refused_and_left_as_it_was(tmp_path: Path, tiny_bert: Path) -> None:
+def _refused(*args: str) -> str:
+    """The one error line of a refused ``bench export``, rich's wrapping undone."""
+    result = runner.invoke(app, ["export", *args])
+    assert result.exit_code == 2, result.output + repr(result.exception)
+    assert "Traceback" not in result.output
+    return " ".join(result.output.split())
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` with its bytes."""
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()
+    }
+
+
+def test_only_an_earlier_export_is_replaced(tmp_path: Path, tiny_bert: Path) -> None:
     source, _ = _saved_monobert(tmp_path, tiny_bert, "pooler")
     out = tmp_path / "out"
     out.mkdir()
     (out / "mine.txt").write_text("keep")
-    result = runner.invoke(app, ["export", str(source), str(out)])
-    assert result.exit_code == 2
-    assert "exists and is not empty (pass --overwrite" in result.output
-    assert [p.name for p in out.iterdir()] == ["mine.txt"]
-    _export(source, out, "--overwrite")
-    assert (out / EXPORT_FILE).is_file() and not (out / "mine.txt").exists()
+    for extra in ([], ["--overwrite"]):  # a folder bench did not write stays, --overwrite or not
+        printed = _refused(str(source), str(out), *extra)
+        assert f"{out}: exists, is not empty and is not an earlier export (no {EXPORT_FILE})" in (
+            printed
+        )
+        assert _files(out) == {"mine.txt": b"keep"}
+    (out / EXPORT_FILE).write_text("[1, 2]")  # a marker that is not an export's description
+    assert "is not an earlier export" in _refused(str(source), str(out), "--overwrite")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    _export(source, empty)  # an empty folder holds nothing to lose
+    assert f"{empty}: exists and is not empty: it holds an earlier export (pass --overwrite" in (
+        _refused(str(source), str(empty))
+    )
+    (empty / "config.json").write_text("stale")
+    _export(source, empty, "--overwrite")
+    assert (empty / "config.json").read_text() != "stale"
+    assert json.loads((empty / EXPORT_FILE).read_text())["source"]["name"] == "monobert"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_the_model_and_results_roots_are_never_replaced(
+    tmp_path: Path, tiny_bert: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    saved, _ = _saved_monobert(tmp_path, tiny_bert, "pooler")
+    results = tmp_path / "results"
+    source = results / "models" / "toy" / "monobert" / "abc"
+    source.parent.mkdir(parents=True)
+    saved.rename(source)
+    (source / "training.json").write_text("{}")
+    run = results / "runs" / "toy" / "bm25" / "test-1"
+    run.mkdir(parents=True)
+    (run / "record.json").write_text("{}")
+    other = tmp_path / "elsewhere" / "old-results"  # a results root nobody configured
+    (other / "runs" / "toy" / "bm25" / "test-1").mkdir(parents=True)
+    (other / "runs" / "toy" / "bm25" / "test-1" / "record.json").write_text("{}")
+    configured = tmp_path / "configured"
+    monkeypatch.setenv("BENCH_RESULTS_DIR", str(configured))
+    before = _files(tmp_path)
+    cases = [
+        (source, f"{source}: is the model folder being exported"),
+        (results, f"{results}: holds the model folder being exported {source}"),
+        (tmp_path, f"{tmp_path}: holds the model folder being exported {source}"),
+        (source / "x", f"{source / 'x'}: lies inside the model folder being exported {source}"),
+        (results / "out", f"{results / 'out'}: lies inside the results root {results}"),
+        (other, f"{other}: is the results root"),
+        # a folder above one: no marker of an export, so not replaced
+        (other.parent, f"{other.parent}: exists, is not empty and is not an earlier export"),
+        (other / "out", f"{other / 'out'}: lies inside the results root {other}"),
+        (configured, f"{configured}: is the results root"),
+        (configured / "out", f"{configured / 'out'}: lies inside the results root {configured}"),
+    ]
+    for out, message in cases:
+        assert message in _refused(str(source), str(out), "--overwrite"), out
+    elsewhere = tmp_path / "given"  # --results-dir is a results root too
+    assert f"lies inside the results root {elsewhere}" in _refused(
+        str(source), str(elsewhere / "out"), "--results-dir", str(elsewhere)
+    )
+    assert _files(tmp_path) == before  # nothing was written, moved or removed
+
+
+def test_the_current_folder_is_refused_by_name(
+    tmp_path: Path, tiny_bert: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source, _ = _saved_monobert(tmp_path, tiny_bert, "pooler")
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    assert f"{here}: is the current folder" in _refused(str(source), ".")
+    assert f"{tmp_path}: holds the current folder" in _refused(str(source), "..")
+    assert "/: is the filesystem root" in _refused(str(source), "/")
+    assert list(here.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("[1, 2]", "holds a JSON list, not the object a ranker's save() writes"),
+        ('{"name": "monob', "not valid JSON (Unterminated string"),
+    ],
+)
+def test_a_damaged_ranker_json_is_named(tmp_path: Path, text: str, problem: str) -> None:
+    source = tmp_path / "model"
+    source.mkdir()
+    (source / "ranker.json").write_text(text)
+    printed = _refused(str(source), str(tmp_path / "out"))
+    assert f"{source / 'ranker.json'}: {problem}" in printed
+    assert not (tmp_path / "out").exists()
+
+
+def _full_disk(path: str) -> OSError:
+    return OSError(errno.ENOSPC, "No space left on device", path)
+
+
+def _raise_safetensor_error(*args: object, **kwargs: object) -> None:
+    from safetensors import SafetensorError
+
+    raise SafetensorError(
+        "Error while serializing: I/O error: No space left on device (os error 28)"
+    )
+
+
+@pytest.mark.parametrize("writer", ["description", "safetensors"])
+def test_a_full_disk_names_out_and_keeps_the_earlier_export(
+    tmp_path: Path, tiny_bert: Path, monkeypatch: pytest.MonkeyPatch, writer: str
+) -> None:
+    import transformers.modeling_utils
+
+    import rankers.export
+
+    source, _ = _saved_monobert(tmp_path, tiny_bert, "pooler")
+    out = tmp_path / "out"
+    _export(source, out)
+    before = _files(out)
+
+    def no_space(stage: Path, *args: object) -> None:
+        raise _full_disk(str(stage / EXPORT_FILE))
+
+    if writer == "description":
+        monkeypatch.setattr(rankers.export, "write_description", no_space)
+    else:
+        monkeypatch.setattr(transformers.modeling_utils, "safe_save_file", _raise_safetensor_error)
+    printed = _refused(str(source), str(out), "--overwrite")
+    assert f"{out}: the export was not written (" in printed
+    assert "No space left on device" in printed
+    assert "the earlier export there is as it was" in printed
+    assert _files(out) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["monobert-pooler", "out"]
 
 
 def test_a_failed_export_leaves_nothing(tmp_path: Path) -> None:

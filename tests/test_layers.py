@@ -268,3 +268,13 @@ def test_an_old_path_warns_and_is_the_new_module(old: str) -> None:
         module = importlib.import_module(old)
     assert module is importlib.import_module(MOVED[old])
     assert MODULES[old].read_text(encoding="utf-8").count("\n") < 15  # a pointer, not a copy
+
+
+def test_the_old_cli_path_warns_and_is_the_app() -> None:
+    """``from bench.cli import app`` (the old single-module CLI) warns, as docs/design.md says
+    every kept old path does, with the new path, and gives the app itself."""
+    from bench.cli.main import app
+
+    with pytest.warns(DeprecationWarning, match=r"bench\.cli\.app moved to bench\.cli\.main\.app"):
+        from bench.cli import app as old
+    assert old is app

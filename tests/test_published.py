@@ -263,6 +263,72 @@ def test_a_truncated_record_is_named_with_its_table(tmp_path: Path) -> None:
         assert f"table 'test-run-ap': record {record} is not valid JSON" in out
 
 
+@pytest.mark.parametrize("text", ["[1, 2, 3]", '{"metrics": {}}'])
+def test_a_record_of_another_shape_is_named(tmp_path: Path, text: str) -> None:
+    doc, record = _run_record_doc(tmp_path)
+    record.write_text(text, encoding="utf-8")
+    for command in ("check", "render"):
+        code, out = _reference(command, "--readme", str(doc))
+        assert code == 2, out
+        assert f"{doc} line 1: table 'test-run-ap': record {record} is not a run record (" in out
+        assert "restore it or write it again" in out
+
+
+def test_a_comparison_record_of_another_shape_is_named(tmp_path: Path) -> None:
+    record = tmp_path / "results/reference/accuracy-wikiqa.json"
+    record.parent.mkdir(parents=True)
+    record.write_text("[1, 2, 3]", encoding="utf-8")
+    doc = tmp_path / "results.md"
+    doc.write_text(
+        "x\n<!-- reference: monobert-wikiqa from results/reference/accuracy-wikiqa.json -->\n"
+        "<!-- /reference -->\n",
+        encoding="utf-8",
+    )
+    code, out = _reference("check", "--readme", str(doc))
+    assert code == 2, out
+    assert f"{doc} line 2: table 'monobert-wikiqa': record {record} is not a comparison" in out
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (
+            "<!-- reference: main-job-semeval16b from results/reference/none.md -->\n"
+            "<!-- /reference -->\n",
+            "line 3: table 'main-job-semeval16b': no record results/reference/none.md",
+        ),
+        (
+            "<!-- reference: main-job-semeval16b from results/reference/main-job-semeval16b.md, "
+            "results/reference/second.json -->\n<!-- /reference -->\n",
+            "line 3: table 'main-job-semeval16b': no record results/reference/second.json",
+        ),
+        (
+            "<!-- reference: nope from results/reference/main-job-semeval16b.md -->\n"
+            "<!-- /reference -->\n",
+            "line 3: no renderer 'nope'; known: ",
+        ),
+        (
+            "<!-- reference: first from a.json -->\n| a |\n\n"
+            "<!-- reference: second from b.json -->\n| b |\n<!-- /reference -->\n",
+            "line 3: table 'first' has no end marker",
+        ),
+        ("text\n<!-- /reference -->\n", "line 4: unmatched or malformed marker"),
+    ],
+)
+def test_every_marker_error_names_the_document_and_line(
+    tmp_path: Path, body: str, message: str
+) -> None:
+    """The tables live in README.md and docs/*.md: a line alone does not say which."""
+    (tmp_path / "results").symlink_to(REPO / "results")
+    doc = tmp_path / "docs" / "page.md"
+    doc.parent.mkdir()
+    doc.write_text("# page\n\n" + body, encoding="utf-8")
+    for command in ("check", "render"):
+        code, out = _reference(command, "--readme", str(doc), "--root", str(tmp_path))
+        assert code == 2, out
+        assert f"error: {doc} {message}" in out
+
+
 def test_a_missing_end_marker_blames_its_own_table(tmp_path: Path) -> None:
     doc = tmp_path / "README.md"
     doc.write_text(

@@ -2,13 +2,21 @@
 
 The only code here is the old path ``from bench.cli import app`` (bench.cli was one module before
 bench/ was split into layers), resolved lazily: no job imports the CLI, so it widens no cache key.
+Like the old module paths of :data:`bench.MOVED`, it warns (DeprecationWarning) with the new path.
 """
 
+import warnings
 from typing import Any
 
 
 def __getattr__(name: str) -> Any:
     if name == "app":
+        # stacklevel 2: the importer's line (the import machinery's own frames are skipped)
+        warnings.warn(
+            "bench.cli.app moved to bench.cli.main.app; the old path will be removed",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         from bench.cli.main import app
 
         return app

@@ -638,10 +638,22 @@ def export(
             show_default=False,
         ),
     ],
-    out: Annotated[Path, typer.Argument(help="The folder to write.", show_default=False)],
+    out: Annotated[
+        Path,
+        typer.Argument(
+            help="The folder to write: new, empty, or an earlier export (with --overwrite); "
+            "never SOURCE or a results root, nor a folder inside or above one.",
+            show_default=False,
+        ),
+    ],
     overwrite: Annotated[
-        bool, typer.Option(help="Replace OUT if it exists (else an existing OUT is refused).")
+        bool,
+        typer.Option(
+            help="Replace OUT if it holds an earlier export (a folder bench export wrote; any "
+            "other non-empty OUT is refused)."
+        ),
     ] = False,
+    results_dir: ResultsDir = None,
 ) -> None:
     """Write a trained model as a folder another library loads, so it serves outside bench.
 
@@ -649,11 +661,15 @@ def export(
     dpr, ance -> a `SentenceTransformer` (prompts and similarity included: `encode_query`,
     `encode_document`, `similarity`); crossjem -> a Hugging Face folder (AutoModel loads the
     encoder) with its head and options, loaded with `CrossJEMRanker.from_exported`. OUT holds
-    bench-export.json: the source model's description and the lines that load it.
+    bench-export.json: the source model's description and the lines that load it. An export
+    never deletes what it did not write: OUT that is, holds or lies inside SOURCE or a results
+    root (--results-dir and any folder with runs/ or models/ records) is refused before any work.
     """
+    from bench.core.settings import results_root
     from rankers import RankerError, open_ranker
-    from rankers.export import staged, write_description
+    from rankers.export import export_target, staged, write_description
 
+    out = export_target(out, source, [results_root(results_dir)], overwrite)
     ranker = open_ranker(source, device="cpu")  # a folder without ranker.json is refused
     if not ranker.exports():
         raise RankerError(

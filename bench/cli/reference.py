@@ -79,20 +79,21 @@ def reference_check(readme: DocumentPaths = None, root: RootPath = None) -> None
     """Exit 1 when a marked table of the README or docs/ differs from what its records give,
     naming the document, table, row, column, both values and the record files. Loads no
     model."""
-    from bench.reporting.published import find_blocks, read_document
+    from bench.reporting.published import find_blocks, in_document, read_document
     from bench.reporting.reference_documents import check_document
 
     failed, tables = False, 0
     for document in documents(readme):
-        text = read_document(document)
-        blocks = find_blocks(text)
+        with in_document(document):
+            text = read_document(document)
+            blocks = find_blocks(text)
+            mismatches = check_document(text, records_root(document, root))
         if not blocks and readme:  # a document named on the command line must have tables
             err_console.print(
                 f"[bold red]FAIL[/] {escape(str(document))}: no rendered tables (markers)"
             )
             failed = True
             continue
-        mismatches = check_document(text, records_root(document, root))
         for mismatch in mismatches:
             err_console.print(
                 f"[bold red]FAIL[/] {escape(str(document))} {escape(mismatch.message())}",
@@ -125,20 +126,21 @@ def reference_frontier(
     every CROSS-JEM row layout of the `crossjem-order-wikiqa` table (docs/results.md), from the
     records its marker names, with the Pareto front marked."""
     from bench.reporting.plot import Point, plot_accuracy_latency
-    from bench.reporting.published import Records, find_blocks, read_document
+    from bench.reporting.published import Records, find_blocks, in_document, read_document
     from bench.reporting.published_order import order_frontier
 
     if n not in (100, 700):
         raise ValueError(f"--n must be 100 or 700 (the table's list sizes), not {n}")
     base = records_root(readme, root)
-    block = next(
-        (b for b in find_blocks(read_document(readme)) if b.name == "crossjem-order-wikiqa"), None
-    )
-    if block is None:
-        raise ValueError(f"{readme}: no crossjem-order-wikiqa table (marker) to plot")
+    with in_document(readme):
+        blocks = find_blocks(read_document(readme))
+        block = next((b for b in blocks if b.name == "crossjem-order-wikiqa"), None)
+        if block is None:
+            raise ValueError(f"{readme}: no crossjem-order-wikiqa table (marker) to plot")
+        frontier = order_frontier(Records(block.name, block.records, base))
     points = [
         Point(p.shown, 1.0 if p.speedup is None else 1.0 / p.speedup[n][0], p.test)
-        for p in order_frontier(Records(block.name, block.records, base))
+        for p in frontier
         if p.speedup is None or n in p.speedup  # a layout not timed at N is left out
     ]
     path = plot_accuracy_latency(

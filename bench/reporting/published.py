@@ -25,10 +25,11 @@ where its figures come from.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -248,6 +249,8 @@ class Records:
             path = self._path(name)
             try:
                 self._read[key] = read(path)
+            except ReferenceError:
+                raise
             except json.JSONDecodeError as exc:
                 raise ReferenceError(
                     f"table {self.table!r}: record {path} is not valid JSON (line {exc.lineno} "
@@ -256,6 +259,13 @@ class Records:
             except UnicodeDecodeError as exc:
                 raise ReferenceError(
                     f"table {self.table!r}: record {path} is not UTF-8 text"
+                ) from exc
+            except (AttributeError, KeyError, TypeError, ValueError) as exc:
+                # valid JSON of another shape (a list where an object belongs, a missing field):
+                # the readers below parse what the file holds, so the file is what is wrong
+                raise ReferenceError(
+                    f"table {self.table!r}: record {path} is not a {kind} record "
+                    f"({type(exc).__name__}: {exc}); restore it or write it again"
                 ) from exc
         return self._read[key]  # type: ignore[return-value]
 
@@ -420,6 +430,22 @@ def find_blocks(text: str) -> list[Block]:
             line = text.count("\n", 0, marker.start()) + 1
             raise ReferenceError(f"line {line}: unmatched or malformed marker {marker.group()!r}")
     return blocks
+
+
+@contextlib.contextmanager
+def in_document(path: Path) -> Iterator[None]:
+    """Every :class:`ReferenceError` raised inside names ``path``: ``README.md line 12: table
+    'x': no record ...``. The errors of markers, renderers and records give a line; which of the
+    README and docs/*.md holds it is known only here, where a document is read."""
+    try:
+        yield
+    except ReferenceError as exc:
+        said = str(exc)
+        if said.startswith(str(path)):
+            raise
+        raise ReferenceError(
+            f"{path} {said}" if said.startswith("line ") else f"{path}: {said}"
+        ) from exc
 
 
 def read_document(path: Path) -> str:

@@ -23,6 +23,7 @@ from bench.reporting.published import (
     ReferenceError,
     Renderer,
     find_blocks,
+    in_document,
     read_document,
     registered,
     split_row,
@@ -44,16 +45,34 @@ def renderers() -> dict[str, Renderer]:
 
 
 def render_block(block: Block, root: Path) -> str:
-    """The body ``block``'s renderer gives from its records (which must exist)."""
+    """The body ``block``'s renderer gives from its records (which must exist). Every error
+    starts with the marker's line (``line 12: table 'x': ...``); :func:`in_document` adds the
+    document."""
     known = renderers()
+    where = f"line {block.line}: table {block.name!r}"
     if block.name not in known:
         raise ReferenceError(
             f"line {block.line}: no renderer {block.name!r}; known: {', '.join(sorted(known))}"
         )
     for path in block.records:
         if not (root / path).is_file():
-            raise ReferenceError(f"table {block.name!r} (line {block.line}): no record {path}")
-    text = known[block.name](Records(block.name, block.records, root))
+            raise ReferenceError(
+                f"{where}: no record {path} (looked for {(root / path).resolve()})"
+            )
+    try:
+        text = known[block.name](Records(block.name, block.records, root))
+    except ReferenceError as exc:
+        said = str(exc)
+        raise ReferenceError(
+            f"line {block.line}: {said}" if said.startswith("table ") else f"{where}: {said}"
+        ) from exc
+    except (AttributeError, KeyError, TypeError) as exc:
+        # a renderer only reads its records: a record without the figure it shows is the cause
+        named = ", ".join(p.as_posix() for p in block.records)
+        raise ReferenceError(
+            f"{where}: its records ({named}) do not hold what the table shows "
+            f"({type(exc).__name__}: {exc})"
+        ) from exc
     return text if text.endswith("\n") else text + "\n"
 
 
@@ -82,7 +101,7 @@ class Mismatch:
         where = ", ".join(p.as_posix() for p in self.records)
         return (
             f"line {self.line}: table {self.table!r}, row {self.row!r}, column {self.column!r}: "
-            f"README has {self.document!r}, the record gives {self.record!r} ({where})"
+            f"the document has {self.document!r}, the record gives {self.record!r} ({where})"
         )
 
 
@@ -120,9 +139,10 @@ def check_document(text: str, root: Path) -> list[Mismatch]:
 def render_file(path: Path, root: Path) -> list[str]:
     """Re-render the marked tables of ``path`` in place (atomically, keeping its mode); the names
     of the tables that changed. A read-only file is refused before anything is rendered."""
-    text = read_document(path)
-    mode = check_file_writable(path, "make it writable to re-render its tables")
-    mismatches = check_document(text, root)
+    with in_document(path):
+        text = read_document(path)
+        mode = check_file_writable(path, "make it writable to re-render its tables")
+        mismatches = check_document(text, root)
     for mismatch in mismatches:
         log.info("re-rendering %s: %s", path, mismatch.message())
     changed = [m.table for m in mismatches]

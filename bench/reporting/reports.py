@@ -40,8 +40,9 @@ def datasets_table(
     data_dir: str | Path | None, tokenizer: Callable[[str], list[str]] | None
 ) -> Table:
     """Every dataset under the data root with split sizes, candidates per query and lengths
-    (WordPiece tokens with ``tokenizer``, else words). A dataset that cannot be read gets a row
-    of '-' and a warning; one without a local copy, a row of '-' and a note in the log."""
+    (WordPiece tokens with ``tokenizer``, else words: the cut column and the caption say which).
+    A dataset that cannot be read gets a row of '-' and a warning; one without a local copy, a
+    row of '-' and a note in the log."""
     from bench.data.cards import get_card, list_datasets
     from bench.data.files import DatasetError
     from bench.data.splits import dataset_splits, existing_data_root, load_split
@@ -60,7 +61,7 @@ def datasets_table(
         "tokens/list",
         "union/list",
         "m/N_u",
-        "cut",
+        "cut" if tokenizer else "cut (words)",
         "rows/list",
         "all relevant",
         "dropped",
@@ -101,32 +102,48 @@ def datasets_table(
                 f"{s['list_tokens'][key]['mean']:.1f}",
                 f"{s['union_length'][key]['mean']:.1f} (max {s['union_length'][key]['max']:.0f})",
                 f"{s['compression'][key]:.2f}",
-                _cut_cell(s["item_cut"][key]),
+                _cut_cell(s["item_cut"][key], "tokens" if tokenizer else "words"),
                 _rows_cell(split, tokenizer),
                 f"{s['all_relevant']['queries']} ({s['all_relevant']['treatment']})",
                 ", ".join(f"{k}: {v}" for k, v in split.dropped.items() if v) or "0",
             )
     table.caption = (
         f"lengths: mean {unit}; tokens/list: a query's candidates' lengths summed (m); "
-        "union/list: their distinct tokens (N_u, CROSS-JEM's input); m/N_u: the paper's "
-        "compression C (motivation table (b)), from the means; cut: distinct candidates "
-        f"longer than the encoders' max_item_len ({ITEM_LIMIT}), and the share of their tokens "
-        "the cut drops; rows/list: CROSS-JEM's mean encoder rows per list and lists split over "
-        "several rows (their items do not see each other) in the union, concat and hybrid "
-        "layouts at the dataset's union_len; all relevant: queries whose every "
-        "candidate is relevant (every ranker scores 1.0 on them), kept or dropped as the card's "
-        "drop_all_relevant says; unavailable datasets are listed with '-' (the log says why: a "
-        "warning for broken files, a note for no local copy)"
+        f"union/list: their distinct {unit} (N_u, CROSS-JEM's input); m/N_u: the paper's "
+        f"compression C (motivation table (b)), from the means; {_cut_legend(tokenizer)}; "
+        "all relevant: queries whose every candidate is relevant (every ranker scores 1.0 on "
+        "them), kept or dropped as the card's drop_all_relevant says; unavailable datasets are "
+        "listed with '-' (the log says why: a warning for broken files, a note for no local copy)"
     )
     return table
 
 
-def _cut_cell(cut: dict[str, Any]) -> str:
+def _cut_legend(tokenizer: Callable[[str], list[str]] | None) -> str:
+    """What the cut and rows/list columns count: the encoders' limits are in WordPiece tokens,
+    so without a tokenizer the cut is counted in words and says so, and rows are not counted."""
+    if tokenizer is None:
+        return (
+            f"cut (words): distinct candidates longer than {ITEM_LIMIT} words and the share of "
+            f"their words a cut at {ITEM_LIMIT} words drops (the encoders cut at max_item_len = "
+            f"{ITEM_LIMIT} WordPiece tokens, and a word is one or more tokens, so this counts "
+            "fewer cut items than they cut: leave out --no-wordpiece to count tokens); "
+            "rows/list: '-' (it needs WordPiece tokens)"
+        )
+    return (
+        f"cut: distinct candidates longer than the encoders' max_item_len ({ITEM_LIMIT} "
+        "WordPiece tokens), and the share of their tokens the cut drops; rows/list: CROSS-JEM's "
+        "mean encoder rows per list and lists split over several rows (their items do not see "
+        "each other) in the union, concat and hybrid layouts at the dataset's union_len"
+    )
+
+
+def _cut_cell(cut: dict[str, Any], unit: str = "tokens") -> str:
+    """``251 of 1119 (22%), 5.5% of tokens``: ``unit`` is what the lengths were counted in."""
     if not cut["cut"]:
         return "0"
     return (
         f"{cut['cut']} of {cut['of']} ({cut['cut'] / cut['of']:.0%}), "
-        f"{cut['tokens_lost_share']:.1%} of tokens"
+        f"{cut['tokens_lost_share']:.1%} of {unit}"
     )
 
 

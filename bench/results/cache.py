@@ -34,7 +34,7 @@ from typing import Any
 
 from bench.core import provenance
 from bench.core.io import atomic_write_json, storage_errors
-from bench.results.records import DAMAGED_MARK, config_hash, file_sha256, files_problem
+from bench.results.records import DAMAGED_MARK, RECORD, config_hash, file_sha256, files_problem
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +113,20 @@ def explain_miss(
     if "code" in changed:
         text += f" ({provenance.code_changes(code_of(data), code or {})})"
     return text
+
+
+#: what a results root holds, wherever it is: run records and trained-model folders (the runner's
+#: runs/DATASET/RANKER/ENTRY and models/DATASET/RANKER/KEY, the latency models/random/NAME)
+RESULTS_ENTRIES = (f"runs/*/*/*/{RECORD}", f"models/*/*/*/{MANIFEST}", f"models/*/*/{MANIFEST}")
+
+
+def holds_results(folder: Path) -> bool:
+    """Whether ``folder`` is a results root (any, not only the configured one): it keeps a run
+    record under runs/ or a trained model under models/. Commands that replace folders refuse
+    these, since a results root holds work of hours that no command can write back."""
+    if not folder.is_dir():
+        return False
+    return any(next(iter(folder.glob(pattern)), None) is not None for pattern in RESULTS_ENTRIES)
 
 
 # -- damaged entries -----------------------------------------------------------------------------
