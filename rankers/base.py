@@ -453,6 +453,12 @@ class Ranker(ABC, Generic[C]):
         part of the scoring key, so a changed input is scored anew. None: nothing."""
         return None
 
+    def input_files(self) -> dict[str, str]:
+        """The files the scores are read from (absolute path -> SHA-256 of the bytes read), kept
+        in the result record so that readers count it current only while each file still has
+        those bytes, and shown in its label. Empty: the scores depend on no file of the user's."""
+        return {}
+
     def compute_dtype(self) -> str:
         """The dtype the scoring computation runs in: a config's ``dtype`` option as latency
         records name it (:func:`rankers.precision.dtype_label`), 'n/a' without one."""

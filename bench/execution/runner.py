@@ -46,7 +46,7 @@ from bench.execution.scoring import (
     score_split,
 )
 from bench.results.cache import CacheKey, component_hash, explain_miss
-from bench.results.labels import RowKey, show
+from bench.results.labels import RowKey, input_digest, show
 from bench.results.metrics import DEFAULT_MEASURES
 from bench.results.records import RECORD, ResultRecord, read_record, run_dir
 from rankers import (
@@ -152,7 +152,8 @@ def label_for(
     ``overrides`` hold). Two results share a label only when they share everything a reader
     would need to tell them apart, so tables can show one row per label. A folder given as an
     option (a teacher or checkpoint) is shown by its last path component, so labels carry no
-    machine's paths.
+    machine's paths; a ranker that reads a file of the user's (a run file) adds the first hex of
+    its SHA-256, so files of one name from different systems are different rows.
     """
     config = ranker.config.to_dict()
     defaults = (
@@ -166,7 +167,8 @@ def label_for(
         for k, v in config.items()
         if k != "model" and v != defaults.get(k)
     ]
-    return RowKey(ranker.name, tuple(options), fitted, train_subset, subset).label()
+    digest = input_digest(ranker.input_files())
+    return RowKey(ranker.name, tuple(options), fitted, train_subset, subset, digest).label()
 
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "rankers" / "configs"
@@ -549,6 +551,7 @@ def plan_run(
         provenance={},
         key_parts=key.parts,
         overrides=overrides,
+        inputs=ranker.input_files() or None,
     )
     stamp = evaluation_stamp(opts.measures)
     score = ScoreJob(
