@@ -482,6 +482,7 @@ def plan_run(
     name = canonical_name(opts.ranker)
     # the ranker's options are checked before any data is read
     ranker = create_ranker(name, ranker_options(name, opts.dataset, opts.options), device=device)
+    ranker.check_model()
     untrained = ranker.untrained_weights()
     if untrained is not None and not ranker.trainable:
         raise RankerError(
@@ -638,6 +639,7 @@ def plan_train(opts: RunOptions, ctx: RunContext, plan: Plan | None = None) -> P
     ranker = create_ranker(
         name, ranker_options(name, opts.dataset, opts.options), device=ctx.device
     )
+    ranker.check_model()
     if not ranker.trainable:
         raise RankerError(
             f"ranker {ranker.name!r} is not trainable, so `bench train` has nothing to do "
