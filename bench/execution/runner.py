@@ -676,3 +676,14 @@ def plan_runs(runs: Sequence[RunOptions], ctx: RunContext) -> Plan:
     for opts in runs:
         plan.target(plan_run(opts, ctx, plan))
     return plan
+
+
+def check_runs(runs: Sequence[RunOptions], ctx: RunContext) -> None:
+    """Plan ``runs`` together and stop now with the first reason the plan must not run (a
+    training step that cannot fit, a folder that cannot be written): a command of many runs (a
+    sweep, an ablation, the main job) runs them one by one, so without this it would train and
+    score its first runs before a later run's refusal, where its ``--plan`` says it would stop
+    before the first job."""
+    problems = plan_runs(runs, ctx).folder_problems()
+    if problems:
+        raise ValueError(problems[0])
