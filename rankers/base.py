@@ -421,6 +421,9 @@ class Ranker(ABC, Generic[C]):
     #: another ranker whose trained checkpoint this one scores with in ``bench latency`` (the
     #: sentence-transformers peer times monoBERT's encoder); None: its own checkpoint only
     borrows_checkpoint_of: ClassVar[str | None] = None
+    #: why ``bench latency`` cannot time this ranker (it computes nothing, or only on lists of
+    #: its own); None: it can. Said before any work, in place of an error from inside a timing
+    untimed: ClassVar[str | None] = None
 
     def __init__(self, config: C | None = None, device: str = "cpu") -> None:
         self.config: C = config if config is not None else self.Config()

@@ -52,6 +52,11 @@ class RunFileRanker(Ranker[RunFileConfig]):
     family = "external"
     Config = RunFileConfig
     pointwise = True
+    untimed = (
+        "its scores are read from a run file, not computed, so there is nothing to time; "
+        "and bench latency times BM25 top-N lists of its own, which the file does not score. "
+        "Compare its metrics with bench compare after bench run -r runfile --set path=FILE"
+    )
 
     def __init__(self, config: RunFileConfig | None = None, device: str = "cpu") -> None:
         super().__init__(config, device)
