@@ -13,11 +13,11 @@ from bench.core.shard import (
     assign_shards,
     gather_to_main,
     killed_first,
-    settle,
     merge_shards,
     peers_lost,
     pin_local_gpu,
     score_sharded,
+    settle,
 )
 
 
