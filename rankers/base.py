@@ -102,6 +102,25 @@ class OptionSpec:
     max: float | None = None
     below: float | None = None
     choices: tuple[str, ...] | None = None
+    #: where the option means something: other option -> the values it must have; a value
+    #: other than the default elsewhere does nothing, so it is refused (:meth:`unused`)
+    needs: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+
+    def unused(self, name: str, value: Any, default: Any, config: Any) -> str | None:
+        """Why ``name=value`` does nothing in ``config`` (the first option of :attr:`needs`
+        that has another value), else None; the default is always allowed. A setting that does
+        nothing would still be another cache key: the same model trained again under it."""
+        if value == default:
+            return None
+        for other, allowed in self.needs:
+            actual = getattr(config, other)
+            if actual not in allowed:
+                wanted = " or ".join(f"{other}={v}" for v in allowed)
+                return (
+                    f"option {name}={value} has no effect under {other}={actual} "
+                    f"({name}={value} needs {wanted}); leave {name} at its default, {default}"
+                )
+        return None
 
     def problem(self, value: Any) -> str | None:
         """Why ``value`` is not valid (``must be >= 1``, ``expected one of a, b``), else None."""
@@ -142,15 +161,26 @@ def option(
     below: float | None = None,
     choices: Sequence[str] | None = None,
     default_factory: Callable[[], Any] | None = None,
+    needs: Mapping[str, Sequence[Any]] | None = None,
 ) -> Any:
     """A :class:`RankerConfig` field with its role, one-line help and valid values declared once
     (in the manner of ir-measures' declared measure parameters). Every consumer reads them from
     here: the cache keys and checkpoint loading (:meth:`RankerConfig.fields_with_role`),
     validation (:meth:`RankerConfig.__post_init__`) and ``bench rankers``
-    (:meth:`RankerConfig.describe_options`)."""
+    (:meth:`RankerConfig.describe_options`). ``needs`` declares where a value other than the
+    default means something (``needs={"order": ("hybrid",)}``): elsewhere it is refused before
+    any work, as a value out of range is."""
     if max is not None and below is not None:
         raise ValueError("option(): give max (inclusive) or below (exclusive), not both")
-    spec = OptionSpec(role, help, min, max, below, tuple(choices) if choices is not None else None)
+    spec = OptionSpec(
+        role,
+        help,
+        min,
+        max,
+        below,
+        tuple(choices) if choices is not None else None,
+        tuple((k, tuple(v)) for k, v in (needs or {}).items()),
+    )
     metadata = {_SPEC: spec}
     if default_factory is not None:
         return dataclasses.field(default_factory=default_factory, metadata=metadata)
@@ -218,6 +248,12 @@ class RankerConfig:
             if problem:
                 none = " or none" if f.name in optional else ""
                 raise RankerError(f"option {f.name}={value!r}: {problem}{none}")
+        for f in dataclasses.fields(self):
+            spec = option_spec(f)
+            if spec is not None and spec.needs:
+                unused = spec.unused(f.name, getattr(self, f.name), f.default, self)
+                if unused:
+                    raise RankerError(unused)
 
     @classmethod
     def from_options(cls: type[C], options: Mapping[str, Any] | None = None) -> C:
@@ -397,6 +433,9 @@ class Ranker(ABC, Generic[C]):
     #: another ranker whose trained checkpoint this one scores with in ``bench latency`` (the
     #: sentence-transformers peer times monoBERT's encoder); None: its own checkpoint only
     borrows_checkpoint_of: ClassVar[str | None] = None
+    #: why ``bench latency`` cannot time this ranker (it computes nothing, or only on lists of
+    #: its own); None: it can. Said before any work, in place of an error from inside a timing
+    untimed: ClassVar[str | None] = None
 
     def __init__(self, config: C | None = None, device: str = "cpu") -> None:
         self.config: C = config if config is not None else self.Config()
@@ -464,6 +503,17 @@ class Ranker(ABC, Generic[C]):
         """What the scores depend on beyond the options, as checksums (a run file's SHA-256):
         part of the scoring key, so a changed input is scored anew. None: nothing."""
         return None
+
+    def check_model(self) -> None:  # noqa: B027 - optional hook
+        """Check the options against the model's own config (its layer count, its positions),
+        read without loading weights: called while planning, so a value the model cannot take
+        stops the command and ``--plan`` before any work. The base checks nothing."""
+
+    def input_files(self) -> dict[str, str]:
+        """The files the scores are read from (absolute path -> SHA-256 of the bytes read), kept
+        in the result record so that readers count it current only while each file still has
+        those bytes, and shown in its label. Empty: the scores depend on no file of the user's."""
+        return {}
 
     def compute_dtype(self) -> str:
         """The dtype the scoring computation runs in: a config's ``dtype`` option as latency

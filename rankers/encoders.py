@@ -303,9 +303,10 @@ def bucketed_scores(
     return [flat[bounds[k] : bounds[k + 1]].copy() for k in range(len(list_sizes))]
 
 
-def check_positions(encoder: nn.Module, longest: int, formula: str) -> None:
-    """Fail early when the longest input row would not fit the encoder's position embeddings."""
-    limit = int(getattr(encoder.config, "max_position_embeddings", longest))
+def check_positions(config: Any, longest: int, formula: str) -> None:
+    """Fail early when the longest input row would not fit the position embeddings of the
+    encoder whose config (``transformers.PretrainedConfig``) is ``config``."""
+    limit = int(getattr(config, "max_position_embeddings", longest))
     if longest > limit:
         raise RankerError(f"{formula} = {longest} exceeds the encoder's {limit} positions")
 
@@ -384,8 +385,29 @@ class EncoderRanker(Ranker[EC], Generic[EC]):
     def _build_module(self, encoder: PreTrainedModel) -> nn.Module:
         """Wrap the encoder with this ranker's head; the result must keep it as ``.encoder``."""
 
-    def _check_encoder(self, encoder: PreTrainedModel) -> None:  # noqa: B027 - optional hook
-        """Validate config limits against the loaded encoder (max positions...)."""
+    def _check_config(self, config: Any) -> None:  # noqa: B027 - optional hook
+        """Validate the options against the encoder's config (``transformers.PretrainedConfig``:
+        max positions, layers...): called by :meth:`check_model` before any work, and again
+        on the loaded encoder."""
+
+    def check_model(self) -> None:
+        """Check the options against the model's config, read from its folder without loading
+        any weights, so that a value the model cannot take stops the command (and ``--plan``)
+        before any work, not after hours of teacher training. A hub id (not on disk) and a
+        checkpoint (its options were checked when it was trained) are checked on loading."""
+        if self.cfg.checkpoint:
+            return
+        ref = resolve_model(self.cfg.model)
+        if not ref.local:
+            return
+        from transformers import AutoConfig
+
+        try:
+            config = AutoConfig.from_pretrained(ref.path)
+        except (OSError, ValueError) as exc:  # not a model folder: loading says so
+            log.debug("%s: no config to check in %s (%s)", self.name, ref.path, exc)
+            return
+        self._check_config(config)
 
     # -- loading -------------------------------------------------------------------------------
     @property
@@ -426,7 +448,7 @@ class EncoderRanker(Ranker[EC], Generic[EC]):
             encoder = AutoModel.from_pretrained(path).float()
         except (OSError, ValueError) as exc:  # missing folder, bad hub id, offline hub
             raise RankerError(f"{self.name}: cannot load encoder from {path!r}: {exc}") from exc
-        self._check_encoder(encoder)
+        self._check_config(encoder.config)
         # the head's random init depends on the seed only, not on what ran before
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.cfg.seed)

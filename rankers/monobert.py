@@ -17,7 +17,7 @@ import dataclasses
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
@@ -156,9 +156,9 @@ class MonoBERTRanker(EncoderRanker[MonoBERTConfig]):
     Config = MonoBERTConfig
     pointwise: ClassVar[bool] = True
 
-    def _check_encoder(self, encoder: PreTrainedModel) -> None:
+    def _check_config(self, config: Any) -> None:
         longest = self.cfg.max_query_len + self.cfg.max_item_len + 3
-        check_positions(encoder, longest, "monobert: max_query_len + max_item_len + 3")
+        check_positions(config, longest, "monobert: max_query_len + max_item_len + 3")
 
     def _build_module(self, encoder: PreTrainedModel) -> nn.Module:
         return MonoBERTModule(encoder, dropout=self.cfg.dropout, pooling=self.cfg.pooling)

@@ -5,7 +5,9 @@ scores) on the same candidate lists as the harness's rankers: the file's scores 
 row's scores, so metrics, significance against the other rows, ``compare``, ``check`` and
 ``plot`` treat it like any other ranker. The file's SHA-256 is part of the scoring key
 (:meth:`RunFileRanker.input_fingerprint`), so a changed file is scored anew and an unchanged one
-reused.
+reused; the record keeps the file's path and SHA-256 (:meth:`RunFileRanker.input_files`), so
+``compare``, ``check`` and ``plot`` leave its row out once the file changes or is gone, and the
+row's label shows the first hex of the SHA-256, so two files of one name are two rows.
 
 The file must score exactly the candidates of every ranked list: a query the dataset does not
 have, a list's candidate the run leaves out or a document it adds that the list does not hold
@@ -50,6 +52,11 @@ class RunFileRanker(Ranker[RunFileConfig]):
     family = "external"
     Config = RunFileConfig
     pointwise = True
+    untimed = (
+        "its scores are read from a run file, not computed, so there is nothing to time; "
+        "and bench latency times BM25 top-N lists of its own, which the file does not score. "
+        "Compare its metrics with bench compare after bench run -r runfile --set path=FILE"
+    )
 
     def __init__(self, config: RunFileConfig | None = None, device: str = "cpu") -> None:
         super().__init__(config, device)
@@ -79,6 +86,12 @@ class RunFileRanker(Ranker[RunFileConfig]):
         not on its path."""
         self._load()
         return {"run_file": {"name": self.file.name, "sha256": self._digest}}
+
+    def input_files(self) -> dict[str, str]:
+        """The run file, by its absolute path (a reader may run from another folder)."""
+        self._load()
+        assert self._digest is not None
+        return {str(self.file.resolve()): self._digest}
 
     def index(self, split: RankingSplit) -> None:
         """A query the run scores must be one the split has (a run for another dataset or split

@@ -15,6 +15,7 @@ from test_crossjem import ITEMS, _list, _random_lists, _ranker
 from rankers.base import RankerError
 from rankers.crossjem.inputs import Layout, build_rows, pack_groups
 from rankers.crossjem.model import collate
+from rankers.crossjem.ranker import CrossJEMConfig
 
 CLS, SEP = 101, 102
 # query [5, 6]; items: 0 = [9, 7, 9], 1 = [7, 8], 2 = [4, 7, 9]
@@ -399,7 +400,10 @@ def test_merge_options_are_checked(tiny_bert: Path) -> None:
         _ranker(tiny_bert, order="hybrid", merge_layers=1, positions="item")
     with pytest.raises(RankerError, match="positions=item has no effect"):
         _ranker(tiny_bert, order="union", positions="item")
-    with pytest.raises(RankerError, match="merge_layers needs order=union or order=hybrid"):
+    needs = "merge_layers=1 needs order=union or order=hybrid"
+    with pytest.raises(
+        RankerError, match=f"merge_layers=1 has no effect under order=concat \\({needs}"
+    ):
         _ranker(tiny_bert, order="concat", merge_layers=1)
     layers = _ranker(tiny_bert).module.encoder.config.num_hidden_layers
     with pytest.raises(RankerError, match="must be below the encoder's"):
@@ -502,3 +506,52 @@ def test_order_ablation_trains_every_layout_on_the_same_data(
     assert all(r.training["targets"] == records[0].training["targets"] for r in records)
     with pytest.raises(ValueError, match="--set order=concat: the order ablation sets"):
         run_ablation("order", dataclasses.replace(base, options={"order": "concat"}))
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        (
+            {"share_min": 3},
+            "share_min=3 has no effect under order=union (share_min=3 needs "
+            "order=hybrid); leave share_min at its default, 2",
+        ),
+        ({"order": "concat", "share_min": 4}, "share_min=4 has no effect under order=concat"),
+        (
+            {"order": "concat", "share": "function"},
+            "share=function has no effect under "
+            "order=concat (share=function needs order=hybrid); leave share at its default, all",
+        ),
+        (
+            {"order": "hybrid", "content_share_min": 3},
+            "content_share_min=3 has no effect under "
+            "share=all (content_share_min=3 needs share=function)",
+        ),
+        (
+            {"positions": "item"},
+            "positions=item has no effect under order=union "
+            "(positions=item needs order=concat or order=hybrid)",
+        ),
+        (
+            {"order": "hybrid", "merge_layers": 1, "positions": "item"},
+            "positions=item has no "
+            "effect under merge_layers=1 (positions=item needs merge_layers=0)",
+        ),
+        (
+            {"order": "concat", "merge_layers": 1},
+            "merge_layers=1 has no effect under "
+            "order=concat (merge_layers=1 needs order=union or order=hybrid)",
+        ),
+    ],
+)
+def test_a_layout_option_that_does_nothing_is_refused_naming_it(
+    options: dict[str, object], said: str
+) -> None:
+    """Each layout option declares where it means something (``needs``); a value other than
+    its default anywhere else is refused when the config is built, so before any work, and
+    the default is always accepted (``share_min=2`` is the union's own value)."""
+    with pytest.raises(RankerError) as caught:
+        CrossJEMConfig.from_options(options)
+    assert said in str(caught.value)
+    CrossJEMConfig.from_options({"order": "union", "share_min": "2", "share": "all"})
+    CrossJEMConfig.from_options({"order": "hybrid", "share_min": 3, "positions": "item"})

@@ -568,6 +568,23 @@ def test_full_disk_at_write_time_is_one_error_naming_the_file(
     assert not entry.exists()  # no record, no temporary file, no empty entry folder
 
 
+def test_full_disk_at_the_entry_lock_names_the_lock_file(
+    env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk fails first where the run writes its first bytes, its entry's lock file
+    (the holder's pid and command): the error names that file, as every other write does
+    (a bare "No space left on device" named nothing, under --processes 2 too)."""
+
+    def full(fd: int, data: bytes, offset: int) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "pwrite", full)
+    out = flat(invoke("-q", "run", "-r", "bm25", "-d", "semeval16b", code=2))
+    (lock,) = env.glob("runs/semeval16b/bm25/test-*.lock")
+    assert f"error: cannot write {lock}: No space left on device" in out
+    assert not lock.with_suffix("").exists()
+
+
 def test_unreadable_dataset_file_does_not_break_the_listing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -38,12 +38,18 @@ def env(shared_data: Path, results_dir: Path, monkeypatch: pytest.MonkeyPatch) -
         (["--batch-sizes", "monobert=32,big"], "--batch-sizes: expected comma-separated"),
         (["--monobert-batch-sizes", "0"], "batch size for monobert must be an integer >= 1"),
         (["--rankers", "bm25,monobart"], "unknown ranker 'monobart'"),
+        # a run file's scores are read, not computed: the true reason, not a query it "lacks"
+        (
+            ["--rankers", "runfile", "--set", "path=run.trec"],
+            "--rankers runfile: bench latency cannot time it: its scores are read from a run "
+            "file, not computed",
+        ),
     ],
 )
 def test_bad_options_fail_before_any_work(env: Path, args: list[str], message: str) -> None:
     result = runner.invoke(app, [*BASE, *args])
     assert result.exit_code == 2, result.output
-    assert "error:" in result.output and message in result.output.replace("\n", " ")
+    assert "error:" in result.output and message in " ".join(result.output.split())
     assert "Traceback" not in result.output
     assert not (env / "latency").exists() and not (env / "models").exists()
 

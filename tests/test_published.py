@@ -442,3 +442,31 @@ def _comparison_labels(path: Path) -> list[str]:
         return list(read_comparison(path))
     except (ReferenceError, KeyError, TypeError, AttributeError):
         return []  # a run or latency record, not a comparison
+
+
+def test_a_run_record_of_a_changed_run_file_is_refused_naming_the_file(tmp_path: Path) -> None:
+    """A kept `bench run` record scored from a run file reads while the file has the bytes
+    it recorded; edited or deleted, the table would show figures of a file that no longer
+    exists, so the reader refuses, naming the record and the file."""
+    import hashlib
+
+    from bench.results.records import ResultRecord
+
+    run_file = tmp_path / "sysA" / "run.trec"
+    run_file.parent.mkdir()
+    run_file.write_text("q1 Q0 d1 1 2.0 sysA\n", encoding="utf-8")
+    digest = hashlib.sha256(run_file.read_bytes()).hexdigest()
+    record = ResultRecord(
+        "runfile", "toy", "test", "external", "runfile", {"AP@10": 0.5}, {}, {}, {}, "k", {}, {},
+        inputs={str(run_file): digest},
+    )  # fmt: skip
+    (tmp_path / "record.json").write_text(json.dumps(record.to_json()))
+    assert Records("t", [Path("record.json")], tmp_path).run("record.json").metrics == {
+        "AP@10": 0.5
+    }
+    run_file.write_text("q1 Q0 d1 1 3.0 sysA\n", encoding="utf-8")
+    with pytest.raises(ReferenceError) as caught:
+        Records("t", [Path("record.json")], tmp_path).run("record.json")
+    said = str(caught.value)
+    assert f"record {tmp_path / 'record.json'} was scored from a file that changed" in said
+    assert f"{run_file} does not match its recorded checksum" in said

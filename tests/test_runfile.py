@@ -3,6 +3,8 @@ metrics as the system that wrote it, its checksum in the key, one clear error pe
 
 from __future__ import annotations
 
+import hashlib
+import logging
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,14 @@ from bench.data.files import DatasetError
 from bench.data.model import RankingSplit
 from bench.data.splits import load_split
 from bench.execution.runner import RunOptions, run
+from bench.execution.selection import (
+    CHANGED_INPUTS,
+    load_selected,
+    newest_per_row,
+    select_records,
+)
+from bench.results.labels import RowKey
+from bench.results.records import load_records
 from rankers import RankerError, create_ranker
 
 runner = CliRunner()
@@ -130,5 +140,70 @@ def test_the_row_equals_the_system_that_wrote_the_file_and_the_key_follows_the_b
         ["compare", "-d", "semeval16b", "-f", "markdown", "--data-dir", str(shared_data)],
     )
     assert result.exit_code == 0, result.output
-    assert "| External runs | runfile (path=copy.trec, name=bm25-copy) |" in result.output
+    digest = hashlib.sha256(copied.read_bytes()).hexdigest()[:12]
+    shown = f"runfile (path=copy.trec, name=bm25-copy, input sha256 {digest})"
+    assert f"| External runs | {shown} |" in result.output
+    assert "1 record of changed input files left out" in result.output  # the first bytes
     assert "significantly different from the baseline bm25" in " ".join(result.output.split())
+
+
+def _rows(shared_data: Path, results_dir: Path) -> tuple[list[str], dict[str, int]]:
+    """The labels `bench compare` shows for semeval16b (current records, one per row) and the
+    records it leaves out, by reason."""
+    selection = load_selected(results_dir, shared_data, dataset="semeval16b")
+    labels = sorted(r.label for r in newest_per_row(selection.records))
+    return labels, {why: len(recs) for why, recs in selection.left_out.items()}
+
+
+def test_files_of_one_name_are_two_rows_and_a_changed_file_no_current_row(
+    tmp_path: Path,
+    shared_data: Path,
+    results_dir: Path,
+    split: RankingSplit,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Two systems' ``run.trec`` are two rows, each labelled with its file's SHA-256; once a
+    file is edited or deleted its row is no current row (bench run would score it again),
+    with a warning naming the file, and --all-records shows it only as STALE."""
+    base = {"dataset": "semeval16b", "data_dir": shared_data, "progress": False, "warmup": 1}
+    lines = _lines(split)
+    files = {
+        system: _write(tmp_path / system / "run.trec", lines if system == "sysA" else lines[::-1])
+        for system in ("sysA", "sysB")
+        if (tmp_path / system).mkdir() is None
+    }
+    digest = {s: hashlib.sha256(f.read_bytes()).hexdigest() for s, f in files.items()}
+    for path in files.values():
+        run(RunOptions("runfile", options={"path": str(path)}, **base))
+    label = {s: f"runfile (path=run.trec, input sha256 {digest[s][:12]})" for s in files}
+    assert RowKey.parse(label["sysA"]) == RowKey(
+        "runfile", (("path", "run.trec"),), input=digest["sysA"][:12]
+    )
+    assert _rows(shared_data, results_dir) == (sorted(label.values()), {})
+    # the record keeps the file by its absolute path, so any reader's folder finds it
+    (record,) = [r for r in load_records(results_dir) if r.label == label["sysA"]]
+    assert record.inputs == {str(files["sysA"].resolve()): digest["sysA"]}
+
+    _write(files["sysA"], [*lines[1:], lines[0]])  # the same entries, other bytes
+    with caplog.at_level(logging.WARNING):
+        assert _rows(shared_data, results_dir) == ([label["sysB"]], {CHANGED_INPUTS: 1})
+    assert f"{files['sysA'].resolve()} does not match its recorded checksum" in caplog.text
+    files["sysB"].unlink()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert _rows(shared_data, results_dir) == ([], {CHANGED_INPUTS: 2})
+    assert f"{files['sysB'].resolve()} is missing" in caplog.text
+    shown = select_records(load_records(results_dir), shared_data, all_records=True).records
+    assert sorted(r.label for r in shown) == [
+        f"{label[s]} (STALE: {CHANGED_INPUTS})" for s in files
+    ]
+    # bench check no longer passes on it either: its entry has no current record
+    expected = tmp_path / "expected.yaml"
+    expected.write_text(
+        "- {dataset: semeval16b, split: test, ranker: runfile, metric: AP@10, expected: 0.5, "
+        "tolerance: 1.0}\n",
+        encoding="utf-8",
+    )
+    result = runner.invoke(app, ["check", "-e", str(expected), "--data-dir", str(shared_data)])
+    assert result.exit_code == 1, result.output
+    assert "MISSING" in result.output

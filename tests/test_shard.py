@@ -17,6 +17,7 @@ from bench.core.shard import (
     peers_lost,
     pin_local_gpu,
     score_sharded,
+    settle,
 )
 
 
@@ -224,3 +225,39 @@ def test_one_process_raises_the_scorers_own_error() -> None:
         10,
         20,
     ]
+
+
+def test_the_main_ranks_own_exit_code_is_the_commands_whichever_rank_ended_first() -> None:
+    """A full disk under --processes 2: the main rank names the path and exits 2; the other
+    rank, having lost it, exits 1 silently. torch reports whichever it saw first, so the status
+    was 1 or 2 at random: the main rank's own code (it said why) is the one reported, the other
+    ranks get time to end on their own before torch stops them, and an exit torch already
+    names for the main rank is kept as it is."""
+    from types import SimpleNamespace
+
+    survivor_first = mp.ProcessExitedException("process 1 exited", 1, 101, 1)
+    processes = [SimpleNamespace(exitcode=2, pid=100), SimpleNamespace(exitcode=1, pid=101)]
+    named = killed_first(survivor_first, processes)
+    assert (named.error_index, named.error_pid, named.exit_code, named.signal_name) == (
+        0,
+        100,
+        2,
+        None,
+    )
+    main_first = mp.ProcessExitedException("process 0 exited", 0, 100, 2)
+    assert killed_first(main_first, processes) is main_first
+    stopped = [SimpleNamespace(exitcode=-15, pid=100), SimpleNamespace(exitcode=1, pid=101)]
+    assert killed_first(survivor_first, stopped) is survivor_first  # main said nothing itself
+
+    class Rank:
+        """A rank still running when another failed; it ends within the grace period."""
+
+        def __init__(self, exitcode: int | None, ends_with: int) -> None:
+            self.exitcode, self.ends_with, self.waited = exitcode, ends_with, None
+
+        def join(self, timeout: float) -> None:
+            self.waited, self.exitcode = timeout, self.ends_with
+
+    ranks = [Rank(None, 2), Rank(1, 1)]  # the survivor ended first
+    settle(ranks, grace=5.0)
+    assert ranks[0].exitcode == 2 and ranks[0].waited is not None and ranks[0].waited > 4.0

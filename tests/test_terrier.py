@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import logging
+import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -11,11 +14,17 @@ import pytest
 from bench.data.model import RankingSplit
 from bench.data.splits import load_split
 from bench.execution.runner import RunOptions, run
-from bench.execution.terrier import frame_lists, reranker
+from bench.execution.terrier import frame_lists, rerank_frame, reranker
 from rankers import create_ranker, open_ranker
 
-pt = pytest.importorskip("pyterrier")
 pd = pytest.importorskip("pandas")
+
+
+@pytest.fixture
+def pt() -> Any:
+    """PyTerrier, for the tests of the transformer itself (the frame's preparation and ranking
+    need only pandas, so they run without it)."""
+    return pytest.importorskip("pyterrier")
 
 
 def _frame(split: RankingSplit) -> pd.DataFrame:
@@ -33,7 +42,9 @@ def _qrels(split: RankingSplit) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["qid", "docno", "label"])
 
 
-def test_experiment_gives_bench_runs_ap_at_10(shared_data: Path, results_dir: Path) -> None:
+def test_experiment_gives_bench_runs_ap_at_10(
+    shared_data: Path, results_dir: Path, pt: Any
+) -> None:
     """Zero-shot DPR on semeval16b test (which has candidates of identical text, so tied
     scores): the same AP@10 from pt.Experiment as from `bench run`."""
     from ir_measures import AP
@@ -47,7 +58,7 @@ def test_experiment_gives_bench_runs_ap_at_10(shared_data: Path, results_dir: Pa
     assert table["AP@10"].iloc[0] == pytest.approx(record.metrics["AP@10"], abs=1e-12)
 
 
-def test_ranks_follow_the_scores_and_the_harness_tie_rule() -> None:
+def test_ranks_follow_the_scores_and_the_harness_tie_rule(pt: Any) -> None:
     frame = pd.DataFrame(
         {
             "qid": ["q1", "q1", "q1", "q2", "q2"],
@@ -65,14 +76,14 @@ def test_ranks_follow_the_scores_and_the_harness_tie_rule() -> None:
     assert list(out["score"]) == [3.0, 2.0, 1.0, 2.0, 1.0]  # as `bench run` writes its run file
 
 
-def test_a_saved_folder_opens_as_its_ranker(tiny_bert: Path, tmp_path: Path) -> None:
+def test_a_saved_folder_opens_as_its_ranker(tiny_bert: Path, tmp_path: Path, pt: Any) -> None:
     ranker = create_ranker("monobert", {"model": str(tiny_bert)})
     ranker.save(tmp_path / "saved")
     frame = pd.DataFrame(
         {"qid": ["q"] * 3, "query": ["sort list"] * 3, "docno": list("xyz")}
         | {"text": ["sort the list", "java", "python list sort"]}
     )
-    expected = ranker.score(frame_lists(frame))[0]
+    expected = ranker.score(frame_lists(frame).lists)[0]
     opened = open_ranker(tmp_path / "saved")
     assert opened.name == "monobert"
     got = reranker(tmp_path / "saved").transform(frame).set_index("docno")["ranker_score"]
@@ -83,3 +94,35 @@ def test_a_frame_without_text_is_named() -> None:
     frame = pd.DataFrame({"qid": ["q"], "query": ["x"], "docno": ["d"]})
     with pytest.raises(ValueError, match="lacks column\\(s\\) text .*pt.text.get_text"):
         frame_lists(frame)
+
+
+def test_missing_texts_are_named_and_ranked_last_never_scored_as_words(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """What a failed text lookup leaves (None, NaN, pandas' NA) is no text: the ranker never
+    sees the words "None" or "nan" (BM25 would match the query "nan bread" on them), the rows
+    come last in their query, unscored, docno ascending, and a warning names them."""
+    frame = pd.DataFrame(
+        {
+            "qid": ["q1", "q1", "q1", "q1", "q2", "q2"],
+            "query": ["nan bread none"] * 4 + [None, None],
+            "docno": ["d4", "d1", "d2", "d3", "e1", "e2"],
+            "text": [None, "naan bread recipe", math.nan, "flat bread", "a", pd.NA],
+        }
+    )
+    with caplog.at_level(logging.WARNING):
+        parsed = frame_lists(frame)
+    assert [(cl.query.qid, cl.docids) for cl in parsed.lists] == [("q1", ["d1", "d3"])]
+    assert parsed.missing == [("q1", "d4"), ("q1", "d2"), ("q2", "e1"), ("q2", "e2")]
+    assert "4 row(s) without a query or candidate text" in caplog.text
+    assert "q1/d4, q1/d2, q2/e1, q2/e2; they are not scored and are ranked last" in caplog.text
+    out = rerank_frame(create_ranker("bm25"), frame)
+    assert list(zip(out["qid"], out["docno"], out["rank"], out["score"], strict=True)) == [
+        ("q1", "d1", 0, 4.0),
+        ("q1", "d3", 1, 3.0),
+        ("q1", "d2", 2, 2.0),
+        ("q1", "d4", 3, 1.0),
+        ("q2", "e1", 0, 2.0),
+        ("q2", "e2", 1, 1.0),
+    ]
+    assert out["ranker_score"].iloc[:2].notna().all() and out["ranker_score"].iloc[2:].isna().all()

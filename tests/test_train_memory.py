@@ -158,3 +158,31 @@ def test_a_step_shared_by_every_variant_is_said_once(
     text = " ".join(plan.output.split())
     assert plan.exit_code == 0, text
     assert text.count("monobert: largest training step: ") == 1
+
+
+def test_a_sweep_refuses_a_later_combinations_step_before_its_first_job(
+    tmp_path: Path, tiny_bert: Path, results_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sweep runs its combinations one by one; the second one's step does not fit (8 of the
+    toy's lists of 3 items per step, more than the free memory), so the sweep stops before it
+    trains or scores the first, as its --plan says."""
+    from typer.testing import CliRunner
+
+    import bench.execution.memory
+    from bench.cli.main import app
+    from bench.execution.memory import encoder_shape, estimate_step
+
+    _toy_monobert(tmp_path, tiny_bert, monkeypatch)
+    # free memory between the estimates of one and of eight lists per step
+    shape = encoder_shape(str(tiny_bert))
+    one, eight = (estimate_step(n * 3, 67, *shape).total_bytes for n in (1, 8))
+    monkeypatch.setattr(bench.execution.memory, "available_bytes", lambda d: (one + eight) // 2)
+    sweep = ["-q", "sweep", "-r", "monobert", "-d", "toy", "--set", "train_batch_queries=1,8"]
+    runner = CliRunner()
+    plan = " ".join(runner.invoke(app, [*sweep, "--plan"]).output.split())
+    assert "would stop before the first job: monobert: largest training step" in plan
+    result = runner.invoke(app, [*sweep, "--no-write"])
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2, text
+    assert "monobert: largest training step: 24 sequences" in text and "free on cpu" in text
+    assert not list(results_dir.rglob("training.json")) and not list(results_dir.rglob("*.trec"))

@@ -373,6 +373,7 @@ def spawn(processes: int, target: Callable[..., Any], *args: Any) -> None:
 
     previous = signal.signal(signal.SIGTERM, stop)
     try:
+        settle(context.processes)
         while not context.join():
             pass
     except mp.ProcessExitedException as exc:
@@ -400,10 +401,31 @@ def stop_ranks(processes: Sequence[Any], grace: float = STOP_GRACE_S) -> None:
             process.join()
 
 
+def settle(processes: Sequence[Any], grace: float = STOP_GRACE_S) -> None:
+    """Wait until every rank has ended, or one has failed and the others have had ``grace``
+    seconds to end on their own. torch stops the other ranks as soon as it sees one fail: a
+    survivor that lost the main rank (exit 1) could otherwise be seen first and the main rank,
+    still saying why it failed (exit 2 for bad input, a full disk), be stopped before it
+    exits, so the exit status would depend on which process the kernel ran first."""
+    import time
+    from multiprocessing.connection import wait
+
+    while True:
+        live = [p for p in processes if p.exitcode is None]
+        if not live or any(p.exitcode for p in processes if p.exitcode is not None):
+            break
+        wait([p.sentinel for p in live])
+    deadline = time.monotonic() + grace
+    for process in processes:
+        process.join(max(0.0, deadline - time.monotonic()))
+
+
 def killed_first(exc: Any, processes: Sequence[Any]) -> Any:
-    """torch names the first exit it saw; when that is a survivor that lost a killed rank
-    (exit code 1, silently: :func:`spawned`), the killed rank (ended by a signal other than
-    the SIGTERM torch then sends the others) is the one to report."""
+    """The failure to report, whichever exit torch saw first: a rank killed by a signal
+    (other than the SIGTERM torch sends the others), which could not say why itself; else the
+    main rank's own exit code, the one that printed the error (exit 2 for bad input, 1 for a
+    failed rank: a survivor that lost its peer exits 1 silently, :func:`spawned`); else
+    torch's."""
     import signal
 
     import torch.multiprocessing as mp
@@ -417,4 +439,9 @@ def killed_first(exc: Any, processes: Sequence[Any]) -> Any:
             return mp.ProcessExitedException(
                 f"process {index} terminated with signal {name}", index, process.pid, code, name
             )
+    main = processes[0] if processes else None
+    if main is not None and main.exitcode and main.exitcode > 0 and exc.error_index != 0:
+        return mp.ProcessExitedException(
+            f"process 0 exited with exit code {main.exitcode}", 0, main.pid, main.exitcode
+        )
     return exc

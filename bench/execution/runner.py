@@ -46,7 +46,7 @@ from bench.execution.scoring import (
     score_split,
 )
 from bench.results.cache import CacheKey, component_hash, explain_miss
-from bench.results.labels import RowKey, show
+from bench.results.labels import RowKey, input_digest, show
 from bench.results.metrics import DEFAULT_MEASURES
 from bench.results.records import RECORD, ResultRecord, read_record, run_dir
 from rankers import (
@@ -152,7 +152,8 @@ def label_for(
     ``overrides`` hold). Two results share a label only when they share everything a reader
     would need to tell them apart, so tables can show one row per label. A folder given as an
     option (a teacher or checkpoint) is shown by its last path component, so labels carry no
-    machine's paths.
+    machine's paths; a ranker that reads a file of the user's (a run file) adds the first hex of
+    its SHA-256, so files of one name from different systems are different rows.
     """
     config = ranker.config.to_dict()
     defaults = (
@@ -166,7 +167,8 @@ def label_for(
         for k, v in config.items()
         if k != "model" and v != defaults.get(k)
     ]
-    return RowKey(ranker.name, tuple(options), fitted, train_subset, subset).label()
+    digest = input_digest(ranker.input_files())
+    return RowKey(ranker.name, tuple(options), fitted, train_subset, subset, digest).label()
 
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "rankers" / "configs"
@@ -480,6 +482,7 @@ def plan_run(
     name = canonical_name(opts.ranker)
     # the ranker's options are checked before any data is read
     ranker = create_ranker(name, ranker_options(name, opts.dataset, opts.options), device=device)
+    ranker.check_model()
     untrained = ranker.untrained_weights()
     if untrained is not None and not ranker.trainable:
         raise RankerError(
@@ -549,6 +552,7 @@ def plan_run(
         provenance={},
         key_parts=key.parts,
         overrides=overrides,
+        inputs=ranker.input_files() or None,
     )
     stamp = evaluation_stamp(opts.measures)
     score = ScoreJob(
@@ -635,6 +639,7 @@ def plan_train(opts: RunOptions, ctx: RunContext, plan: Plan | None = None) -> P
     ranker = create_ranker(
         name, ranker_options(name, opts.dataset, opts.options), device=ctx.device
     )
+    ranker.check_model()
     if not ranker.trainable:
         raise RankerError(
             f"ranker {ranker.name!r} is not trainable, so `bench train` has nothing to do "
@@ -671,3 +676,14 @@ def plan_runs(runs: Sequence[RunOptions], ctx: RunContext) -> Plan:
     for opts in runs:
         plan.target(plan_run(opts, ctx, plan))
     return plan
+
+
+def check_runs(runs: Sequence[RunOptions], ctx: RunContext) -> None:
+    """Plan ``runs`` together and stop now with the first reason the plan must not run (a
+    training step that cannot fit, a folder that cannot be written): a command of many runs (a
+    sweep, an ablation, the main job) runs them one by one, so without this it would train and
+    score its first runs before a later run's refusal, where its ``--plan`` says it would stop
+    before the first job."""
+    problems = plan_runs(runs, ctx).folder_problems()
+    if problems:
+        raise ValueError(problems[0])

@@ -19,6 +19,10 @@ components that do not come from its own options match what they are now
   training code, :func:`bench.execution.keys.training_code`), and for a distilled one its teachers'
   code (:func:`teachers_current`).
 
+* the files the scores were read from (a run file: :attr:`ResultRecord.inputs`, each file's
+  SHA-256): `bench run` keys on their bytes, so a record whose file was edited or deleted is
+  one it would compute again; each such record is named in a warning with the file.
+
 The ``config`` component is the record's own options, and the ``model`` one follows from the
 model's config, data and code, so with these equal `bench run` with the record's options would
 compute the same key and reuse the record. Every reader (`bench compare`, `bench check`, `bench
@@ -39,7 +43,7 @@ from typing import Any
 
 from bench.data.splits import Dataset
 from bench.results.cache import component_hash
-from bench.results.records import RUN_KIND, ResultRecord, load_records
+from bench.results.records import RUN_KIND, ResultRecord, files_problem, load_records
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +52,7 @@ OTHER_DATA = "other data"
 OTHER_CODE = "other code"
 UNREADABLE_DATA = "data that cannot be read now"
 UNKNOWN_INPUTS = "unrecorded inputs"
+CHANGED_INPUTS = "changed input files"
 ALL_RECORDS_HINT = "--all-records shows them"
 
 
@@ -131,11 +136,19 @@ class CurrentInputs:
 
 def record_problem(record: ResultRecord, inputs: CurrentInputs) -> str | None:
     """Why `bench run` with ``record``'s options would not reuse it now (one of
-    :data:`OTHER_DATA`, :data:`OTHER_CODE`, :data:`UNREADABLE_DATA`, :data:`UNKNOWN_INPUTS`),
-    or None when it would."""
+    :data:`OTHER_DATA`, :data:`OTHER_CODE`, :data:`UNREADABLE_DATA`, :data:`UNKNOWN_INPUTS`,
+    :data:`CHANGED_INPUTS`), or None when it would."""
     parts = record.key_parts or {}
     if not parts.get("data") or not parts.get("code"):
         return UNKNOWN_INPUTS
+    if record.inputs and (changed := files_problem(Path(), record.inputs)):
+        log.warning(
+            "%s (%s): %s; bench run would score it again, so this is no current row",
+            record.label or record.ranker,
+            record.path,
+            changed,
+        )
+        return CHANGED_INPUTS
     data = inputs.data(record.dataset, record.split)
     if data is None:
         return UNREADABLE_DATA

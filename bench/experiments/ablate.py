@@ -134,12 +134,14 @@ def ablation_runs(what: str, base: RunOptions) -> list[RunOptions]:
 def run_ablation(what: str, base: RunOptions, ctx: RunContext | None = None) -> list[ResultRecord]:
     """Run every variant of ``what`` with ``base.ranker`` (cached variants are reused), all in
     ``ctx`` (default: ``base``'s context); records carry variant labels."""
-    from bench.execution.runner import run
+    from bench.execution.runner import check_runs, run
 
     spec = ablation(what)
     ctx = ctx or base.context()
     records = []
-    for index, opts in enumerate(ablation_runs(what, base)):
+    runs = ablation_runs(what, base)
+    check_runs(runs, ctx)
+    for index, opts in enumerate(runs):
         log.info("ablation %s: %s", what, spec.label(index))
         rec = run(opts, ctx)
         records.append(dataclasses.replace(rec, label=f"{base.ranker} {spec.label(index)}"))

@@ -16,7 +16,7 @@ from bench.data.cards import list_datasets
 from bench.data.files import DatasetError
 from bench.data.splits import load_split
 from bench.execution.context import RunContext
-from bench.execution.runner import RunOptions, run
+from bench.execution.runner import RunOptions, check_runs, run
 from bench.results.records import ResultRecord
 
 log = logging.getLogger(__name__)
@@ -95,7 +95,9 @@ def run_suite(
     ``ctx`` (default: ``base``'s context)."""
     ctx = ctx or base.context()
     records = []
-    for opts in suite_runs(dataset, base, entries):
+    runs = suite_runs(dataset, base, entries)
+    check_runs(runs, ctx)
+    for opts in runs:
         log.info("main job: %s%s on %s", opts.ranker, " (fine-tuned)" if opts.fit else "", dataset)
         records.append(run(opts, ctx))
     return records

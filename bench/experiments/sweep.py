@@ -23,7 +23,14 @@ from bench.core.io import atomic_write_json, atomic_write_text, check_file_writa
 from bench.core.trained import TrainingSummary
 from bench.data.files import read_text
 from bench.execution.context import RunContext
-from bench.execution.runner import RunOptions, check_teacher, ranker_options, run, settings_file
+from bench.execution.runner import (
+    RunOptions,
+    check_runs,
+    check_teacher,
+    ranker_options,
+    run,
+    settings_file,
+)
 from bench.results.metrics import DEFAULT_MEASURES
 from bench.results.records import ResultRecord, config_hash
 from rankers import RankerError, Role, canonical_name, get_ranker_class
@@ -176,6 +183,7 @@ def run_sweep(
     (default: ``base``'s context)."""
     ctx = ctx or base.context()
     dev_name, runs = sweep_runs(base, grid, measure, ctx)
+    check_runs([opts for _, test, dev in runs for opts in (test, dev)], ctx)
     ranker = canonical_name(base.ranker)
     rows: list[SweepRow] = []
     test_split = base.split

@@ -115,6 +115,11 @@ class BenchOptions:
         from bench.execution.runner import ranker_options
         from rankers import get_ranker_class
 
+        for name in self.rankers:
+            untimed = get_ranker_class(canonical_name(name)).untimed
+            if untimed:
+                raise ValueError(f"--rankers {name}: bench latency cannot time it: {untimed}")
+
         for name, overrides in self.options.items():  # bad values fail here, not mid-benchmark
             key = canonical_name(name)
             get_ranker_class(key).Config.from_options(ranker_options(key, self.dataset, overrides))

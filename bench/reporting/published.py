@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from bench.latency.records import LatencyRecord, LatencyRow
 from bench.results.labels import RowKey
-from bench.results.records import ResultRecord
+from bench.results.records import ResultRecord, files_problem
 
 if TYPE_CHECKING:
     from bench.reporting.checks import Expectation
@@ -294,8 +294,16 @@ class Records:
 
     def run(self, name: str) -> ResultRecord:
         """A `bench run` record (``record.json`` kept under ``results/reference/``): its metrics,
-        configuration and training summary (dev scores, kept epoch)."""
-        return self._once("run", name, _read_run)
+        configuration and training summary (dev scores, kept epoch). A record scored from a
+        file of the user's (a run file) is refused once the file's bytes changed or it is gone:
+        its figures are then those of a file that no longer exists, as `bench compare` says."""
+        record = self._once("run", name, _read_run)
+        if record.inputs and (changed := files_problem(Path(), record.inputs)):
+            raise ReferenceError(
+                f"table {self.table!r}: record {self._path(name)} was scored from a file that "
+                f"changed since: {changed}; score it again (bench run) and keep the new record"
+            )
+        return record
 
     def latency(self, name: str) -> LatencyRecord:
         """A ``bench latency`` record."""

@@ -257,8 +257,9 @@ def entry_lock(entry: Path, what: str) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_EX)
             log.info("%s: the other run has finished", what)
         held = True
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, _holder().encode("utf-8"), 0)
+        with storage_errors(path):  # a full disk: the error names the lock file
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, _holder().encode("utf-8"), 0)
         yield
     finally:
         if held:

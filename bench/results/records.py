@@ -89,6 +89,10 @@ class ResultRecord:
     #: what made the record: :data:`RUN_KIND` (`bench run`) or :data:`LATENCY_KIND` (a row of a
     #: `bench latency` record); readers match by it, so a latency row never stands for a run
     kind: str = RUN_KIND
+    #: the files the scores were read from (absolute path -> SHA-256 of the bytes scored; a run
+    #: file): readers count the record current only while each still has those bytes
+    #: (:func:`bench.execution.selection.record_problem`); None for rankers that read none
+    inputs: dict[str, str] | None = None
     path: Path | None = dataclasses.field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -240,12 +244,17 @@ def record_problem(directory: Path) -> str | None:
 
 
 def files_problem(folder: Path, files: Mapping[str, str]) -> str | None:
-    """The first of ``files`` (relative name -> SHA-256) that is missing or changed, in words."""
+    """The first of ``files`` (name relative to ``folder``, or an absolute path -> SHA-256)
+    that is missing or changed, in words."""
     for name, want in sorted(files.items()):
         path = folder / name
         if not path.is_file():
             return f"{path} is missing"
-        if file_sha256(path) != want:
+        try:
+            digest = file_sha256(path)
+        except OSError as exc:
+            return f"{path} cannot be read ({exc.strerror or exc})"
+        if digest != want:
             return f"{path} does not match its recorded checksum (changed or truncated)"
     return None
 

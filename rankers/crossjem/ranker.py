@@ -62,12 +62,14 @@ class CrossJEMConfig(EncoderConfig):
         2,
         role=TRAINING | SCORE,
         min=2,
+        needs={"order": ("hybrid",)},
         help="order=hybrid: a token is shared when at least this many items of the list hold it",
     )
     share: str = option(
         "all",
         role=TRAINING | SCORE,
         choices=SHARES,
+        needs={"order": ("hybrid",)},
         help="order=hybrid: which tokens may be shared: all, or function (English function "
         "words and punctuation only, so every content word keeps its item order)",
     )
@@ -75,6 +77,7 @@ class CrossJEMConfig(EncoderConfig):
         0,
         role=TRAINING | SCORE,
         min=0,
+        needs={"share": ("function",)},
         help="share=function: content words are shared too when at least this many items of "
         "the list hold them (0: never)",
     )
@@ -88,6 +91,9 @@ class CrossJEMConfig(EncoderConfig):
         "row",
         role=TRAINING | SCORE,
         choices=POSITIONS,
+        # under union every token is shared; with merging the first layers number the concat
+        # row along the row and the later layers read no position ids
+        needs={"order": ("concat", "hybrid"), "merge_layers": (0,)},
         help="position ids of tokens kept in item order (concat, hybrid): row (left to right "
         "along the row, as BERT) or item (query length + the token's place in its item, so each "
         "item restarts where the first begins)",
@@ -96,6 +102,8 @@ class CrossJEMConfig(EncoderConfig):
         0,
         role=TRAINING | SCORE,
         min=0,
+        # concat shares no token, so nothing would merge
+        needs={"order": ("union", "hybrid")},
         help="token merging: the first this many encoder layers run over the items as written "
         "(concat row, positions along it), then each shared token's copies are averaged into its "
         "one place of the order/share_min layout for the other layers (0: no merging)",
@@ -152,40 +160,18 @@ class CrossJEMConfig(EncoderConfig):
         )
 
     def __post_init__(self) -> None:
+        """Options that do nothing in the chosen layout are refused by their declared ``needs``
+        (:meth:`RankerConfig.__post_init__`); here only the checks across values."""
         super().__post_init__()
-        if self.share != "all" and self.order != "hybrid":
+        if self.content_share_min and self.content_share_min < self.share_min:
             raise RankerError(
-                f"option share={self.share} needs order=hybrid (union shares every token, concat "
-                "none)"
-            )
-        if self.content_share_min and (
-            self.share != "function" or self.content_share_min < self.share_min
-        ):
-            raise RankerError(
-                f"option content_share_min={self.content_share_min} needs share=function and a "
-                f"value >= share_min ({self.share_min})"
+                f"option content_share_min={self.content_share_min} needs a value >= share_min "
+                f"({self.share_min})"
             )
         if self.query_pool and self.merge_layers:
             raise RankerError(
                 "option query_pool cannot be combined with merge_layers > 0 (the first layers "
                 "run over the items as written)"
-            )
-        if self.positions == "item" and (self.order == "union" or self.merge_layers):
-            why = (
-                "under order=union every token is shared"
-                if self.order == "union"
-                else (
-                    "with merge_layers > 0 the first layers number the concat row along the row "
-                    "and the later layers read no position ids"
-                )
-            )
-            raise RankerError(
-                f"option positions=item has no effect here ({why}); leave positions=row"
-            )
-        if self.merge_layers and self.order == "concat":
-            raise RankerError(
-                "option merge_layers needs order=union or order=hybrid (concat shares no token, "
-                "so nothing would merge)"
             )
         if self.max_item_len > self.union_len:
             raise RankerError(
@@ -203,7 +189,7 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
     Config = CrossJEMConfig
     pointwise: ClassVar[bool] = False
 
-    def _check_encoder(self, encoder: PreTrainedModel) -> None:
+    def _check_config(self, config: Any) -> None:
         cfg = self.cfg
         if cfg.positions == "item" and cfg.order == "hybrid":  # shared block after the items
             longest = cfg.max_query_len + cfg.max_item_len + cfg.union_len + 3
@@ -211,8 +197,8 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
         else:
             longest = cfg.max_query_len + cfg.union_len + 3
             formula = "crossjem: max_query_len + union_len + 3"
-        check_positions(encoder, longest, formula)
-        layers = int(getattr(encoder.config, "num_hidden_layers", 0))
+        check_positions(config, longest, formula)
+        layers = int(getattr(config, "num_hidden_layers", 0))
         if self.cfg.merge_layers >= layers > 0:
             raise RankerError(
                 f"option merge_layers={self.cfg.merge_layers} must be below the encoder's "
