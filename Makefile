@@ -12,7 +12,7 @@ TORCH_SPEC ?= torch==2.13.0
 TEST_DATA ?= $(if $(BENCH_DATA_DIR),$(BENCH_DATA_DIR),$(abspath ../shared/data))
 TEST_RESULTS ?= $(abspath .ci-results)
 
-.PHONY: install demo test quick lint layers typecheck reference pytest regression throughput gpu-check clean
+.PHONY: install demo test quick lint layers typecheck reference pytest regression throughput gpu-check precision clean
 
 install: $(VENV)/.installed
 
@@ -103,6 +103,11 @@ throughput: install
 # bfloat16, records under $(GPU_RESULTS)/latency/wikiqa/. Uses the machine's own python (no .venv).
 GPU_PYTHON ?= python3
 GPU_RESULTS ?= $(abspath gpu-results)
+# Accuracy per scoring precision (a benchmark: trains once per dataset, then scores each ranker in
+# each precision; .ci/precision.sh says which variables choose datasets, rankers, dtypes, device).
+precision: install
+	PYTHON=$(BIN)/python BENCH_DATA_DIR=$(TEST_DATA) bash .ci/precision.sh
+
 gpu-check:
 	PYTHON=$(GPU_PYTHON) BENCH_RESULTS_DIR=$(GPU_RESULTS) BENCH_DATA_DIR=$(TEST_DATA) bash .ci/gpu-check.sh
 

@@ -257,3 +257,22 @@ def test_the_scoring_closure_leaves_out_the_cli_plots_measures_and_other_rankers
     assert {"rankers/bm25.py", "bench/results/metrics.py", "bench/execution/fitting.py"} <= set(
         trained
     )
+
+
+def test_the_training_key_names_cuda_autocast_and_only_it() -> None:
+    """The device is not in a trained model's key, but CUDA autocast changes the weights:
+    ``train_dtype`` auto trains float32 on CPU and bf16 autocast on a GPU that has it, so the
+    key says so where it applies (and a CPU key is as it was)."""
+    from types import SimpleNamespace
+
+    from bench.execution.runner import _autocast_part
+
+    def part(device: str, train_dtype: str) -> dict[str, str]:
+        ranker = SimpleNamespace(device=device, config=SimpleNamespace(train_dtype=train_dtype))
+        return _autocast_part(ranker)  # type: ignore[arg-type]
+
+    assert part("cpu", "bfloat16") == {} and part("cpu", "auto") == {}
+    assert part("cuda:0", "float32") == {}
+    assert part("cuda:0", "bfloat16") == {"autocast": "bf16"}
+    assert part("cuda:1", "float16") == {"autocast": "fp16"}
+    assert _autocast_part(SimpleNamespace(device="cuda", config=SimpleNamespace())) == {}  # type: ignore[arg-type]
