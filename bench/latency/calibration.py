@@ -282,10 +282,10 @@ def load_or_measure(
     dtype: str,
     attention: str = "sdpa",
     fresh: bool = False,
-    measure_fn: Callable[[EncoderShape, str, str], Calibration] = measure,
+    measure_fn: Callable[[EncoderShape, str, str], Calibration] | None = None,
 ) -> Calibration:
     """The cached calibration of this machine and setting, measured (and cached) when there is
-    none or ``fresh``; ``measure_fn`` measures (tests pass a fake)."""
+    none or ``fresh``; ``measure_fn`` measures (default :func:`measure`; tests pass a fake)."""
     import torch
 
     key = calibration_key(dtype, torch.get_num_threads(), shape, attention)
@@ -300,7 +300,7 @@ def load_or_measure(
     log.info(
         "calibrating %s kernels (%d thread(s), %s attention)", dtype, key["threads"], attention
     )
-    cal = measure_fn(shape, dtype, attention)
+    cal = (measure_fn or measure)(shape, dtype, attention)
     cal.machine = key
     atomic_write_json(path, cal.to_json())
     cal.path = path
@@ -317,7 +317,7 @@ class Calibrations:
         root: Path,
         device: str = "cpu",
         fresh: bool = False,
-        measure_fn: Callable[[EncoderShape, str, str], Calibration] = measure,
+        measure_fn: Callable[[EncoderShape, str, str], Calibration] | None = None,
     ) -> None:
         self.root, self.device, self.fresh, self.measure_fn = root, device, fresh, measure_fn
         self._held: dict[tuple[EncoderShape, str, str], Calibration] = {}
