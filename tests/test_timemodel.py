@@ -189,7 +189,10 @@ def _list(n: int, qid: str = "q") -> CandidateList:
 
 @pytest.mark.parametrize(
     ("name", "options"),
-    [("monobert", {"batch_size": 4}), ("crossjem", {"union_len": 24, "max_item_len": 8, "pad_tolerance": 0.3})],
+    [
+        ("monobert", {"batch_size": 4}),
+        ("crossjem", {"union_len": 24, "max_item_len": 8, "pad_tolerance": 0.3}),
+    ],
 )
 def test_encoder_calls_are_the_batches_the_encoder_runs(
     tiny_bert: Path, name: str, options: dict
