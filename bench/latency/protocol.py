@@ -485,10 +485,12 @@ def encoder_work(
     from bench.latency.efficiency import EncoderShape
     from bench.latency.timemodel import compress_calls
     from rankers.encoders import EncoderRanker
-    from rankers.precision import scoring_dtype
+    from rankers.precision import INT8, scoring_dtype
 
-    if not isinstance(ranker, EncoderRanker):
-        return {}
+    if not isinstance(ranker, EncoderRanker) or str(ranker.cfg.dtype) == INT8:
+        return {}  # int8 runs on a runtime whose kernels no torch calibration times
+    if getattr(ranker.cfg, "runtime", "torch") not in ("torch", None):
+        return {}  # likewise any runtime other than PyTorch
     calls = []
     for batch in split_calls(lists, batch_queries):
         found = ranker.encoder_calls(ranker.prepare_scoring(batch))
