@@ -409,6 +409,22 @@ class LatencyVariant:
     column: str
 
 
+@dataclasses.dataclass(frozen=True)
+class EncoderCall:
+    """One transformer encoder forward pass a scoring call makes, as shapes only: ``rows``
+    sequences padded to ``width`` tokens through ``layers`` layers. ``masked``: the attention
+    gets a padding mask (some row is shorter than ``width``), which changes the kernel's speed;
+    ``attention``: which attention implementation runs (a name the latency cost model
+    calibrates, :data:`bench.latency.calibration.ATTENTIONS`). The latency cost model predicts
+    time from these, so it times exactly the batches the ranker runs."""
+
+    rows: int
+    width: int
+    layers: int
+    masked: bool
+    attention: str = "sdpa"
+
+
 class Ranker(ABC, Generic[C]):
     """Scores candidate lists. Subclasses set ``name``, ``family`` and ``Config``, and give the
     config class as the type parameter, so that :attr:`config` (alias :attr:`cfg`) has its type."""
@@ -479,6 +495,12 @@ class Ranker(ABC, Generic[C]):
     def score_prepared(self, prepared: Any) -> list[np.ndarray]:
         """The model half of :meth:`score`, on what :meth:`prepare_scoring` returned."""
         return self.score(prepared)
+
+    def encoder_calls(self, prepared: Any) -> list[EncoderCall] | None:
+        """The encoder forward passes :meth:`score_prepared` makes on ``prepared`` (the latency
+        cost model predicts their time); None: the ranker runs no transformer encoder the model
+        knows, so no time is predicted for it."""
+        return None
 
     # -- latency benchmark hooks ---------------------------------------------------------------
     def latency_variants(self, batch_sizes: Sequence[int] | None = None) -> list[LatencyVariant]:

@@ -425,6 +425,11 @@ class EncoderRanker(Ranker[EC], Generic[EC]):
         assert self._module is not None
         return self._module
 
+    def encoder_config(self) -> Any:
+        """The Hugging Face config of the transformer encoder (layers, sizes, heads)."""
+        encoder: Any = self.module.encoder  # _build_module keeps it as .encoder
+        return encoder.config
+
     @property
     def tokenizer(self) -> Any:
         if self._tokenizer is None:

@@ -24,7 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from bench.data.model import CandidateList
-from rankers.base import RUNTIME, SCORE, TRAINING, RankerError, option
+from rankers.base import RUNTIME, SCORE, TRAINING, EncoderCall, RankerError, option
 from rankers.encoders import (
     EncoderConfig,
     EncoderRanker,
@@ -279,3 +279,15 @@ class MonoBERTRanker(EncoderRanker[MonoBERTConfig]):
 
     def score(self, lists: Sequence[CandidateList]) -> list[np.ndarray]:
         return self.score_prepared(self.prepare_scoring(lists))
+
+    def encoder_calls(self, prepared: ScoringPairs) -> list[EncoderCall]:
+        """The batches of :meth:`score_prepared`: ``batch_size`` length-sorted pairs cut to the
+        longest; masked unless every pair of the batch is that long."""
+        layers = int(self.encoder_config().num_hidden_layers)
+        lengths, step = prepared.host_length, self.cfg.batch_size
+        out = []
+        for start in range(0, len(lengths), step):
+            batch = lengths[start : start + step]  # sorted: the longest is the last
+            width = int(batch[-1])
+            out.append(EncoderCall(len(batch), width, layers, masked=bool(batch[0] < width)))
+        return out

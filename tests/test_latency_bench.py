@@ -692,7 +692,12 @@ def test_arch_times_random_weights_of_the_preset(
             assert row.weights == "random weights, timing only (tiny-test)"
             assert row.options["model"] == str(folder)
     # the cost model measures the arch's encoder too
-    assert rec.blocks[0].tokens["encoder"] == {"layers": 2, "hidden": 32, "intermediate": 64}
+    assert rec.blocks[0].tokens["encoder"] == {
+        "layers": 2,
+        "hidden": 32,
+        "intermediate": 64,
+        "heads": 2,
+    }
 
 
 def test_tiny_end_to_end_run(shared_data: Path, tiny_bert: Path, results_dir: Path) -> None:

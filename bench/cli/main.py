@@ -497,6 +497,15 @@ def latency(
             "WORLD_SIZE set) the launch's processes are used instead.",
         ),
     ] = 1,
+    calibrate: Annotated[
+        bool,
+        typer.Option(
+            help="Measure this machine's kernel rates anew (matmul, attention by length, per "
+            "dtype and thread count; a few seconds each) instead of reading the calibration "
+            "cached under results/latency/; the time model predicts each encoder ranker's "
+            "time with them.",
+        ),
+    ] = False,
 ) -> None:
     """Time every ranker on BM25 top-N lists, like the paper's latency table.
 
@@ -507,7 +516,9 @@ def latency(
     split where its host step (tokenisation...) ends and its model step begins, so the two add
     up to the whole call. Reports per-query p50/p95/p99,
     throughput (pairs/s), the cost model's predicted CROSS-JEM speed-up over monoBERT and the
-    measured one. Records go to results/latency/DATASET/. With --processes N (or under
+    measured one, and per encoder ranker its time predicted from the machine's calibrated
+    kernel rates and its achieved GFLOP/s against the matmul peak. Records go to
+    results/latency/DATASET/. With --processes N (or under
     torchrun) the processes time at once and the report adds the aggregate pairs/s.
     """
     from bench.core.shard import launched
@@ -548,6 +559,7 @@ def latency(
             arch=arch,
             data_dir=data_dir,
             results_dir=results_dir,
+            calibrate=calibrate,
         )
         for bq in _ints("--batch-queries", batch_queries)
     ]
@@ -570,7 +582,9 @@ def show_latency(stat: str, fmt: str, record: Any) -> None:
 
     emit(render_latency(build_latency_table(record, stat), fmt))
     if fmt == "table":
-        print_parts(latency_summary(record))
+        from rich.markup import escape
+
+        print_parts([escape(line) for line in latency_summary(record)])
 
 
 @app.command()

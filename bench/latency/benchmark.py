@@ -21,6 +21,7 @@ from bench.core.io import ensure_writable
 from bench.execution.context import RunContext
 from bench.latency import processes
 from bench.latency.arch import arch_model
+from bench.latency.calibration import Calibrations
 from bench.latency.lists import (
     bm25_lists,
     encoder_shape_and_tokenizer,
@@ -45,6 +46,7 @@ from bench.latency.records import (
     speedup_summary,
     write_latency_record,
 )
+from bench.latency.timemodel import add_costs
 from bench.results.records import config_hash
 
 log = logging.getLogger(__name__)
@@ -109,6 +111,7 @@ def run_benchmark(opts: BenchOptions, ctx: RunContext | None = None) -> LatencyR
     settings = token_settings(split.dataset, options)
     shape, tokenizer = encoder_shape_and_tokenizer(settings["model"])
     index = BM25Index(collection)
+    calibrations = Calibrations(root, device, fresh=opts.calibrate)
     blocks: list[ListBlock] = []
     rows: list[LatencyRow] = []
     for n in opts.n_values:
@@ -140,7 +143,9 @@ def run_benchmark(opts: BenchOptions, ctx: RunContext | None = None) -> LatencyR
             options=options,
         )
         if role.world == 1:
-            rows.extend(time_entries(entries, lists, opts, device))
+            timed = time_entries(entries, lists, opts, device)
+            add_costs(timed, calibrations.get)
+            rows.extend(timed)
         else:
             rows.extend(processes.time_entries_sharded(entries, lists, opts, device, role))
         mark_best(rows)

@@ -40,20 +40,24 @@ class EncoderShape:
     layers: int
     hidden: int
     intermediate: int
+    #: attention heads: FLOPs do not depend on them, the attention kernel's time does
+    heads: int = 12
 
     @classmethod
     def from_config(cls, config: Any) -> EncoderShape:
         """From a Hugging Face config (``num_hidden_layers``, ``hidden_size``,
-        ``intermediate_size``)."""
+        ``intermediate_size``, ``num_attention_heads``)."""
         return cls(
             layers=int(config.num_hidden_layers),
             hidden=int(config.hidden_size),
             intermediate=int(config.intermediate_size),
+            heads=int(config.num_attention_heads),
         )
 
 
-#: sentence-transformers all-MiniLM-L6-v2 (the harness's minilm-l6): 6 layers, d = 384, d_ff = 4d
-MINILM_L6 = EncoderShape(layers=6, hidden=384, intermediate=1536)
+#: sentence-transformers all-MiniLM-L6-v2 (the harness's minilm-l6): 6 layers, d = 384, d_ff = 4d,
+#: 12 heads of 32
+MINILM_L6 = EncoderShape(layers=6, hidden=384, intermediate=1536, heads=12)
 
 
 def sequence_flops(n: int, shape: EncoderShape) -> int:

@@ -76,6 +76,9 @@ class BenchOptions:
     options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     data_dir: str | Path | None = None
     results_dir: str | Path | None = None
+    #: measure the kernel rates of the time model anew (:mod:`bench.latency.calibration`)
+    #: instead of reading the cached calibration
+    calibrate: bool = False
 
     def context(self) -> RunContext:
         """The run context of these options, resolved once (device, threads set now, seed,
@@ -466,4 +469,38 @@ def time_entries(
         warmup=opts.warmup,
         repeats=opts.repeats,
     )
-    return entry_rows(loaded, timed, opts, len(split.lists[0]), interleaved=len(loaded))
+    rows = entry_rows(loaded, timed, opts, len(split.lists[0]), interleaved=len(loaded))
+    for row, (_, _, ranker) in zip(rows, loaded, strict=True):
+        row.encoder = encoder_work(ranker, split.lists, opts.batch_queries)
+    return rows
+
+
+def encoder_work(
+    ranker: Ranker, lists: Sequence[CandidateList], batch_queries: int
+) -> dict[str, Any]:
+    """What the cost model needs of ``ranker``'s timed calls (untimed, after the timing): its
+    scoring dtype, its encoder's shape and the encoder calls of one pass over ``lists``
+    (:meth:`~rankers.base.Ranker.encoder_calls` of each call's prepared inputs); empty for a
+    ranker that declares none."""
+    from bench.latency.efficiency import EncoderShape
+    from bench.latency.timemodel import compress_calls
+    from rankers.encoders import EncoderRanker
+    from rankers.precision import INT8, scoring_dtype
+
+    if not isinstance(ranker, EncoderRanker) or str(ranker.cfg.dtype) == INT8:
+        return {}  # int8 runs on a runtime whose kernels no torch calibration times
+    if getattr(ranker.cfg, "runtime", "torch") not in ("torch", None):
+        return {}  # likewise any runtime other than PyTorch
+    calls = []
+    for batch in split_calls(lists, batch_queries):
+        found = ranker.encoder_calls(ranker.prepare_scoring(batch))
+        if found is None:
+            return {}
+        calls.extend(found)
+    dtype = scoring_dtype(str(ranker.cfg.dtype), ranker.device)
+    return {
+        "dtype": str(dtype).removeprefix("torch."),
+        "shape": dataclasses.asdict(EncoderShape.from_config(ranker.encoder_config())),
+        "queries": len(lists),
+        "calls": compress_calls(calls),
+    }

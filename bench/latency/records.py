@@ -64,6 +64,13 @@ class LatencyRow:
     #: the aggregate throughput; empty / None with one process
     per_process: list[dict[str, Any]] = field(default_factory=list)
     throughput: dict[str, Any] | None = None
+    #: the encoder work of the timed calls (:func:`bench.latency.protocol.encoder_work`): the
+    #: scoring ``dtype``, the encoder ``shape`` and its ``calls`` over all timed lists (one
+    #: pass); empty for rankers without an encoder the cost model knows
+    encoder: dict[str, Any] = field(default_factory=dict)
+    #: per query: FLOPs, achieved GFLOP/s against the calibrated matmul peak and the
+    #: predicted encoder time (:func:`bench.latency.timemodel.row_cost`); empty: none
+    cost: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> LatencyRow:
@@ -109,6 +116,10 @@ class LatencyRecord:
         so a one-process record is written exactly as before they existed."""
         out = dataclasses.asdict(self)
         out.pop("path")
+        for row in out["rows"]:  # rows without an encoder as before these fields
+            for name in ("encoder", "cost"):
+                if not row[name]:
+                    del row[name]
         if self.processes == 1:
             out.pop("processes")
             for row in out["rows"]:
@@ -166,7 +177,17 @@ def _speedup(
         "predicted_flops": predicted,
         "predicted_tokens": block.tokens["cost"]["token_ratio"],
         "fraction_of_prediction": mean / predicted if predicted else None,
+        **_predicted_time(a, b, mean),
     }
+
+
+def _predicted_time(slow: LatencyRow, fast: LatencyRow, measured: float) -> dict[str, Any]:
+    """The speed-up the time model predicts for the same two rows (:mod:`bench.latency.timemodel`:
+    calibrated kernel rates), and the measured one as a share of it; empty without one."""
+    a, b = slow.cost.get("predicted_ms"), fast.cost.get("predicted_ms")
+    if not a or not b:
+        return {}
+    return {"predicted_time": a / b, "fraction_of_time_prediction": measured / (a / b)}
 
 
 def untagged(column: str) -> str:

@@ -70,9 +70,15 @@ class LatencyTable:
     def end_to_end(self) -> bool:
         return any("end_to_end" in sp for sp in self.speedups.values())
 
+    @property
+    def timed(self) -> bool:
+        """Whether the time model predicted a speed-up (records before it: no)."""
+        return any("predicted_time" in sp for sp in self.speedups.values())
+
     def header(self) -> list[str]:
+        timed = ["speed-up predicted (time)"] if self.timed else []
         extra = ["speed-up end-to-end"] if self.end_to_end else []
-        return ["N", *self.columns, "speed-up measured", "speed-up predicted", *extra, "C"]
+        return ["N", *self.columns, "speed-up measured", "speed-up predicted", *timed, *extra, "C"]
 
     def text_rows(self, bold: Callable[[str], str] = str, missing: str = "–") -> list[list[str]]:
         """Cell texts; the best ranker of each N (fastest, or highest throughput) in ``bold``."""
@@ -90,6 +96,8 @@ class LatencyTable:
             sp = self.speedups.get(n) or {}
             texts.append(_times(sp.get("measured_mean"), missing))
             texts.append(_times(sp.get("predicted_flops"), missing))
+            if self.timed:
+                texts.append(_times(sp.get("predicted_time"), missing))
             if self.end_to_end:
                 texts.append(_times((sp.get("end_to_end") or {}).get("measured_mean"), missing))
             texts.append(f"{self.compression[n]:.1f}" if n in self.compression else missing)
@@ -251,6 +259,11 @@ def _notes(record: LatencyRecord, columns: Sequence[str], stat: str) -> list[str
         "cost model's encoder FLOPs (bench.latency.efficiency) on the same lists. "
         "C = L_k N / |U| (mean over queries)."
     )
+    if any("predicted_time" in b.speedup for b in record.blocks):
+        notes.append(
+            "Predicted (time): ratio of the two rows' encoder times predicted from this "
+            "machine's calibrated kernel rates (bench.latency.timemodel) for the batches they ran."
+        )
     return notes
 
 
@@ -425,6 +438,28 @@ def render_latency(table: LatencyTable, fmt: str = "table") -> str | RenderableT
     raise ValueError(f"unknown latency table format {fmt!r}; known: {', '.join(LATENCY_FORMATS)}")
 
 
+def cost_line(row: LatencyRow) -> str:
+    """``N=100 monobert (batch_size=32), float32: measured 1,951 ms/query (model step 1,900),
+    predicted 1,880 (linear 1,500, attention 300, other 80); 80.1 GFLOP/s, 80% of the 100
+    GFLOP/s matmul peak``; empty for a row without encoder work."""
+    cost = row.cost
+    if not cost or cost.get("achieved_gflops") is None:
+        return ""
+    model = (row.model_only or {}).get("mean_ms")
+    text = f"N={row.n} {row.label}, {row.encoder['dtype']}: measured {row.latency['mean_ms']:,.1f}"
+    text += " ms/query" + (f" (model step {model:,.1f})" if model else "")
+    parts = cost.get("predicted")
+    if parts:
+        text += (
+            f", predicted encoder {parts['total_ms']:,.1f} (linear {parts['linear_ms']:,.1f}, "
+            f"attention {parts['attention_ms']:,.1f}, other {parts['other_ms']:,.1f})"
+        )
+    text += f"; {cost['achieved_gflops']:,.1f} GFLOP/s"
+    if cost.get("of_peak") is not None:
+        text += f", {100 * cost['of_peak']:.0f}% of the {cost['peak_gflops']:,.0f} GFLOP/s peak"
+    return text
+
+
 def latency_summary(record: LatencyRecord) -> list[str]:
     """Lines under the rich table: per N, the measured speed-ups against the cost model's and
     each column's throughput; then where the record is."""
@@ -438,12 +473,15 @@ def latency_summary(record: LatencyRecord) -> list[str]:
             if not found or "measured_mean" not in found:
                 continue
             fraction = found.get("fraction_of_prediction")
+            timed = found.get("predicted_time")
             out.append(
                 f"N={block.n}: {what} measured {found['measured_mean']:.2f}x (mean), "
                 f"{found['measured_p50']:.2f}x (p50); cost model {found['predicted_flops']:.2f}x"
                 + (f"; {100 * fraction:.0f}% of prediction" if fraction else "")
+                + (f"; time model {timed:.2f}x" if timed else "")
             )
         best = [r for r in record.rows if r.n == block.n and r.best]
+        out += [line for r in best if (line := cost_line(r))]
         calls = " of the processes' calls, pooled" if record.processes > 1 else ""
         out.append(
             f"N={block.n}: pairs/s{calls} (best row of each column): "

@@ -16,6 +16,7 @@ from rankers.base import (
     RUNTIME,
     SCORE,
     TRAINING,
+    EncoderCall,
     LatencyVariant,
     RankerError,
     inherit_option,
@@ -328,6 +329,26 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
 
     def score(self, lists: Sequence[CandidateList]) -> list[np.ndarray]:
         return self.score_prepared(self.prepare_scoring(lists))
+
+    def encoder_calls(self, prepared: list[CrossJEMBatch]) -> list[EncoderCall]:
+        """One call per bucket of :meth:`score_prepared`, masked unless every row fills the
+        bucket's width; a merged layout's bucket is two calls: its first ``merge_layers``
+        layers over the concat rows, the others over the merged rows, both with the additive
+        mask :func:`~rankers.crossjem.model.run_layers` always passes."""
+        layers = int(self.encoder_config().num_hidden_layers)
+        merged = self.cfg.merge_layers
+        out = []
+        for batch in prepared:
+            row_len = batch.row_len.tolist()
+            for b in batch.buckets:
+                rows = b.r1 - b.r0
+                if batch.first_ids is None:
+                    full = min(row_len[b.r0 : b.r1]) == b.width
+                    out.append(EncoderCall(rows, b.width, layers, masked=not full))
+                    continue
+                out.append(EncoderCall(rows, b.first_width, merged, masked=True))
+                out.append(EncoderCall(rows, b.width, layers - merged, masked=True))
+        return out
 
 
 def row_counts(rows: Sequence[int], cfg: CrossJEMConfig) -> dict[str, Any]:
