@@ -44,13 +44,29 @@ def _is_package(module: str) -> bool:
     return MODULES.get(module, Path()).name == "__init__.py"
 
 
-def imports(module: str) -> Iterator[tuple[int, str, list[str]]]:
-    """``(line, imported module, names)`` for every import of ``module`` in our packages;
-    ``from pkg import sub`` resolves to module ``pkg.sub`` when that is a module."""
-    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+def _dynamic_import(node: ast.AST) -> str | None:
+    """The module a call ``__import__("m")``, ``importlib.import_module("m")`` or
+    ``import_module("m")`` names with a string literal (None: not such a call). An import by call
+    is as much a dependency as an import statement, so the layer rules read these too."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    func, first = node.func, node.args[0]
+    name = getattr(func, "id", None) or getattr(func, "attr", None)  # f(...) or mod.f(...)
+    if name not in ("__import__", "import_module"):
+        return None
+    if isinstance(first, ast.Constant) and isinstance(first.value, str):
+        return first.value
+    return None
+
+
+def source_imports(source: str, module: str) -> Iterator[tuple[int, str, list[str]]]:
+    """:func:`imports` of ``source`` read as the module named ``module``."""
+    tree = ast.parse(source)
     package = module if _is_package(module) else module.rpartition(".")[0]
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
+        if (dynamic := _dynamic_import(node)) is not None:
+            yield node.lineno, dynamic, []
+        elif isinstance(node, ast.Import):
             for alias in node.names:
                 yield node.lineno, alias.name, []
         elif isinstance(node, ast.ImportFrom):
@@ -65,6 +81,13 @@ def imports(module: str) -> Iterator[tuple[int, str, list[str]]]:
             rest = [n for n in names if f"{base}.{n}" not in MODULES]
             if rest or not subs:
                 yield node.lineno, base, rest
+
+
+def imports(module: str) -> Iterator[tuple[int, str, list[str]]]:
+    """``(line, imported module, names)`` for every import of ``module`` in our packages, by
+    statement or by a call with a literal name (:func:`_dynamic_import`); ``from pkg import sub``
+    resolves to module ``pkg.sub`` when that is a module."""
+    yield from source_imports(MODULES[module].read_text(encoding="utf-8"), module)
 
 
 def _ours(module: str) -> bool:
@@ -278,3 +301,26 @@ def test_the_old_cli_path_warns_and_is_the_app() -> None:
     with pytest.warns(DeprecationWarning, match=r"bench\.cli\.app moved to bench\.cli\.main\.app"):
         from bench.cli import app as old
     assert old is app
+
+
+def test_an_import_by_call_with_a_literal_name_counts() -> None:
+    """``__import__("m")`` and ``importlib.import_module("m")`` are imports as much as
+    ``import m``: the layer rules see them (a name computed at run time cannot be read)."""
+    source = (
+        "import importlib\n"
+        "from importlib import import_module\n"
+        "def late(name):\n"
+        "    __import__('bench.cli.main')\n"
+        "    importlib.import_module('bench.execution.runner')\n"
+        "    import_module('rankers.monobert')\n"
+        "    importlib.import_module(name)\n"
+        "    print('bench.reporting')\n"
+    )
+    found = [(line, target) for line, target, _ in source_imports(source, "bench.core.io")]
+    assert found == [
+        (1, "importlib"),
+        (2, "importlib"),
+        (4, "bench.cli.main"),
+        (5, "bench.execution.runner"),
+        (6, "rankers.monobert"),
+    ]
