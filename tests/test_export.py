@@ -74,6 +74,43 @@ def test_monobert_exports_as_a_cross_encoder_with_the_same_scores(
     np.testing.assert_allclose(reloaded.score_texts(QUERY, ITEMS), expected, rtol=0, atol=1e-6)
 
 
+#: 32 WordPiece tokens (monoBERT's max_query_len): a query exactly at its limit
+LONG_QUERY = " ".join(["capital", "of", "france", "paris", "city", "river", "seine", "europe"] * 4)
+#: items of 36 to 68 tokens, all longer than max_item_len (32): bench cuts each to its first 32
+LONG_ITEMS = [
+    " ".join(
+        [*ITEMS[i % len(ITEMS)].split(), *f"item {i} ends with words the cut drops".split()] * 4
+    )
+    for i in range(4)
+]
+
+
+@pytest.mark.parametrize("pooling", ["cls", "pooler"])
+def test_monobert_export_cuts_long_texts_where_bench_does(
+    tmp_path: Path, tiny_bert: Path, pooling: str
+) -> None:
+    """The exported CrossEncoder cuts a pair to max_query_len + max_item_len + 3 = 67 tokens: for
+    a query at its limit that is bench's own cut of every longer item, so the scores are equal.
+    An export that keeps the tokenizer's 512 would read the items' tails too."""
+    if pooling != "pooler" and _st_major() < 6:
+        pytest.skip("pooling=cls exports as a modular CrossEncoder (sentence-transformers 6)")
+    from sentence_transformers import CrossEncoder
+
+    source, _ = _saved_monobert(tmp_path, tiny_bert, pooling)
+    bench_ranker = create_ranker("monobert", {"checkpoint": str(source)})
+    tokenizer = bench_ranker.tokenizer
+    assert len(tokenizer(LONG_QUERY, add_special_tokens=False)["input_ids"]) == 32
+    lengths = [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in LONG_ITEMS]
+    assert min(lengths) > 32
+    expected = bench_ranker.score_texts(LONG_QUERY, LONG_ITEMS)
+    out = tmp_path / "exported"
+    _export(source, out)
+    model = CrossEncoder(str(out), device="cpu")
+    assert model.max_length == 67
+    got = model.predict([(LONG_QUERY, item) for item in LONG_ITEMS])
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5)
+
+
 def test_monobert_cls_export_names_the_version_it_needs(tmp_path: Path, tiny_bert: Path) -> None:
     if _st_major() >= 6:
         pytest.skip("sentence-transformers >= 6 exports pooling=cls")
