@@ -44,6 +44,23 @@ def test_cap_keeps_positives_and_a_seeded_sample_of_negatives() -> None:
     assert one.docids == ["d3"]
 
 
+def test_each_query_draws_its_own_negatives_and_always_the_same() -> None:
+    """The draw is seeded with the seed and the query id: four lists of the same shape (12
+    items, positives d3 and d10) keep different negatives, and a query keeps the same ones
+    whatever lists come before it or whether it is capped alone."""
+    split = _long_split(4, 12)
+    capped = cap_lists(split.lists, split.qrels, 5, seed=0)
+    assert {cl.query.qid: cl.docids for cl in capped} == {
+        "q0": ["d1", "d2", "d3", "d10", "d11"],
+        "q1": ["d0", "d2", "d3", "d4", "d10"],
+        "q2": ["d0", "d2", "d3", "d7", "d10"],
+        "q3": ["d0", "d3", "d4", "d7", "d10"],
+    }
+    assert cap_lists(split.lists[::-1], split.qrels, 5, seed=0) == capped[::-1]
+    for one, alone in zip(split.lists, capped, strict=True):
+        assert cap_lists([one], split.qrels, 5, seed=0) == [alone]
+
+
 @pytest.mark.parametrize("kind", ["monobert", "crossjem"])
 def test_a_step_on_lists_of_hundreds_holds_at_most_the_cap(
     kind: str, tiny_bert: Path, monkeypatch: pytest.MonkeyPatch
