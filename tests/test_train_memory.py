@@ -4,7 +4,9 @@ step holds at most ``train_batch_queries x train_max_items`` items however long 
 
 from __future__ import annotations
 
+import dataclasses
 import random
+import types
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +107,104 @@ def test_step_estimate_hand_computed() -> None:
     e = estimate_step(sequences=3, length=10, layers=2, hidden=8, heads=2, parameters=100)
     assert e.activation_bytes == 3 * 2 * 2 * (34 * 10 * 8 + 5 * 2 * 10 * 10)
     assert e.parameter_bytes == 1600 and e.total_bytes == e.activation_bytes + 1600
+
+
+def _bert_config(folder: Path, layers: int) -> Path:
+    """A BERT config.json (no weights: the estimate reads only the config): width 8, 2 heads,
+    feed-forward 32, 100 words, 16 positions, ``layers`` layers."""
+    import json
+
+    folder.mkdir(parents=True)
+    config = {
+        "model_type": "bert",
+        "num_hidden_layers": layers,
+        "hidden_size": 8,
+        "num_attention_heads": 2,
+        "intermediate_size": 32,
+        "vocab_size": 100,
+        "max_position_embeddings": 16,
+    }
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+@dataclasses.dataclass
+class _StepRanker:
+    """What :func:`step_problem` reads of a ranker: its name, model and step shape."""
+
+    cfg: Any
+    name: str = "toy"
+
+    def training_step_shape(self, list_lengths: Any) -> tuple[int, int]:
+        return 3, 10  # 3 sequences of 10 tokens
+
+
+@pytest.mark.parametrize(
+    ("layers", "parameters", "total"),
+    [
+        # a layer: 4 x 8 x 8 + 2 x 8 x 32 = 768 weights; embeddings (100 + 16) x 8 = 928;
+        # activations 3 x layers x 2 x (34 x 10 x 8 + 5 x 2 x 10 x 10) = 22320 x layers bytes
+        (2, 2 * 768 + 928, 2 * 22320 + 16 * (2 * 768 + 928)),
+        (4, 4 * 768 + 928, 4 * 22320 + 16 * (4 * 768 + 928)),
+    ],
+)
+def test_the_step_estimate_scales_with_the_layers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layers: int, parameters: int, total: int
+) -> None:
+    """Activations and weights both grow with the encoder's layers: the estimate the plan
+    compares with the free memory, hand-computed, is refused one byte below it and not at it."""
+    import bench.execution.memory as memory
+
+    folder = _bert_config(tmp_path / "bert", layers)
+    assert memory.encoder_shape(str(folder)) == (layers, 8, 2, parameters)
+    ranker = _StepRanker(types.SimpleNamespace(model=str(folder)))
+    monkeypatch.setattr(memory, "available_bytes", lambda device: total)
+    line, problem = memory.step_problem(ranker, [10], "cpu")
+    assert line.startswith("toy: largest training step: 3 sequences of up to 10 tokens, about ")
+    assert problem is None
+    monkeypatch.setattr(memory, "available_bytes", lambda device: total - 1)
+    assert memory.step_problem(ranker, [10], "cpu")[1] == (
+        f"{line}, more than the 0.0 GiB free on cpu: lower train_max_items or "
+        "train_batch_queries (--set)"
+    )
+
+
+MEMINFO = """MemTotal:       16318412 kB
+MemFree:          812344 kB
+MemAvailable:    9876543 kB
+Buffers:          123456 kB
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (MEMINFO, 9876543 * 1024),  # kB as the kernel writes it, in bytes
+        ("MemTotal: 100 kB\nMemFree: 50 kB\n", None),  # an old kernel: no MemAvailable
+        ("MemAvailable: lots kB\n", None),
+        ("MemAvailable:\n", None),
+        (None, None),  # no such file (not Linux)
+    ],
+)
+def test_the_free_memory_reader_reads_mem_available(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str | None, expected: int | None
+) -> None:
+    """:func:`available_bytes` on a CPU reads MemAvailable from /proc/meminfo (here a fake
+    file in its place); what it cannot read is None (nothing known), never an error."""
+    import builtins
+
+    import bench.execution.memory as memory
+
+    fake = tmp_path / "meminfo"
+    if text is not None:
+        fake.write_text(text, encoding="ascii")
+    real_open = builtins.open
+
+    def fake_open(file: Any, *args: Any, **kwargs: Any) -> Any:
+        return real_open(fake if file == "/proc/meminfo" else file, *args, **kwargs)
+
+    monkeypatch.setattr(memory, "open", fake_open, raising=False)
+    assert memory.available_bytes("cpu") == expected
 
 
 def test_step_shapes_follow_the_options(tiny_bert: Path) -> None:
