@@ -399,6 +399,25 @@ def test_a_pick_selects_by_ranker_and_options_not_by_the_label_text(tmp_path: Pa
         records.row("cmp.json", chosen.but(loss="bce"))
 
 
+def test_a_pick_never_matches_a_row_made_on_a_subset(tmp_path: Path) -> None:
+    """A row scored on the first queries only, or trained on the first train queries only, is
+    not the row a table names: its figures are of other data."""
+    records = _records_of(
+        tmp_path,
+        [
+            "crossjem (minilm-l6, fine-tuned, first 60 queries)",
+            "crossjem (minilm-l6, fine-tuned, trained on the first 64 queries)",
+            "crossjem (minilm-l6, fine-tuned)",
+            "bm25 (first 5 queries)",
+        ],
+    )
+    assert records.row("cmp.json", pick("crossjem", True, model="minilm-l6")).metrics[
+        "AP@10"
+    ] == pytest.approx(0.2)
+    with pytest.raises(ReferenceError, match=r"no rows of bm25 \(\) in cmp.json"):
+        records.row("cmp.json", pick("bm25"))
+
+
 def test_two_rows_one_pick_is_an_error(tmp_path: Path) -> None:
     records = _records_of(tmp_path, ["bm25 (k1=1.2)", "bm25"])
     assert records.row("cmp.json", pick("bm25", k1=1.2)).metrics["AP@10"] == 0.0
