@@ -224,6 +224,36 @@ def test_options_choose_the_layout(tiny_bert: Path) -> None:
     assert fw.layout.function_ids and fw.cfg.layout.function_ids is None
 
 
+@pytest.mark.parametrize(
+    ("option", "value", "field"),
+    [("query_pool", True, "query_pool"), ("content_share_min", 3, "content_min")],
+)
+def test_each_layout_option_changes_the_rows_the_ranker_builds(
+    tiny_bert: Path, option: str, value: object, field: str
+) -> None:
+    """An option of the layout reaches the rows the ranker packs: its arrays are those of the
+    layout with the option set, and differ from those without it (query terms pooled from the
+    query, content words held by 3 items shared)."""
+    from rankers.encoders import token_ids
+
+    base = {"order": "hybrid", "share": "function", "union_len": 40, "max_item_len": 8}
+    plain = _ranker(tiny_bert, **base)
+    ranker = _ranker(tiny_bert, **base, **{option: value})
+    wanted = dataclasses.replace(plain.cfg.layout, **{field: value})
+    assert ranker.cfg.layout == wanted
+    query, texts = "how to sort a list in python", ITEMS
+    q = token_ids(ranker.tokenizer, [query], ranker.cfg.max_query_len)[0]
+    ids = token_ids(ranker.tokenizer, texts, ranker.cfg.max_item_len)
+    sp = ranker.special
+    expected = collate([build_rows(q, ids, 40, sp.cls, sp.sep, wanted.bind(ranker.tokenizer))])
+    got, without = ranker.pack([(query, texts)]), plain.pack([(query, texts)])
+    for name in got.ARRAYS:
+        np.testing.assert_array_equal(getattr(got, name), getattr(expected, name), name)
+    assert (
+        got.input_ids.shape != without.input_ids.shape or (got.input_ids != without.input_ids).any()
+    )
+
+
 OPTIONS = [
     {"order": "concat"},
     {"order": "concat", "positions": "item"},
