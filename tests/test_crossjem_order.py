@@ -285,6 +285,13 @@ def test_packed_layouts_equal_the_simple_implementation(
             assert fast.position_ids is None and simple.position_ids is None
         else:
             np.testing.assert_array_equal(fast.position_ids, simple.position_ids)
+        # merged layouts: the concat rows the first layers read and where each position goes
+        merged = bool(options.get("merge_layers"))
+        for name in fast.MERGE_ARRAYS:
+            got, want = getattr(fast, name), getattr(simple, name)
+            assert (got is not None, want is not None) == (merged, merged), name
+            if merged:
+                np.testing.assert_array_equal(got, want, name)
         assert fast.n_items == simple.n_items
 
 
