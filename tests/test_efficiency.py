@@ -57,6 +57,19 @@ def test_estimate_tokens_flops_and_predicted_speedup() -> None:
     assert e.token_ratio == pytest.approx(33 / 12)
 
 
+def test_merged_layers_cost_the_concat_row_in_the_first_layers() -> None:
+    """Token merging after 1 of 2 layers: the first layer runs over the concat row (3 + 9 + 3 =
+    15 tokens), the second over the union row (3 + 6 + 3 = 12)."""
+    e = estimate(3, [3, 3, 2, 1], [6], TINY, first_row_tokens=[9], first_layers=1)
+    # one layer of n tokens: 192 n + 8 n^2; 12 tokens: 2304 + 1152, 15 tokens: 2880 + 1800
+    assert e.crossjem_flops == 3456 + 4680 == 8136
+    assert e.crossjem_tokens == 14  # layer-weighted mean row: (15 + 12) / 2 = 13.5, rounded even
+    assert e.monobert_flops == 17_072  # monoBERT does not merge
+    assert e.predicted_speedup == pytest.approx(17_072 / 8136)
+    # merging nothing is the unmerged cost, whatever the first rows
+    assert estimate(3, [3, 3, 2, 1], [6], TINY, [9], 0) == estimate(3, [3, 3, 2, 1], [6], TINY)
+
+
 def test_total_is_the_ratio_of_summed_costs() -> None:
     a = estimate(3, [3, 3, 2, 1], [6], TINY)
     b = estimate(3, [3, 3, 2, 1], [4, 3], TINY)  # the same list packed in two groups

@@ -140,6 +140,29 @@ def test_list_tokens_follow_the_row_layout() -> None:
     assert token_summary([tok], shape)["crossjem_tokens_per_query"] == 2 + 9 + 3
 
 
+def test_list_tokens_and_costs_of_a_merged_layout() -> None:
+    """``merge_layers`` reaches the cost model: the settings' layout merges, each list keeps its
+    concat rows for the first layers, and the predicted cost is the hand-computed mix."""
+    from bench.latency.lists import settings_layout
+    from rankers.crossjem.inputs import Layout
+
+    layout = settings_layout({"order": "union", "merge_layers": 1})
+    assert layout == Layout("union", merge_layers=1)
+    cands = tuple(Candidate(f"d{i}", t) for i, t in enumerate(["a b c", "b c d e", "a e", "c"]))
+    cl = CandidateList(Query("q", "q q"), cands)
+    kw = {"max_query_len": 32, "max_item_len": 3, "union_len": 9, "layout": layout}
+    [tok] = list_tokens(WordTokenizer(), [cl], **kw)
+    # one group (its concat row, 3 + 3 + 2 + 1 = 9 tokens, fits 9): union {a, b, c, d, e}
+    assert (tok.row_tokens, tok.first_row_tokens, tok.first_layers) == ((5,), (9,), 1)
+    shape = EncoderShape(layers=2, hidden=4, intermediate=16)
+    summary = token_summary([tok], shape)
+    # a layer over n tokens: 192 n + 8 n^2; layer 1 over 2 + 9 + 3 = 14 tokens (4256), layer 2
+    # over 2 + 5 + 3 = 10 (2720)
+    assert summary["cost"]["crossjem_flops"] == 4256 + 2720
+    assert summary["crossjem_tokens_per_query"] == (14 + 10) / 2
+    assert summary["cost"]["monobert_flops"] == 2 * 4096 + 3472 + 2880
+
+
 def _lists(n: int) -> list[CandidateList]:
     return [CandidateList(Query(f"q{i}", "x"), (Candidate("a", "a"),)) for i in range(n)]
 
