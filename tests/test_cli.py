@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -327,3 +328,23 @@ def test_process_counts_that_cannot_help_are_warned_about() -> None:
     assert more.startswith("--processes 32 on 2 CPU cores") and "--processes 2" in more
     (ignored,) = process_warnings(4, True, 16)
     assert ignored.startswith("--processes 4 is ignored under a launcher")
+
+
+@pytest.mark.parametrize(("before", "after"), [(None, "FALSE"), ("TRUE", "TRUE")])
+def test_the_cli_turns_mkl_dynamic_off_unless_the_user_set_it(
+    monkeypatch: pytest.MonkeyPatch, before: str | None, after: str
+) -> None:
+    """Importing the CLI sets ``MKL_DYNAMIC=FALSE`` (MKL's per-call thread choice made CPU
+    training differ from run to run) before torch first calls MKL, so every command and the
+    processes it starts inherit it; a value the user set is kept. The module is executed afresh
+    (``runpy``) in an environment without or with the variable."""
+    import runpy
+
+    import bench.cli.main
+
+    if before is None:
+        monkeypatch.delenv("MKL_DYNAMIC", raising=False)
+    else:
+        monkeypatch.setenv("MKL_DYNAMIC", before)
+    runpy.run_path(bench.cli.main.__file__, run_name="bench_cli_main_fresh")
+    assert os.environ["MKL_DYNAMIC"] == after
