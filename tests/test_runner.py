@@ -191,7 +191,9 @@ def _oracle_baseline(monkeypatch: pytest.MonkeyPatch) -> None:
         def per_query(self) -> dict[str, dict[str, float]]:
             return {}
 
-    def plan(name: str, opts: RunOptions, dev: object, plan: runner.Plan) -> dict[str, str]:
+    def plan(
+        name: str, opts: RunOptions, dev: object, plan: runner.Plan, ctx: object
+    ) -> dict[str, str]:
         plan.add(Job(id="oracle", kind=BASELINE, what="oracle", key="-", run=lambda _: Perfect()))
         return {"oracle": "oracle"}
 
@@ -291,3 +293,38 @@ def test_the_run_context_is_resolved_once_and_used_by_the_run(tmp_path: Path) ->
 def test_train_refuses_a_ranker_that_cannot_train(tmp_path: Path) -> None:
     with pytest.raises(RankerError, match="not trainable, so `bench train` has nothing to do"):
         train(_toy_run(tmp_path, "bm25"))
+
+
+def test_a_dataset_is_resolved_once_per_command(
+    tmp_path: Path, configs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run context resolves a dataset (root, card, splits on disk) on first use and hands
+    the same one to every later step: a fine-tuned run (training on train and dev, its dev
+    baseline, scoring on test) resolves it once, all in the context it is given, and a reader
+    asking for several splits' fingerprints resolves it once too."""
+    from bench.data.splits import Dataset
+    from bench.execution.selection import CurrentInputs
+
+    real = Dataset.resolve.__func__  # type: ignore[attr-defined]
+    calls: list[str] = []
+
+    def counting(cls: type[Dataset], name: str, data_dir: object = None) -> Dataset:
+        calls.append(name)
+        return real(cls, name, data_dir)
+
+    monkeypatch.setattr(Dataset, "resolve", classmethod(counting))
+    opts = _toy_run(tmp_path, "monobert", subset=2, results_dir=tmp_path / "asked")
+    ctx = dataclasses.replace(opts.context(), results_root=tmp_path / "given")
+    assert ctx.dataset("toy") is ctx.dataset("toy")
+    assert calls == ["toy"]
+    record = run(opts, ctx)
+    assert record.training is not None  # it trained, then scored
+    assert calls == ["toy"]
+    # every job of the command ran in its context: the dev baseline too
+    assert (tmp_path / "given" / "runs" / "toy" / "bm25").is_dir()
+    assert not (tmp_path / "asked").exists()
+    inputs = CurrentInputs(tmp_path / "data")
+    assert inputs.data("toy", "test") and inputs.data("toy", "dev")
+    assert inputs.training_data("toy")
+    assert inputs.dataset("toy") is inputs.dataset("toy")
+    assert calls == ["toy", "toy"]

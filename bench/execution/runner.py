@@ -417,7 +417,7 @@ def plan_training(
         code=code,
     )
     model_dir = root / "models" / opts.dataset / ranker.name / key.digest
-    baselines = _plan_baselines(ranker.name, opts, dev, plan) if dev is not None else {}
+    baselines = _plan_baselines(ranker.name, opts, dev, plan, ctx) if dev is not None else {}
     spec = TrainJob(
         ranker, opts.dataset, train, dev, model_dir, key, code, config, teacher_key, opts.force
     )
@@ -455,10 +455,13 @@ def _record_code(data: Mapping[str, Any]) -> Any:
     return data.get("provenance", {}).get("code")
 
 
-def _plan_baselines(name: str, opts: RunOptions, dev: RankingSplit, plan: Plan) -> dict[str, str]:
+def _plan_baselines(
+    name: str, opts: RunOptions, dev: RankingSplit, plan: Plan, ctx: RunContext
+) -> dict[str, str]:
     """The dev runs of :data:`DEV_BASELINES` (other than ``name``) a training compares its kept
     epoch with, as optional jobs: baseline -> job id. One that cannot be planned is left out
-    with a warning, as one that fails to run is."""
+    with a warning, as one that fails to run is. They run in the command's context ``ctx``
+    (its dataset already resolved, its results root), not one of their own."""
     out: dict[str, str] = {}
     for baseline in DEV_BASELINES:
         if baseline == name:
@@ -476,7 +479,7 @@ def _plan_baselines(name: str, opts: RunOptions, dev: RankingSplit, plan: Plan) 
             measures=DEFAULT_MEASURES,
         )
         try:
-            out[baseline] = plan_run(base, base.context(), plan, kind=BASELINE)
+            out[baseline] = plan_run(base, ctx, plan, kind=BASELINE)
         except (RankerError, OSError, ValueError) as exc:
             log.warning("%s: no %s baseline on %s (%s)", name, baseline, dev.split, exc)
     return out
