@@ -54,11 +54,30 @@ def _score(path: Path, split: RankingSplit) -> list[list[float]]:
 
 
 def test_scores_are_the_files_in_candidate_order(tmp_path: Path, split: RankingSplit) -> None:
-    lines = _lines(split)
-    path = _write(tmp_path / "run.trec", list(reversed(lines)))  # file order does not matter
-    scores = _score(path, split)
-    assert scores[0] == [-float(r) for r in range(len(split.lists[0]))]
-    assert len(scores) == len(split.lists)
+    """Candidate order, rank order and file order all differ: candidate ``i`` of a list of
+    ``n`` scores ``(3 i) mod n`` when n is not a multiple of 3 (a permutation of 0 .. n - 1),
+    ranks follow the scores, and the file lists a query's entries neither by rank nor by
+    candidate (even positions first, each half reversed); the scores come out in candidate
+    order."""
+    lists = [cl for cl in split.lists if len(cl) % 3 and len(cl) > 3]
+    expected, lines = [], []
+    for cl in lists:
+        n = len(cl)
+        scores = [float((3 * i) % n) for i in range(n)]
+        rank = {i: n - int(s) for i, s in enumerate(scores)}  # the highest score ranks 1
+        entries = [
+            f"{cl.query.qid} Q0 {c.docid} {rank[i]} {scores[i]} other"
+            for i, c in enumerate(cl.candidates)
+        ]
+        lines += entries[::2][::-1] + entries[1::2][::-1]
+        expected.append(scores)
+    assert len(lists) >= 10
+    path = _write(tmp_path / "run.trec", lines)
+    ranker = create_ranker("runfile", {"path": str(path)})
+    ranker.index(split)
+    got = [s.tolist() for s in ranker.score(lists)]
+    assert got == expected
+    assert got[0] != sorted(got[0], reverse=True) and got[0] != sorted(got[0])
 
 
 def _problem(tmp_path: Path, split: RankingSplit, lines: list[str]) -> str:
