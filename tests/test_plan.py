@@ -170,7 +170,12 @@ def test_a_command_that_fails_while_planning_writes_nothing(toy: Path) -> None:
     result = cli.invoke(app, ["-q", "run", "-r", "bm25", "-d", "nosuch"])
     assert result.exit_code == 2 and "unknown dataset 'nosuch'" in result.output
     result = cli.invoke(app, ["-q", "run", "-r", "crossjem", "-d", "toy", "--teacher", "nosuch"])
-    assert result.exit_code != 0
+    said = " ".join(result.output.split())
+    assert result.exit_code == 2, said
+    assert isinstance(result.exception, SystemExit)  # a clean exit, not a traceback
+    assert "error: crossjem: teacher 'nosuch' is neither a ranker nor an existing folder" in said
+    assert said.count("error:") == 1 and "Traceback" not in said
+    assert "unknown ranker 'nosuch'; known: ance, bm25" in said
     assert not toy.exists()
 
 
