@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from bench.core.timing import pool
-from bench.latency.processes import THROUGHPUT_DEFINITION, throughput
+from bench.latency.processes import THROUGHPUT_DEFINITION
 from bench.latency.records import LatencyRecord
 from bench.latency.tables import merge_records
 
@@ -206,36 +206,6 @@ def test_the_same_under_torchrun(shared_data: Path, tmp_path: Path) -> None:
     (row,) = record["rows"]
     assert [p["calls"] for p in row["per_process"]] == [2, 1]
     assert result.stdout.count("2 processes at once: aggregate pairs/s bm25") == 1
-
-
-def test_throughput_is_not_the_sum_of_each_process_rate() -> None:
-    """Two processes of 100 pairs each, one done in 1 s and one in 2 s: 200 pairs in 2 s of
-    wall time is 100 pairs/s, where a sum of their own rates would claim 150."""
-    spans = [
-        {"span_s": 1.0, "candidates": 100, "queries": 4, "start_unix": 10.0},
-        {"span_s": 2.0, "candidates": 100, "queries": 6, "start_unix": 10.25},
-    ]
-    out = throughput(spans)
-    assert out["candidates_per_s"] == 100.0 and out["queries_per_s"] == 5.0
-    assert out["per_process_candidates_per_s"] == [100.0, 50.0]
-    assert (out["wall_s"], out["candidates"], out["processes"], out["start_skew_s"]) == (
-        2.0,
-        200,
-        2,
-        0.25,
-    )
-
-
-def test_a_process_without_calls_counts_in_the_processes_not_in_the_rates() -> None:
-    """More processes than calls: a rank with an empty shard has no rate of its own and adds
-    nothing to the pairs, but it was one of the processes."""
-    spans = [
-        {"span_s": 0.5, "candidates": 30, "queries": 3, "start_unix": 1.0},
-        {"span_s": 0.0, "candidates": 0, "queries": 0, "start_unix": 1.0},
-    ]
-    out = throughput(spans)
-    assert (out["processes"], out["candidates"], out["wall_s"]) == (2, 30, 0.5)
-    assert out["candidates_per_s"] == 60.0 and out["per_process_candidates_per_s"] == [60.0, None]
 
 
 def test_more_processes_than_calls(shared_data: Path, tmp_path: Path) -> None:
