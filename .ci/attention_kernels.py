@@ -30,32 +30,33 @@ ORDER = [
 ]
 
 
-def one_list(n: int = 100) -> CandidateList:
-    words = "apple banana cherry delta echo fox golf hotel india juliet kilo lima".split()
+def one_list(tokenizer: Any, n: int = 100) -> CandidateList:
+    """``n`` items of 8 distinct WordPieces each (whole words of the vocabulary), so the union
+    fills several rows of different lengths: the padding a real list gives."""
+    vocab = [t for t in tokenizer.convert_ids_to_tokens(range(2000, 12000)) if t.isalpha()]
     items = tuple(
-        Candidate(f"d{i}", " ".join(words[(i * k) % len(words)] for k in range(1, 6)))
-        for i in range(n)
+        Candidate(f"d{i}", " ".join(vocab[8 * i : 8 * i + 8])) for i in range(n)
     )
-    return CandidateList(Query("q", "apple banana"), items)
+    return CandidateList(Query("q", " ".join(vocab[:3])), items)
 
 
-def first_call(ranker: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+def calls(ranker: Any) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
+    """The arguments of every attention call of one scoring pass (one per layer and bucket)."""
     seen: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
     real = F.scaled_dot_product_attention
 
     def spy(*args: Any, **kwargs: Any) -> Any:
-        if not seen:
-            seen.append((args, kwargs))
+        seen.append((args, kwargs))
         return real(*args, **kwargs)
 
     F.scaled_dot_product_attention = spy
     try:
-        ranker.score([one_list()])
+        ranker.score([one_list(ranker.tokenizer)])
     finally:
         F.scaled_dot_product_attention = real
     if not seen:
         raise SystemExit(f"{ranker.name}: no scaled_dot_product_attention call seen")
-    return seen[0]
+    return seen
 
 
 def chosen(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
@@ -75,17 +76,20 @@ def main(device: str) -> None:
         (" ".join(f"{k}={v}" for k, v in ab.options(i).items()), dict(ab.options(i)))
         for i in range(len(ab.values))
     ]
-    print("| ranker / layout | dtype | query shape | mask | kernel |")
-    print("|---|---|---|---|---|")
+    print("| ranker / layout | dtype | calls: kernel (rows x heads x length, mask) |")
+    print("|---|---|---|")
     for dtype in ("float32", "bfloat16", "float16"):
         for name, options in layouts:
             cls = MonoBERTRanker if name == "monobert" else CrossJEMRanker
             ranker = cls(cls.Config.from_options({**options, "dtype": dtype}), device)
-            args, kwargs = first_call(ranker)
-            mask = kwargs.get("attn_mask", args[3] if len(args) > 3 else None)
-            shown = "none" if mask is None else f"{tuple(mask.shape)} {str(mask.dtype)[6:]}"
+            kinds: dict[str, int] = {}
+            for args, kwargs in calls(ranker):
+                mask = kwargs.get("attn_mask", args[3] if len(args) > 3 else None)
+                shape = "x".join(str(d) for d in args[0].shape[:3])
+                what = f"{chosen(args, kwargs)} ({shape}, {'mask' if mask is not None else 'no mask'})"
+                kinds[what] = kinds.get(what, 0) + 1
             label = name if name == "monobert" else f"crossjem {name}"
-            print(f"| {label} | {dtype} | {tuple(args[0].shape)} | {shown} | {chosen(args, kwargs)} |")
+            print(f"| {label} | {dtype} | {'; '.join(f'{n}x {k}' for k, n in kinds.items())} |")
 
 
 if __name__ == "__main__":
