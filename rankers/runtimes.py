@@ -243,7 +243,7 @@ def _keep(key: tuple[Any, ...], model: bytes) -> None:
         _GRAPHS.popitem(last=False)
 
 
-# -- sessions ----------------------------------------------------------------------------------------
+# -- sessions --------------------------------------------------------------------------------------
 #: a compiled encoder: input arrays by name -> output arrays in the exported order
 Run = Callable[[dict[str, np.ndarray]], Sequence[np.ndarray]]
 
@@ -326,7 +326,7 @@ SESSIONS: dict[str, Callable[[bytes, str, int], Session]] = {
 }
 
 
-# -- the stand-in encoder ---------------------------------------------------------------------------
+# -- the stand-in encoder --------------------------------------------------------------------------
 @dataclasses.dataclass
 class EncoderOutput:
     """What the rankers read of a Hugging Face encoder's output."""
