@@ -153,8 +153,9 @@ class _EncoderGraph(nn.Module):
 
 
 def _trace_inputs() -> tuple[Tensor, ...]:
-    """Two rows of 9 tokens, the second padded after 5: the traced graph keeps the attention
-    mask's arithmetic (an unpadded sample could let the encoder skip its mask)."""
+    """Two rows of 9 tokens, the second padded after 5, so the traced graph holds the attention
+    mask's arithmetic whatever the encoder does with an all-ones mask (transformers skips such
+    a mask outside tracing; on 5.24 an unpadded sample traces the same graph)."""
     ids = torch.full((2, 9), 1000, dtype=torch.long)
     mask = torch.ones(2, 9, dtype=torch.long)
     mask[1, 5:] = 0
@@ -271,7 +272,8 @@ def onnxruntime_session(model: bytes, precision: str, threads: int) -> Session:
         "runtime": "onnxruntime",
         "version": ort.__version__,
         "precision": precision,
-        "intra_op_threads": threads,
+        # what the session runs with, read back from it
+        "intra_op_threads": session.get_session_options().intra_op_num_threads,
         "provider": "CPUExecutionProvider",
     }
     if precision == "int8":
