@@ -274,3 +274,44 @@ def test_torch_default_is_unchanged(tiny_bert: Path) -> None:
     assert ranker.cfg.runtime == "torch"
     assert ranker.scoring_module() is ranker.module
     assert ranker.compute_dtype() == "float32"
+
+
+def test_run_label_names_the_runtime_and_precision() -> None:
+    """A `bench run` row scored on a runtime says so in its label (a runtime option, so the
+    trained model it scores is the torch run's)."""
+    from bench.execution.runner import label_for
+    from rankers.base import Role
+
+    config = MonoBERTRanker.Config.from_options({"runtime": "openvino", "dtype": "float32"})
+    label = label_for(MonoBERTRanker(config), fitted=True)
+    assert label == "monobert (minilm-l6, dtype=float32, runtime=openvino, fine-tuned)"
+    assert "runtime" not in MonoBERTRanker.Config.fields_with_role(Role.TRAINING)
+
+
+def test_bench_latency_times_the_runtime(
+    tiny_bert: Path, shared_data: Path, results_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`bench latency --set runtime=onnxruntime`: every row is timed on ONNX Runtime with the
+    command's thread count, and its label, dtype and ranker_info say so (no warm-up call: the
+    export happened in index(), before timing)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from bench.cli.main import app
+
+    pytest.importorskip("onnxruntime")
+    monkeypatch.setenv("BENCH_DATA_DIR", str(shared_data))
+    args = ["-q", "latency", "-d", "wikiqa", "--rankers", "monobert,crossjem", "--n-items", "10"]
+    args += ["--queries", "1", "--repeats", "1", "--warmup", "0", "--threads", "1"]
+    args += ["--monobert-batch-sizes", "16", "--set", f"model={tiny_bert}"]
+    result = CliRunner().invoke(app, [*args, "--set", "runtime=onnxruntime"])
+    assert result.exit_code == 0, result.output
+    (path,) = results_dir.glob("latency/wikiqa/*.json")
+    rows = json.loads(path.read_text(encoding="utf-8"))["rows"]
+    assert {r["ranker"] for r in rows} == {"monobert", "crossjem"} and len(rows) == 4
+    for row in rows:
+        assert "onnxruntime float32]" in row["label"]
+        assert row["options"]["runtime"] == "onnxruntime"
+        assert row["dtype"] == "float32 (onnxruntime)"
+        assert row["ranker_info"]["runtime"]["intra_op_threads"] == 1
