@@ -46,7 +46,7 @@ from rankers.base import (
 from rankers.itemorder import item_texts
 from rankers.losses import ANY_REAL_TARGETS, TEACHER_SCORES
 from rankers.models import resolve_model, state_hash, weights_hash
-from rankers.precision import scoring_dtype
+from rankers.precision import INT8, scoring_dtype
 from rankers.runtimes import RUNTIMES, RuntimeCache, check_runtime, runtime_precision
 from rankers.tokens import ItemTokens
 from rankers.trainconfig import ListTrainingConfig
@@ -211,7 +211,7 @@ class EncoderConfig(ListTrainingConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.dtype == "int8" and self.runtime == "torch":
+        if self.dtype == INT8 and self.runtime == "torch":
             raise RankerError(
                 "option dtype=int8 scores on runtime=onnxruntime (the quantized ONNX encoder); "
                 "add --set runtime=onnxruntime"
@@ -392,8 +392,6 @@ class EncoderRanker(Ranker[EC], Generic[EC]):
             lambda m: [m.get_submodule(n) for n in getattr(m, "FLOAT32_PARTS", ("classifier",))]
         )
         self._runtime = RuntimeCache()
-        #: set while fit() runs: training and its dev scoring run torch whatever ``runtime`` says
-        self._torch_only = False
         if self.cfg.runtime != "torch" and self.device != "cpu":
             raise RankerError(
                 f"option runtime={self.cfg.runtime} runs on the CPU, not on device "
@@ -501,13 +499,7 @@ class EncoderRanker(Ranker[EC], Generic[EC]):
         :attr:`work_dir` set, checkpoints go there and an interrupted fit resumes from them."""
         from rankers.listtrain import fit_lists
 
-        # the runtime is not part of the trained-model key, so training (dev selection
-        # included) must not depend on it: it runs torch, and scoring reads the final weights
-        self._torch_only = True
-        try:
-            return fit_lists(self, train, dev, work_dir=self.work_dir)
-        finally:
-            self._torch_only = False
+        return fit_lists(self, train, dev, work_dir=self.work_dir)
 
     # -- item tokens ---------------------------------------------------------------------------
     @property
@@ -587,9 +579,9 @@ class EncoderRanker(Ranker[EC], Generic[EC]):
     def scoring_module(self) -> nn.Module:
         """The module scoring runs: :attr:`module`, or its copy cast once to the scoring dtype,
         or (option ``runtime``) the module with its encoder on ONNX Runtime or OpenVINO
-        (:mod:`rankers.runtimes`; during :meth:`fit`, torch)."""
+        (:mod:`rankers.runtimes`; training scores in torch: ``training_precision``)."""
         cfg = self.cfg
-        if cfg.runtime == "torch" or self._torch_only:
+        if cfg.runtime == "torch":
             return self._cast.get(self.module, scoring_dtype(cfg.dtype, self.device))
         precision = runtime_precision(cfg.runtime, cfg.dtype)
         return self._runtime.get(self.module, cfg.runtime, precision, self.encoder_outputs())
@@ -605,7 +597,7 @@ class EncoderRanker(Ranker[EC], Generic[EC]):
         if cfg.runtime == "torch":
             return super().compute_dtype()
         precision = runtime_precision(cfg.runtime, cfg.dtype)
-        return f"{precision}{' weights' if precision == 'int8' else ''} ({cfg.runtime})"
+        return f"{precision}{' weights' if precision == INT8 else ''} ({cfg.runtime})"
 
     # -- latency benchmark hooks ---------------------------------------------------------------
     def scoring_mode(self) -> str:
