@@ -32,7 +32,6 @@ import copy
 import dataclasses
 import importlib
 import importlib.util
-import io
 import logging
 import tempfile
 import warnings
@@ -172,22 +171,27 @@ def export_encoder(encoder: nn.Module, outputs: Sequence[str]) -> bytes:
     once at debug level."""
     graph = _EncoderGraph(encoder, outputs).eval()
     dims = {0: "rows", 1: "width"}
-    buffer = io.BytesIO()
-    with warnings.catch_warnings(record=True) as caught, torch.no_grad():
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-onnx-") as tmp,
+        warnings.catch_warnings(record=True) as caught,
+        torch.no_grad(),
+    ):
         warnings.simplefilter("always")
+        path = Path(tmp) / "encoder.onnx"
         torch.onnx.export(
             graph,
             _trace_inputs(),
-            buffer,
+            path,
             input_names=list(INPUTS),
             output_names=list(outputs),
             dynamic_axes={name: dims for name in (*INPUTS, *outputs)},
             opset_version=OPSET,
             dynamo=False,
         )
+        model = path.read_bytes()
     for note in {str(w.message).splitlines()[0] for w in caught}:
         log.debug("ONNX export: %s", note)
-    return buffer.getvalue()
+    return model
 
 
 def quantize_int8(model: bytes) -> bytes:
