@@ -46,7 +46,8 @@ from rankers.base import (
 from rankers.itemorder import item_texts
 from rankers.losses import ANY_REAL_TARGETS, TEACHER_SCORES
 from rankers.models import resolve_model, state_hash, weights_hash
-from rankers.precision import scoring_dtype
+from rankers.precision import INT8, scoring_dtype
+from rankers.runtimes import RUNTIMES, RuntimeCache, check_runtime, runtime_precision
 from rankers.tokens import ItemTokens
 from rankers.trainconfig import ListTrainingConfig
 from rankers.transfer import upload, upload_along  # noqa: F401 - the encoders' one copy
@@ -175,6 +176,14 @@ class EncoderConfig(ListTrainingConfig):
         role=RUNTIME,
         help="tokenise index()'s items once, so scoring only tokenises the query (same scores)",
     )
+    runtime: str = option(
+        "torch",
+        role=RUNTIME,
+        choices=RUNTIMES,
+        help="what runs the encoder when scoring: torch (eager), onnxruntime (float32, int8) or "
+        "openvino (float32, bfloat16), the encoder exported to ONNX once per loaded model; "
+        "training always runs torch (needs the runtimes extra)",
+    )
     # -- training (rankers.listtrain.fit_lists) --
     teacher_scores: str = option(
         "sigmoid",
@@ -202,6 +211,12 @@ class EncoderConfig(ListTrainingConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.dtype == INT8 and self.runtime == "torch":
+            raise RankerError(
+                "option dtype=int8 scores on runtime=onnxruntime (the quantized ONNX encoder); "
+                "add --set runtime=onnxruntime"
+            )
+        check_runtime(self.runtime, self.dtype)
         if self.teacher and self.teacher_scores == "logits" and self.loss not in ANY_REAL_TARGETS:
             raise RankerError(
                 f"option teacher_scores=logits needs a loss that takes any real targets "
@@ -376,6 +391,12 @@ class EncoderRanker(Ranker[EC], Generic[EC]):
         self._cast: CastCache[nn.Module] = CastCache(
             lambda m: [m.get_submodule(n) for n in getattr(m, "FLOAT32_PARTS", ("classifier",))]
         )
+        self._runtime = RuntimeCache()
+        if self.cfg.runtime != "torch" and self.device != "cpu":
+            raise RankerError(
+                f"option runtime={self.cfg.runtime} runs on the CPU, not on device "
+                f"{self.device!r}; use --device cpu or runtime=torch"
+            )
 
     def untrained_weights(self) -> str | None:
         return None if self.cfg.checkpoint else f"the {self.name} head on a bare encoder"
@@ -495,6 +516,8 @@ class EncoderRanker(Ranker[EC], Generic[EC]):
             texts = item_texts(self.cfg, list(split.collection().values()))
             added = self.item_tokens.add(texts)
             log.debug("%s: %d items tokenised at index time", self.name, added)
+        if self.cfg.runtime != "torch":  # export and compile now, never in a timed call
+            self.scoring_module()
 
     def item_token_ids(self, texts: Sequence[str]) -> list[list[int]]:
         """WordPiece ids of items (no special tokens), cut to ``max_item_len``, after
@@ -554,8 +577,27 @@ class EncoderRanker(Ranker[EC], Generic[EC]):
             module.train(was_training)
 
     def scoring_module(self) -> nn.Module:
-        """The module scoring runs: :attr:`module`, or its copy cast once to the scoring dtype."""
-        return self._cast.get(self.module, scoring_dtype(self.cfg.dtype, self.device))
+        """The module scoring runs: :attr:`module`, or its copy cast once to the scoring dtype,
+        or (option ``runtime``) the module with its encoder on ONNX Runtime or OpenVINO
+        (:mod:`rankers.runtimes`; training scores in torch: ``training_precision``)."""
+        cfg = self.cfg
+        if cfg.runtime == "torch":
+            return self._cast.get(self.module, scoring_dtype(cfg.dtype, self.device))
+        precision = runtime_precision(cfg.runtime, cfg.dtype)
+        return self._runtime.get(self.module, cfg.runtime, precision, self.encoder_outputs())
+
+    def encoder_outputs(self) -> tuple[str, ...]:
+        """The encoder outputs the module reads (an exported graph computes only these)."""
+        return ("last_hidden_state",)
+
+    def compute_dtype(self) -> str:
+        """The torch dtype label, or ``<precision> (<runtime>)`` on another runtime (int8:
+        ``int8 weights``)."""
+        cfg = self.cfg
+        if cfg.runtime == "torch":
+            return super().compute_dtype()
+        precision = runtime_precision(cfg.runtime, cfg.dtype)
+        return f"{precision}{' weights' if precision == INT8 else ''} ({cfg.runtime})"
 
     # -- latency benchmark hooks ---------------------------------------------------------------
     def scoring_mode(self) -> str:
@@ -565,6 +607,10 @@ class EncoderRanker(Ranker[EC], Generic[EC]):
         """Each base variant in both scoring modes: ``pre-tokenised`` in the ranker's column and
         ``end-to-end`` (items tokenised inside the timed call) in ``"<column> (end-to-end)"``."""
         out = []
+        cfg = self.cfg
+        runtime = ""  # a label names the runtime and its precision when it is not torch
+        if cfg.runtime != "torch":
+            runtime = f", {cfg.runtime} {runtime_precision(cfg.runtime, cfg.dtype)}"
         for flag, mode, suffix in (
             (True, "pre-tokenised", ""),
             (False, "end-to-end", " (end-to-end)"),
@@ -572,7 +618,9 @@ class EncoderRanker(Ranker[EC], Generic[EC]):
             for v in super().latency_variants(batch_sizes):
                 out.append(
                     LatencyVariant(
-                        f"{v.label} [{mode}]", {**v.options, "pretokenise": flag}, v.column + suffix
+                        f"{v.label} [{mode}{runtime}]",
+                        {**v.options, "pretokenise": flag},
+                        v.column + suffix,
                     )
                 )
         return out
@@ -668,4 +716,8 @@ class EncoderRanker(Ranker[EC], Generic[EC]):
     # -- provenance ----------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
         weights = state_hash(self.module)  # loads the model first, which fills self._base
-        return {**super().describe(), **self._base, "weights_hash": weights}
+        out = {**super().describe(), **self._base, "weights_hash": weights}
+        if self.cfg.runtime != "torch":
+            _ = self.scoring_module()  # the session's own account (version, threads, precision)
+            out["runtime"] = dict(self._runtime.info)
+        return out

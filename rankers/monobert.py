@@ -163,6 +163,12 @@ class MonoBERTRanker(EncoderRanker[MonoBERTConfig]):
     def _build_module(self, encoder: PreTrainedModel) -> nn.Module:
         return MonoBERTModule(encoder, dropout=self.cfg.dropout, pooling=self.cfg.pooling)
 
+    def encoder_outputs(self) -> tuple[str, ...]:
+        """``pooling=pooler`` reads BERT's pooler too."""
+        if self.cfg.pooling == "pooler":
+            return ("last_hidden_state", "pooler_output")
+        return ("last_hidden_state",)
+
     # -- export ------------------------------------------------------------------------------
     def export(self, folder: Path) -> Exported:
         """A sentence-transformers ``CrossEncoder`` whose ``predict`` gives this ranker's scores

@@ -62,10 +62,16 @@ def training_precision(config: Any) -> Iterator[None]:
     """While a ranker fine-tunes, its scoring (the dev scoring that selects the epoch) runs in
     ``config.train_dtype``: the trained weights then depend only on training options, so the
     runtime-only ``dtype`` scores the float32-trained model in another precision without
-    training it again. Restores ``config.dtype`` afterwards, also on error."""
+    training it again. For the same reason a config's ``runtime`` (:mod:`rankers.runtimes`) is
+    torch meanwhile. Restores both afterwards, also on error."""
     saved = config.dtype
+    runtime = getattr(config, "runtime", None)
     config.dtype = config.train_dtype
+    if runtime is not None:
+        config.runtime = "torch"
     try:
         yield
     finally:
         config.dtype = saved
+        if runtime is not None:
+            config.runtime = runtime

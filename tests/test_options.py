@@ -83,7 +83,14 @@ EXPECTED: dict[str, dict[Role, set[str]]] = {
     "monobert": {
         Role.TRAINING: ENCODER_TRAINING | {"pooling", "sort_item_tokens"},
         Role.SCORE: {"model", "max_query_len", "max_item_len", "pooling", "sort_item_tokens"},
-        Role.RUNTIME: {"checkpoint", "dtype", "pretokenise", "checkpoint_steps", "batch_size"},
+        Role.RUNTIME: {
+            "checkpoint",
+            "dtype",
+            "runtime",
+            "pretokenise",
+            "checkpoint_steps",
+            "batch_size",
+        },
     },
     "crossjem": {
         Role.TRAINING: ENCODER_TRAINING
@@ -106,6 +113,7 @@ EXPECTED: dict[str, dict[Role, set[str]]] = {
         Role.RUNTIME: {
             "checkpoint",
             "dtype",
+            "runtime",
             "pretokenise",
             "checkpoint_steps",
             "batch_queries",

@@ -174,6 +174,12 @@ class CrossJEMConfig(EncoderConfig):
                 "option query_pool cannot be combined with merge_layers > 0 (the first layers "
                 "run over the items as written)"
             )
+        if self.merge_layers and self.runtime != "torch":
+            raise RankerError(
+                f"option merge_layers={self.merge_layers} runs the encoder's layers one by one "
+                f"in torch; runtime={self.runtime} runs the whole encoder as one graph: use "
+                "runtime=torch or merge_layers=0"
+            )
         if self.max_item_len > self.union_len:
             raise RankerError(
                 f"option max_item_len={self.max_item_len} exceeds union_len={self.union_len}: "

@@ -1,0 +1,421 @@
+"""Scoring an encoder ranker's encoder on ONNX Runtime or OpenVINO instead of eager PyTorch.
+
+Nobody deploys a CPU re-ranker as float32 eager PyTorch: ONNX Runtime (often with int8 weights)
+and OpenVINO are what users run. Option ``runtime`` of the encoder rankers
+(:class:`rankers.encoders.EncoderConfig`) swaps the Hugging Face encoder inside the ranker's
+module for :class:`RuntimeEncoder`, which runs the same encoder exported to ONNX; everything
+around it (monoBERT's pair batches, CROSS-JEM's packed rows, masks and position ids, pooling and
+the head) stays the ranker's own torch code in float32, so both rankers are compared on one
+runtime with the same inputs and only the encoder changes hands.
+
+* The graph is exported once per set of weights (:func:`encoder_graph`, kept in memory and keyed
+  by the encoder's weight hash), never on a timed path: the rankers build their session in
+  ``index()``, which every scoring job and the latency benchmark call before timing.
+* ``dtype=int8`` on ONNX Runtime: the encoder's linear layers (ONNX ``MatMul`` with a weight
+  initializer) quantized by ``onnxruntime.quantization.quantize_dynamic`` to int8 weights, one
+  scale per output channel; attention's activation products, layer norms, pooling and heads stay
+  float32.
+* ``dtype=bfloat16`` on OpenVINO: ``INFERENCE_PRECISION_HINT=bf16`` (float32 weights, the CPU
+  plugin computes in bf16 where it can). float32 sets the hint to f32 explicitly, since
+  OpenVINO's CPU default is bf16 on CPUs with native bf16.
+* Threads: the runtime's intra-op threads are torch's (``torch.get_num_threads()``, which
+  ``--threads`` sets), one inter-op thread, and no spin-waiting (the harness runs OpenMP passive
+  for the same reason: spinning threads steal a loaded machine's cores).
+
+The packages are optional (the ``runtimes`` extra): nothing here imports them until a session
+is built, and a missing one is a :class:`~rankers.errors.RankerError` naming the extra.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import importlib
+import importlib.util
+import logging
+import tempfile
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from rankers.errors import RankerError
+
+log = logging.getLogger(__name__)
+
+#: values of option ``runtime``; torch is eager PyTorch (the default)
+RUNTIMES: tuple[str, ...] = ("torch", "onnxruntime", "openvino")
+#: how to install the optional runtimes
+EXTRA = 'pip install "crossjem-bench[runtimes]"'
+#: the ``dtype`` values each non-torch runtime scores in -> the precision it runs (``auto``: the
+#: runtime's float32 on CPU, as torch's ``auto`` is on CPU)
+PRECISIONS: dict[str, dict[str, str]] = {
+    "onnxruntime": {"auto": "float32", "float32": "float32", "int8": "int8"},
+    "openvino": {"auto": "float32", "float32": "float32", "bfloat16": "bfloat16"},
+}
+#: the packages each runtime needs, per precision ("*": every precision)
+PACKAGES: dict[str, dict[str, tuple[str, ...]]] = {
+    "onnxruntime": {"*": ("onnxruntime",), "int8": ("onnx",)},
+    "openvino": {"*": ("openvino",)},
+}
+#: ONNX opset of the exported graphs (LayerNormalization is one op from 17)
+OPSET = 17
+#: exported graphs kept in memory (a latency run times both rankers on the same encoder)
+_GRAPHS_KEPT = 4
+INPUTS = ("input_ids", "attention_mask", "token_type_ids", "position_ids")
+
+
+def runtime_precision(runtime: str, dtype: str) -> str:
+    """The precision a non-torch ``runtime`` scores in for option ``dtype``; a RankerError naming
+    both options and the valid values when the runtime has no such precision."""
+    table = PRECISIONS[runtime]
+    if dtype not in table:
+        raise RankerError(
+            f"option dtype={dtype} is not available with runtime={runtime} "
+            f"(it takes dtype {', '.join(table)})"
+        )
+    return table[dtype]
+
+
+def required_packages(runtime: str, precision: str) -> tuple[str, ...]:
+    """The packages ``runtime`` needs to score in ``precision``."""
+    needs = PACKAGES[runtime]
+    return (*needs["*"], *needs.get(precision, ()))
+
+
+def missing_packages(runtime: str, precision: str) -> list[str]:
+    """Which of :func:`required_packages` cannot be imported here (found without importing)."""
+    return [p for p in required_packages(runtime, precision) if not _installed(p)]
+
+
+def _installed(package: str) -> bool:
+    try:
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def require(package: str, runtime: str) -> ModuleType:
+    """``import package`` for ``runtime``, or a RankerError naming the extra that installs it."""
+    try:
+        return importlib.import_module(package)
+    except ImportError as exc:
+        raise RankerError(
+            f"option runtime={runtime} needs the package {package!r}, which is not installed "
+            f"({exc}); install the optional runtimes: {EXTRA}"
+        ) from exc
+
+
+def check_runtime(runtime: str, dtype: str) -> None:
+    """Fail before any work when ``runtime`` cannot score in ``dtype`` here: a dtype the
+    runtime lacks, or a package missing (named with the extra that installs it)."""
+    if runtime == "torch":
+        return
+    precision = runtime_precision(runtime, dtype)
+    missing = missing_packages(runtime, precision)
+    if missing:
+        raise RankerError(
+            f"option runtime={runtime} (dtype={dtype}) needs {', '.join(missing)}, not "
+            f"installed; install the optional runtimes: {EXTRA}"
+        )
+
+
+# -- the exported graph ----------------------------------------------------------------------------
+class _EncoderGraph(nn.Module):
+    """What is exported: the encoder on all four inputs, returning the named outputs."""
+
+    def __init__(self, encoder: nn.Module, outputs: Sequence[str]) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.outputs = tuple(outputs)
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor,
+        token_type_ids: Tensor,
+        position_ids: Tensor,
+    ) -> tuple[Tensor, ...]:
+        out = self.encoder(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+        )
+        return tuple(getattr(out, name) for name in self.outputs)
+
+
+def _trace_inputs() -> tuple[Tensor, ...]:
+    """Two rows of 9 tokens, the second padded after 5, so the traced graph holds the attention
+    mask's arithmetic whatever the encoder does with an all-ones mask (transformers skips such
+    a mask outside tracing; on 5.24 an unpadded sample traces the same graph)."""
+    ids = torch.full((2, 9), 1000, dtype=torch.long)
+    mask = torch.ones(2, 9, dtype=torch.long)
+    mask[1, 5:] = 0
+    types = torch.zeros(2, 9, dtype=torch.long)
+    types[:, 4:] = 1
+    positions = torch.arange(9)[None, :].repeat(2, 1)
+    return ids, mask, types, positions
+
+
+def export_encoder(encoder: nn.Module, outputs: Sequence[str]) -> bytes:
+    """The float32 ``encoder`` as an ONNX model (bytes) with :data:`INPUTS` and ``outputs``,
+    rows and width dynamic. torch's TorchScript exporter (``dynamo=False``): the export-based
+    one needs onnxscript, which the extra does not install; its deprecation notes are logged
+    once at debug level."""
+    graph = _EncoderGraph(encoder, outputs).eval()
+    dims = {0: "rows", 1: "width"}
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-onnx-") as tmp,
+        warnings.catch_warnings(record=True) as caught,
+        torch.no_grad(),
+    ):
+        warnings.simplefilter("always")
+        path = Path(tmp) / "encoder.onnx"
+        torch.onnx.export(
+            graph,
+            _trace_inputs(),
+            path,
+            input_names=list(INPUTS),
+            output_names=list(outputs),
+            dynamic_axes={name: dims for name in (*INPUTS, *outputs)},
+            opset_version=OPSET,
+            dynamo=False,
+        )
+        model = path.read_bytes()
+    for note in {str(w.message).splitlines()[0] for w in caught}:
+        log.debug("ONNX export: %s", note)
+    return model
+
+
+def quantize_int8(model: bytes) -> bytes:
+    """``model`` with its weight MatMuls quantized dynamically to int8 (QInt8 weights, one scale
+    per output channel: per-tensor scales moved MiniLM's hidden states about 2.5x more),
+    activations quantized per call (uint8); other ops float32."""
+    require("onnx", "onnxruntime")
+    quantization = require("onnxruntime.quantization", "onnxruntime")
+    with tempfile.TemporaryDirectory(prefix="bench-int8-") as tmp:
+        source, target = Path(tmp) / "float32.onnx", Path(tmp) / "int8.onnx"
+        source.write_bytes(model)
+        quiet = logging.getLogger()  # the quantizer's advice to pre-process goes to the root
+        level = quiet.level
+        quiet.setLevel(max(level, logging.ERROR))
+        try:
+            quantization.quantize_dynamic(
+                source,
+                target,
+                weight_type=quantization.QuantType.QInt8,
+                per_channel=True,
+                op_types_to_quantize=["MatMul"],
+            )
+        finally:
+            quiet.setLevel(level)
+        return target.read_bytes()
+
+
+_GRAPHS: OrderedDict[tuple[Any, ...], bytes] = OrderedDict()
+
+
+def encoder_graph(encoder: nn.Module, outputs: Sequence[str], precision: str) -> bytes:
+    """The ONNX model of ``encoder`` in ``precision`` (int8: quantized), exported once per
+    weights: kept in memory by the encoder's weight hash, so rankers loading the same weights in
+    one process (the latency benchmark's variants) share one export."""
+    from rankers.models import state_hash
+
+    quantized = precision == "int8"
+    key = (state_hash(encoder), tuple(outputs), quantized)
+    if key not in _GRAPHS:
+        base = (*key[:2], False)
+        if base not in _GRAPHS:
+            log.info("exporting the encoder (%s) to ONNX", key[0])
+            _keep(base, export_encoder(encoder, outputs))
+        if quantized:
+            log.info("quantizing the encoder's linear layers to int8 (ONNX Runtime)")
+            _keep(key, quantize_int8(_GRAPHS[base]))
+    _GRAPHS.move_to_end(key)
+    return _GRAPHS[key]
+
+
+def _keep(key: tuple[Any, ...], model: bytes) -> None:
+    _GRAPHS[key] = model
+    while len(_GRAPHS) > _GRAPHS_KEPT:
+        _GRAPHS.popitem(last=False)
+
+
+# -- sessions --------------------------------------------------------------------------------------
+#: a compiled encoder: input arrays by name -> output arrays in the exported order
+Run = Callable[[dict[str, np.ndarray]], Sequence[np.ndarray]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Session:
+    """A runtime's compiled encoder and what records say about it."""
+
+    run: Run
+    info: dict[str, Any]
+
+
+def onnxruntime_session(model: bytes, precision: str, threads: int) -> Session:
+    """An ONNX Runtime CPU session of ``model`` (already quantized for int8) with ``threads``
+    intra-op threads, one inter-op thread, all graph optimisations and no spin-waiting."""
+    ort = require("onnxruntime", "onnxruntime")
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+    info = {
+        "runtime": "onnxruntime",
+        "version": ort.__version__,
+        "precision": precision,
+        # what the session runs with, read back from it
+        "intra_op_threads": session.get_session_options().intra_op_num_threads,
+        "provider": "CPUExecutionProvider",
+    }
+    if precision == "int8":
+        info["quantization"] = "quantize_dynamic: MatMul weights QInt8 per channel"
+    return Session(lambda feeds: session.run(None, feeds), info)
+
+
+def openvino_session(model: bytes, precision: str, threads: int) -> Session:
+    """``model`` compiled by OpenVINO for its CPU plugin with ``threads`` inference threads, one
+    stream, and ``INFERENCE_PRECISION_HINT`` f32 or bf16 (logged: what the plugin reports)."""
+    ov = require("openvino", "openvino")
+    core = ov.Core()
+    hint = {"float32": "f32", "bfloat16": "bf16"}[precision]
+    capabilities = list(core.get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
+    if precision == "bfloat16" and "BF16" not in capabilities:
+        log.warning(
+            "OpenVINO's CPU plugin reports no native bf16 on this CPU (capabilities: %s): "
+            "bfloat16 inference may be emulated and slower than float32",
+            ", ".join(capabilities),
+        )
+    compiled = core.compile_model(
+        core.read_model(model=model),
+        "CPU",
+        {
+            "INFERENCE_PRECISION_HINT": hint,
+            "INFERENCE_NUM_THREADS": threads,
+            "NUM_STREAMS": 1,
+            "PERFORMANCE_HINT": "LATENCY",
+        },
+    )
+    request = compiled.create_infer_request()
+    outputs = list(compiled.outputs)
+
+    def run(feeds: dict[str, np.ndarray]) -> Sequence[np.ndarray]:
+        result = request.infer(feeds)
+        return [np.array(result[o], copy=True) for o in outputs]
+
+    info = {
+        "runtime": "openvino",
+        "version": ov.__version__,
+        "precision": precision,
+        "inference_precision": str(compiled.get_property("INFERENCE_PRECISION_HINT")),
+        "inference_threads": int(compiled.get_property("INFERENCE_NUM_THREADS")),
+        "cpu_capabilities": capabilities,
+    }
+    return Session(run, info)
+
+
+SESSIONS: dict[str, Callable[[bytes, str, int], Session]] = {
+    "onnxruntime": onnxruntime_session,
+    "openvino": openvino_session,
+}
+
+
+# -- the stand-in encoder --------------------------------------------------------------------------
+@dataclasses.dataclass
+class EncoderOutput:
+    """What the rankers read of a Hugging Face encoder's output."""
+
+    last_hidden_state: Tensor
+    pooler_output: Tensor | None = None
+
+
+class RuntimeEncoder(nn.Module):
+    """Stands in for a Hugging Face encoder (same keyword call, same ``last_hidden_state``) and
+    runs the exported graph on a runtime session. Position ids left out are the encoder's own
+    default, ``0 .. width - 1`` on every row."""
+
+    def __init__(self, session: Session, config: Any, outputs: Sequence[str]) -> None:
+        super().__init__()
+        self.session = session
+        self.config = config
+        self.outputs = tuple(outputs)
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor,
+        token_type_ids: Tensor,
+        position_ids: Tensor | None = None,
+    ) -> EncoderOutput:
+        if position_ids is None:
+            width = input_ids.shape[1]
+            position_ids = torch.arange(width, dtype=torch.long).expand(input_ids.shape[0], width)
+        tensors = (input_ids, attention_mask, token_type_ids, position_ids)
+        feeds = {
+            name: np.ascontiguousarray(t.detach().cpu().numpy().astype(np.int64, copy=False))
+            for name, t in zip(INPUTS, tensors, strict=True)
+        }
+        values = dict(zip(self.outputs, self.session.run(feeds), strict=True))
+        return EncoderOutput(
+            last_hidden_state=torch.from_numpy(values["last_hidden_state"]),
+            pooler_output=(
+                torch.from_numpy(values["pooler_output"]) if "pooler_output" in values else None
+            ),
+        )
+
+
+def with_encoder(module: nn.Module, encoder: nn.Module) -> nn.Module:
+    """A shallow copy of ``module`` whose ``encoder`` is ``encoder``; every other submodule
+    (heads, pooling tables) is the original's, so it scores with the current head weights."""
+    clone = copy.copy(module)
+    clone._modules = {**module._modules, "encoder": encoder}
+    return clone
+
+
+class RuntimeCache:
+    """The ranker's module with its encoder on a runtime, built once per weights, runtime and
+    precision; rebuilt when a parameter has changed since (tensors' version counters), as
+    :class:`rankers.encoders.CastCache` does for cast copies."""
+
+    def __init__(self) -> None:
+        self._key: tuple[Any, ...] | None = None
+        self._module: nn.Module | None = None
+        self.info: dict[str, Any] = {}
+
+    def get(
+        self, module: nn.Module, runtime: str, precision: str, outputs: Sequence[str]
+    ) -> nn.Module:
+        threads = torch.get_num_threads()
+        versions = tuple(p._version for p in module.parameters())
+        key = (id(module), runtime, precision, tuple(outputs), threads, versions)
+        if self._key != key or self._module is None:
+            for package in required_packages(runtime, precision):
+                require(package, runtime)
+            encoder = module.encoder
+            assert isinstance(encoder, nn.Module)
+            graph = encoder_graph(encoder, outputs, precision)
+            session = SESSIONS[runtime](graph, precision, threads)
+            stand_in = RuntimeEncoder(session, getattr(encoder, "config", None), outputs)
+            self._module = with_encoder(module, stand_in)
+            self._key = key
+            self.info = session.info
+            log.info(
+                "encoder on %s (%s, %d intra-op thread%s, as torch)",
+                runtime,
+                precision,
+                threads,
+                "s" * (threads != 1),
+            )
+        return self._module

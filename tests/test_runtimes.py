@@ -1,0 +1,317 @@
+"""Option ``runtime`` of the encoder rankers (rankers.runtimes): monoBERT and CROSS-JEM scored on
+ONNX Runtime and OpenVINO give torch float32's scores, int8 within a stated tolerance; the
+export happens once per weights, never in fit; options and missing packages fail clearly.
+
+The runtimes are optional (the ``runtimes`` extra): tests that run one skip where its package
+is absent; the error tests need none of them."""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from toydata import gold_split
+
+from bench.data.model import Candidate, CandidateList, Query
+from rankers import runtimes
+from rankers.base import RankerError
+from rankers.crossjem import CrossJEMRanker
+from rankers.encoders import EncoderRanker
+from rankers.monobert import MonoBERTRanker
+
+#: float32 runtimes: largest score difference to torch float32, as a share of the scores' range
+FLOAT32_TOLERANCE = 1e-4
+#: int8 weights (ONNX Runtime) and bfloat16 inference (OpenVINO): largest score difference to
+#: torch float32 as a share of the largest score magnitude (the range is no scale here: the tiny
+#: BERT's untrained monoBERT scores span 0.0008-0.01 around -0.14 and 0.7). Measured: int8
+#: monoBERT 0.05% (cls) and 0.8% (pooler), CROSS-JEM 0.02%; OpenVINO bf16 at most 0.35%.
+LOW_PRECISION_TOLERANCE = 0.02
+
+WORDS = [
+    "python",
+    "list",
+    "sort",
+    "java",
+    "dict",
+    "value",
+    "tuple",
+    "reverse",
+    "key",
+    "map",
+    "set",
+    "the",
+    "a",
+    "of",
+    "in",
+    "by",
+]
+
+#: (ranker, options): monoBERT with both poolings the graph serves; CROSS-JEM's union, a masked
+#: order-keeping layout with item position ids, and hybrid (shared block + own tokens)
+CASES: list[tuple[type[EncoderRanker[Any]], dict[str, Any]]] = [
+    (MonoBERTRanker, {"batch_size": 7}),
+    (MonoBERTRanker, {"pooling": "pooler", "batch_size": 64}),
+    (CrossJEMRanker, {"union_len": 20, "max_item_len": 8}),
+    (CrossJEMRanker, {"order": "concat", "positions": "item", "union_len": 20, "max_item_len": 8}),
+    (CrossJEMRanker, {"order": "hybrid", "union_len": 20, "max_item_len": 8, "batch_queries": 3}),
+]
+CASE_IDS = ["monobert", "monobert-pooler", "crossjem-union", "crossjem-concat-item", "hybrid"]
+
+
+def _lists(seed: int = 0, n: int = 6) -> list[CandidateList]:
+    """Lists of random lengths (empty items included), so batches are padded and rows split."""
+    rng = random.Random(seed)
+
+    def text(k: int) -> str:
+        return " ".join(rng.choice(WORDS) for _ in range(k))
+
+    out = []
+    for q in range(n):
+        items = [text(rng.randrange(0, 9)) for _ in range(rng.randrange(1, 25))]
+        cands = tuple(Candidate(f"d{i}", t) for i, t in enumerate(items))
+        out.append(CandidateList(Query(f"q{q}", text(rng.randrange(1, 5))), cands))
+    return out
+
+
+def _ranker(cls: type[EncoderRanker[Any]], model: Path, **options: Any) -> EncoderRanker[Any]:
+    return cls(cls.Config.from_options({"model": str(model), **options}))
+
+
+def _needs(runtime: str, dtype: str) -> None:
+    for package in runtimes.required_packages(runtime, runtimes.runtime_precision(runtime, dtype)):
+        pytest.importorskip(package)
+
+
+def _worst(scores: list[np.ndarray], reference: list[np.ndarray], scale: str = "range") -> float:
+    """The largest score difference as a share of the reference scores' range (``scale``
+    "range") or of their largest magnitude ("magnitude")."""
+    got, ref = np.concatenate(scores), np.concatenate(reference)
+    size = np.ptp(ref) if scale == "range" else np.abs(ref).max()
+    return float(np.abs(got - ref).max() / size)
+
+
+@pytest.mark.parametrize(
+    ("runtime", "dtype"),
+    [
+        ("onnxruntime", "float32"),
+        ("openvino", "float32"),
+        ("onnxruntime", "int8"),
+        ("openvino", "bfloat16"),
+    ],
+)
+@pytest.mark.parametrize(("cls", "options"), CASES, ids=CASE_IDS)
+def test_scores_equal_torch_float32(
+    tiny_bert: Path,
+    cls: type[EncoderRanker[Any]],
+    options: dict[str, Any],
+    runtime: str,
+    dtype: str,
+) -> None:
+    _needs(runtime, dtype)
+    lists = _lists()
+    reference = _ranker(cls, tiny_bert, **options).score(lists)
+    ranker = _ranker(cls, tiny_bert, runtime=runtime, dtype=dtype, **options)
+    scores = ranker.score(lists)
+    assert [len(s) for s in scores] == [len(cl) for cl in lists]
+    if dtype == "float32":
+        assert _worst(scores, reference) <= FLOAT32_TOLERANCE
+    else:  # close, but not float32's scores: the low precision did run
+        assert 1e-5 < _worst(scores, reference, "magnitude") <= LOW_PRECISION_TOLERANCE
+
+
+def test_pooler_output_is_exported_only_when_read(tiny_bert: Path) -> None:
+    """monoBERT's ``pooling=pooler`` reads BERT's pooler output; the other poolings do not, so
+    their graph does not compute it."""
+    assert _ranker(MonoBERTRanker, tiny_bert).encoder_outputs() == ("last_hidden_state",)
+    pooler = _ranker(MonoBERTRanker, tiny_bert, pooling="pooler")
+    assert pooler.encoder_outputs() == ("last_hidden_state", "pooler_output")
+    assert _ranker(CrossJEMRanker, tiny_bert).encoder_outputs() == ("last_hidden_state",)
+
+
+def _count_exports(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls: list[int] = []
+    export = runtimes.export_encoder
+
+    def counting(*args: Any, **kwargs: Any) -> bytes:
+        calls.append(1)
+        return export(*args, **kwargs)
+
+    monkeypatch.setattr(runtimes, "export_encoder", counting)
+    monkeypatch.setattr(runtimes, "_GRAPHS", runtimes.OrderedDict())
+    return calls
+
+
+def test_export_once_per_weights_in_index_and_again_after_they_change(
+    tiny_bert: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """index() exports and compiles (never a timed call); scoring and a second ranker on the same
+    weights reuse that export; changed weights are exported anew and scored as torch scores them."""
+    pytest.importorskip("onnxruntime")
+    calls = _count_exports(monkeypatch)
+    lists = _lists(1)
+    split = gold_split("test", 0)
+    ranker = _ranker(CrossJEMRanker, tiny_bert, runtime="onnxruntime", union_len=40)
+    ranker.index(split)
+    assert len(calls) == 1
+    ranker.score(lists)
+    _ranker(MonoBERTRanker, tiny_bert, runtime="onnxruntime").score(lists)
+    assert len(calls) == 1
+    encoder = ranker.module.encoder
+    with torch.no_grad():
+        encoder.embeddings.word_embeddings.weight.mul_(1.5)
+    reference = _ranker(CrossJEMRanker, tiny_bert, union_len=40)
+    with torch.no_grad():
+        reference.module.encoder.embeddings.word_embeddings.weight.mul_(1.5)
+    assert _worst(ranker.score(lists), reference.score(lists)) <= FLOAT32_TOLERANCE
+    assert len(calls) == 2
+
+
+def test_fit_trains_and_selects_in_torch(tiny_bert: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runtime is not in the trained-model key, so training and its dev scoring never use
+    it: no export during fit; scoring afterwards runs the runtime on the trained weights."""
+    pytest.importorskip("onnxruntime")
+    calls = _count_exports(monkeypatch)
+    ranker = _ranker(
+        MonoBERTRanker, tiny_bert, runtime="onnxruntime", epochs=1, train_batch_queries=4
+    )
+    ranker.fit(gold_split("train", 0, n=8), gold_split("dev", 1, n=4))
+    assert calls == []
+    lists = _lists(2)
+    torch_scores = [s.copy() for s in ranker.score(lists)]
+    assert len(calls) == 1
+    ranker.config.runtime = "torch"
+    assert _worst(torch_scores, ranker.score(lists)) <= FLOAT32_TOLERANCE
+
+
+def test_threads_labels_and_records_name_the_runtime(tiny_bert: Path) -> None:
+    """The session runs torch's intra-op threads; latency labels, the record's dtype and the
+    ranker's description say which runtime and precision scored."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        ranker = _ranker(MonoBERTRanker, tiny_bert, runtime="onnxruntime", dtype="int8")
+        info = ranker.describe()["runtime"]
+    finally:
+        torch.set_num_threads(threads)
+    assert info["runtime"] == "onnxruntime" and info["precision"] == "int8"
+    assert info["intra_op_threads"] == 1
+    assert ranker.compute_dtype() == "int8 weights (onnxruntime)"
+    assert [v.label for v in ranker.latency_variants([8])] == [
+        "monobert (batch_size=8) [pre-tokenised, onnxruntime int8]",
+        "monobert (batch_size=8) [end-to-end, onnxruntime int8]",
+    ]
+    torch_ranker = _ranker(MonoBERTRanker, tiny_bert)
+    assert torch_ranker.latency_variants(None)[0].label == "monobert [pre-tokenised]"
+    assert "runtime" not in torch_ranker.describe()
+
+
+@pytest.mark.parametrize(
+    ("cls", "options", "message"),
+    [
+        (MonoBERTRanker, {"dtype": "int8"}, "option dtype=int8 scores on runtime=onnxruntime"),
+        (
+            MonoBERTRanker,
+            {"runtime": "onnxruntime", "dtype": "bfloat16"},
+            "option dtype=bfloat16 is not available with runtime=onnxruntime "
+            "(it takes dtype auto, float32, int8)",
+        ),
+        (
+            MonoBERTRanker,
+            {"runtime": "openvino", "dtype": "int8"},
+            "option dtype=int8 is not available with runtime=openvino",
+        ),
+        (MonoBERTRanker, {"runtime": "tensorrt"}, "option runtime='tensorrt': expected one of"),
+        (
+            CrossJEMRanker,
+            {"runtime": "onnxruntime", "merge_layers": 2},
+            "option merge_layers=2 runs the encoder's layers one by one",
+        ),
+    ],
+)
+def test_bad_runtime_options_fail_before_loading(
+    cls: type[EncoderRanker[Any]], options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(RankerError, match="^" + message.replace("(", r"\(").replace(")", r"\)")):
+        cls.Config.from_options(options)
+
+
+def test_runtime_needs_the_cpu(tiny_bert: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("onnxruntime")
+    monkeypatch.setattr("rankers.encoders.resolve_device", lambda device: device)  # no GPU here
+    config = MonoBERTRanker.Config.from_options({"model": str(tiny_bert), "runtime": "onnxruntime"})
+    with pytest.raises(RankerError, match="runtime=onnxruntime runs on the CPU, not on device"):
+        MonoBERTRanker(config, device="cuda")
+
+
+@pytest.mark.parametrize("runtime", ["onnxruntime", "openvino"])
+def test_a_missing_runtime_names_the_extra(runtime: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the package, the option is refused when the config is made (before any model
+    loads), and an import at session time says the same: both name the extra."""
+    monkeypatch.setitem(sys.modules, runtime, None)  # `import runtime` now raises ImportError
+    extra = 'pip install "crossjem-bench[runtimes]"'
+    with pytest.raises(RankerError) as made:
+        MonoBERTRanker.Config.from_options({"runtime": runtime})
+    assert f"option runtime={runtime} (dtype=auto) needs {runtime}, not installed" in str(
+        made.value
+    )
+    assert extra in str(made.value)
+    with pytest.raises(RankerError) as imported:
+        runtimes.require(runtime, runtime)
+    assert f"option runtime={runtime} needs the package {runtime!r}" in str(imported.value)
+    assert extra in str(imported.value)
+
+
+def test_torch_default_is_unchanged(tiny_bert: Path) -> None:
+    """runtime=torch (the default) scores through the torch module, no session built."""
+    ranker = _ranker(MonoBERTRanker, tiny_bert)
+    assert ranker.cfg.runtime == "torch"
+    assert ranker.scoring_module() is ranker.module
+    assert ranker.compute_dtype() == "float32"
+
+
+def test_run_label_names_the_runtime_and_precision() -> None:
+    """A `bench run` row scored on a runtime says so in its label (a runtime option, so the
+    trained model it scores is the torch run's)."""
+    from bench.execution.runner import label_for
+    from rankers.base import Role
+
+    config = MonoBERTRanker.Config.from_options({"runtime": "openvino", "dtype": "float32"})
+    label = label_for(MonoBERTRanker(config), fitted=True)
+    assert label == "monobert (minilm-l6, dtype=float32, runtime=openvino, fine-tuned)"
+    assert "runtime" not in MonoBERTRanker.Config.fields_with_role(Role.TRAINING)
+
+
+def test_bench_latency_times_the_runtime(
+    tiny_bert: Path, shared_data: Path, results_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`bench latency --set runtime=onnxruntime`: every row is timed on ONNX Runtime with the
+    command's thread count, and its label, dtype and ranker_info say so (no warm-up call: the
+    export happened in index(), before timing)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from bench.cli.main import app
+
+    pytest.importorskip("onnxruntime")
+    monkeypatch.setenv("BENCH_DATA_DIR", str(shared_data))
+    args = ["-q", "latency", "-d", "wikiqa", "--rankers", "monobert,crossjem", "--n-items", "10"]
+    args += ["--queries", "1", "--repeats", "1", "--warmup", "0", "--threads", "1"]
+    args += ["--monobert-batch-sizes", "16", "--set", f"model={tiny_bert}"]
+    result = CliRunner().invoke(app, [*args, "--set", "runtime=onnxruntime"])
+    assert result.exit_code == 0, result.output
+    (path,) = results_dir.glob("latency/wikiqa/*.json")
+    rows = json.loads(path.read_text(encoding="utf-8"))["rows"]
+    assert {r["ranker"] for r in rows} == {"monobert", "crossjem"} and len(rows) == 4
+    for row in rows:
+        assert "onnxruntime float32]" in row["label"]
+        assert row["options"]["runtime"] == "onnxruntime"
+        assert row["dtype"] == "float32 (onnxruntime)"
+        assert row["ranker_info"]["runtime"]["intra_op_threads"] == 1
