@@ -34,9 +34,7 @@ def one_list(tokenizer: Any, n: int = 100) -> CandidateList:
     """``n`` items of 8 distinct WordPieces each (whole words of the vocabulary), so the union
     fills several rows of different lengths: the padding a real list gives."""
     vocab = [t for t in tokenizer.convert_ids_to_tokens(range(2000, 12000)) if t.isalpha()]
-    items = tuple(
-        Candidate(f"d{i}", " ".join(vocab[8 * i : 8 * i + 8])) for i in range(n)
-    )
+    items = tuple(Candidate(f"d{i}", " ".join(vocab[8 * i : 8 * i + 8])) for i in range(n))
     return CandidateList(Query("q", " ".join(vocab[:3])), items)
 
 
@@ -86,7 +84,9 @@ def main(device: str) -> None:
             for args, kwargs in calls(ranker):
                 mask = kwargs.get("attn_mask", args[3] if len(args) > 3 else None)
                 shape = "x".join(str(d) for d in args[0].shape[:3])
-                what = f"{chosen(args, kwargs)} ({shape}, {'mask' if mask is not None else 'no mask'})"
+                what = (
+                    f"{chosen(args, kwargs)} ({shape}, {'mask' if mask is not None else 'no mask'})"
+                )
                 kinds[what] = kinds.get(what, 0) + 1
             label = name if name == "monobert" else f"crossjem {name}"
             print(f"| {label} | {dtype} | {'; '.join(f'{n}x {k}' for k, n in kinds.items())} |")

@@ -407,7 +407,10 @@ class ColBERTRanker(Ranker[ColBERTRankerConfig]):
         :func:`rankers.itemorder.item_texts` (the order ablation): the one place scoring and
         training tokenise documents, so both read them alike."""
         ids, mask = self.doc_tokenizer.tensorize(list(item_texts(self.cfg, docs)))
-        return ids, mask
+        # host tensors whatever colbert-ai did with them: scoring sorts and slices them with
+        # NumPy, and colbert-ai's doc() uploads each batch (on a GPU its tokenizer's mask came
+        # back on the device, and scoring failed converting it to NumPy)
+        return ids.cpu(), mask.cpu()
 
     def encode_documents(self, docs: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """(n, longest, dim) document vectors and (n, longest) mask (False: padding/punctuation)."""
