@@ -14,6 +14,7 @@ from itertools import zip_longest
 from pathlib import Path
 
 import bench.reporting.published_order
+import bench.reporting.published_precision
 import bench.reporting.published_scale
 import bench.reporting.published_tables
 from bench.core.io import atomic_write_text, check_file_writable

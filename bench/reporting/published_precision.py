@@ -1,0 +1,95 @@
+"""The accuracy-per-precision tables: each trained model scored in every precision, AP@10.
+
+Records: ``results/reference/precision-DATASET.md`` (``bench compare --format markdown``), made
+on a lent GPU machine by the precision grid (docs/results.md#precision): each ranker trained once
+on CUDA, then scored on CUDA in float32, bfloat16 and float16 (fine-tuned rows) and on the same
+machine's CPU in float32, bfloat16 and int8 on ONNX Runtime (rows that load the same trained
+folder with ``checkpoint=``). Rows are picked by ranker and options read from their labels
+(:class:`~bench.results.labels.RowKey`), never by label text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bench.reporting.published import (
+    MISSING,
+    ComparisonRow,
+    Records,
+    ReferenceError,
+    fixed,
+    renderer,
+    table,
+)
+from bench.results.labels import RowKey
+
+#: (column header, device, dtype, runtime): the precisions of the grid, float32 first per device
+COLUMNS: tuple[tuple[str, str, str, str | None], ...] = (
+    ("CUDA float32", "cuda", "float32", None),
+    ("CUDA bfloat16", "cuda", "bfloat16", None),
+    ("CUDA float16", "cuda", "float16", None),
+    ("CPU float32", "cpu", "float32", None),
+    ("CPU bfloat16", "cpu", "bfloat16", None),
+    ("CPU int8 (ONNX Runtime)", "cpu", "int8", "onnxruntime"),
+)
+
+
+def precision_row(
+    records: Records, name: str, ranker: str, device: str, dtype: str, runtime: str | None
+) -> ComparisonRow | None:
+    """The row of ``ranker`` scored in ``dtype`` on ``device``: on CUDA the fine-tuned row (trained
+    and scored there), on the CPU the row that loads that model with ``checkpoint=``; None if the
+    record has none, an error if it has several."""
+    found = []
+    for label, row in records.comparison(name).items():
+        key = RowKey.parse(label)
+        options = dict(key.options)
+        on_cpu = "checkpoint" in options and not key.fine_tuned
+        if (
+            key.ranker == ranker
+            and options.get("dtype") == dtype
+            and options.get("runtime") == runtime
+            and on_cpu == (device == "cpu")
+            and (on_cpu or key.fine_tuned)
+        ):
+            found.append(row)
+    if len(found) > 1:
+        raise ReferenceError(f"{name}: {len(found)} rows of {ranker} {dtype} on {device}")
+    return found[0] if found else None
+
+
+def precision_table(records: Records, name: str, rankers: Sequence[str]) -> str:
+    """AP@10 per ranker and precision, the change against float32 on the same device beside each
+    low-precision value."""
+    rows = []
+    for ranker in rankers:
+        cells = [ranker]
+        base: dict[str, float] = {}
+        for _, device, dtype, runtime in COLUMNS:
+            row = precision_row(records, name, ranker, device, dtype, runtime)
+            if row is None:
+                cells.append(MISSING)
+                continue
+            value = row.metrics["AP@10"]
+            if dtype == "float32":
+                base[device] = value
+                cells.append(fixed(value))
+            elif device in base:
+                cells.append(f"{fixed(value)} ({value - base[device]:+.4f})")
+            else:
+                cells.append(fixed(value))
+        rows.append(cells)
+    return table(["ranker", *(c[0] for c in COLUMNS)], rows)
+
+
+@renderer("precision-semeval16b")
+def precision_semeval16b(records: Records) -> str:
+    """monoBERT and CROSS-JEM on semeval16b test in every precision."""
+    return precision_table(records, "precision-semeval16b.md", ("monobert", "crossjem"))
+
+
+@renderer("precision-wikiqa")
+def precision_wikiqa(records: Records) -> str:
+    """monoBERT on wikiqa test in every precision (CROSS-JEM: its ColBERT teacher failed on the
+    GPU there, a bug fixed before the second run, and the loan ran out before a rerun)."""
+    return precision_table(records, "precision-wikiqa.md", ("monobert",))
