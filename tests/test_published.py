@@ -489,3 +489,25 @@ def test_a_run_record_of_a_changed_run_file_is_refused_naming_the_file(tmp_path:
     said = str(caught.value)
     assert f"record {tmp_path / 'record.json'} was scored from a file that changed" in said
     assert f"{run_file} does not match its recorded checksum" in said
+
+
+def test_the_precision_table_picks_each_precision_by_device_and_options(tmp_path: Path) -> None:
+    """CUDA cells are the fine-tuned rows, CPU cells the rows that load that model with
+    checkpoint=; the change against float32 on the same device is beside each value; a
+    precision without a row is shown missing."""
+    from bench.reporting.published import Records
+    from bench.reporting.published_precision import precision_table
+
+    head = "| Family | System | Supervision | AP@10 |\n|:---|:---|:---|---:|\n"
+    rows = [
+        ("monobert (minilm-l6, dtype=float32, fine-tuned)", 0.7910),
+        ("monobert (minilm-l6, dtype=bfloat16, fine-tuned)", 0.7909),
+        ("monobert (minilm-l6, dtype=float32, checkpoint=abc)", 0.7900),
+        ("monobert (minilm-l6, dtype=int8, checkpoint=abc, runtime=onnxruntime)", 0.7788),
+    ]
+    body = "".join(f"| Early interaction | {label} | labels | {v:.4f} |\n" for label, v in rows)
+    (tmp_path / "p.md").write_text("**x / test**\n\n" + head + body)
+    got = precision_table(Records("t", [Path("p.md")], tmp_path), "p.md", ("monobert",))
+    assert got.splitlines()[2] == (
+        "| monobert | 0.7910 | 0.7909 (-0.0001) | – | 0.7900 | – | 0.7788 (-0.0112) |"
+    )
