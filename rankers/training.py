@@ -368,7 +368,7 @@ def _train_loop(
     """
     from accelerate.utils import broadcast_object_list, gather_object
 
-    from bench.core.device import seed_everything
+    from bench.core.device import deterministic_kernels, seed_everything
     from bench.core.progress import progress_bar
     from rankers.models import state_hash
 
@@ -438,7 +438,9 @@ def _train_loop(
     on_epoch_start = getattr(steps, "on_epoch_start", None)
     every = plan.checkpoint_steps
     bar = progress_bar(total, f"{ranker.name} fit", "step", initial=progress.step, enabled=main)
-    with bar:
+    # the same weights whatever else runs on the machine (CPU kernels that add in thread order
+    # run in index order)
+    with bar, deterministic_kernels(ranker.device):
         for epoch in range(progress.epochs_done + 1, epochs + 1):
             if progress.step >= total:
                 break

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -44,6 +46,38 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
     if torch.cuda.is_available():
         torch.cuda.manual_seed_all(seed)
+
+
+@contextlib.contextmanager
+def deterministic_kernels(device: str) -> Iterator[None]:
+    """On CPU, torch's deterministic kernels for the duration (the earlier setting restored).
+
+    Why: some CPU kernels add repeated indices with atomic adds from several threads (the
+    backward of advanced indexing, ``index_put_`` with accumulate), so their sum order follows
+    thread timing: a training beside other work ended with weights apart in their last bits.
+    The deterministic mode runs those in index order; the other CPU kernels, whose threads
+    split the work by thread count alone, are unchanged, so it costs nothing where no such
+    kernel runs. Uninitialised memory is not filled (the mode's default NaN fill costs a pass
+    over every new tensor and changes no result of code that reads what it wrote). CUDA is
+    left alone: there the mode needs a cuBLAS workspace setting and slower kernels, and GPU
+    training is not claimed bitwise reproducible."""
+    if device.startswith("cuda"):
+        yield
+        return
+    import torch
+    import torch.utils.deterministic
+
+    was = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    fill = torch.utils.deterministic.fill_uninitialized_memory
+    # warn_only: an op without a deterministic CPU kernel warns instead of stopping a training
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.utils.deterministic.fill_uninitialized_memory = False  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(was, warn_only=warn_only)
+        torch.utils.deterministic.fill_uninitialized_memory = fill  # type: ignore[attr-defined]
 
 
 def set_threads(threads: int | None) -> int:

@@ -221,10 +221,17 @@ class CrossJEMModule(nn.Module):
             shared = torch.bmm(shared_mask[:, None, :], hidden).squeeze(1)  # (rows, hidden)
             slot_row = batch.slot_row[b.s0 : b.s1]
             tok_slot = batch.tok_slot[b.t0 : b.t1]
-            own = hidden[batch.tok_row[b.t0 : b.t1], batch.tok_pos[b.t0 : b.t1]]
+            # gathers by index_select, not advanced indexing: the latter's backward adds
+            # repeated indices (a union token pooled by many items, a row shared by its slots)
+            # with parallel atomic adds on CPU, in an order that follows thread timing, so
+            # training under load differed in its last bits; index_select's backward adds them
+            # in index order
+            rows, width, dim = hidden.shape
+            at = batch.tok_row[b.t0 : b.t1] * width + batch.tok_pos[b.t0 : b.t1]
+            own = hidden.reshape(rows * width, dim).index_select(0, at)
             if self.item_positions:
                 own = own + self.item_position(batch.tok_offset[b.t0 : b.t1])
-            summed = shared[slot_row].index_add(0, tok_slot, own)
+            summed = shared.index_select(0, slot_row).index_add(0, tok_slot, own)
             pooled = summed / batch.slot_count[b.s0 : b.s1, None].float().clamp_min(1.0)
         return float32_logits(self.classifier, self.dropout(pooled))
 
