@@ -547,10 +547,12 @@ class EncoderRanker(Ranker[EC], Generic[EC]):
 
     def training_step_shape(self, list_lengths: Sequence[int]) -> tuple[int, int] | None:
         """One ``[CLS] q [SEP] item [SEP]`` sequence per item of ``train_batch_queries`` of the
-        longest lists (monoBERT's shape; CROSS-JEM overrides it)."""
+        longest lists, at most ``train_micro_items`` of them in one forward/backward pass
+        (monoBERT's shape; CROSS-JEM overrides it)."""
         cfg = self.cfg
         length = cfg.max_query_len + cfg.max_item_len + 3
-        return cfg.train_batch_queries * self.step_items(list_lengths), length
+        items = cfg.train_batch_queries * self.step_items(list_lengths)
+        return (min(items, cfg.train_micro_items) if cfg.train_micro_items else items), length
 
     def input_report(self, lists: Sequence[CandidateList]) -> dict[str, Any]:
         """Queries and items cut to ``max_query_len`` / ``max_item_len`` WordPiece tokens: how

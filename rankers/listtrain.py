@@ -146,6 +146,61 @@ def pad_targets(
     return torch.from_numpy(values), torch.from_numpy(mask)
 
 
+#: one micro-batch of a step: (place of the list in the step's slice, first item, end item)
+Part = tuple[int, int, int]
+
+
+def micro_batches(sizes: Sequence[int], most: int, split_lists: bool) -> list[list[Part]]:
+    """The lists of a step (``sizes`` items each), in order, cut into micro-batches of at most
+    ``most`` items: whole lists side by side, and with ``split_lists`` a longer list in chunks of
+    ``most`` (without it a longer list is a micro-batch of its own). One micro-batch holding
+    every list when the step fits or ``most`` is 0."""
+    if not most or sum(sizes) <= most:
+        return [[(k, 0, n) for k, n in enumerate(sizes)]]
+    batches: list[list[Part]] = []
+    current: list[Part] = []
+    held = 0
+    for k, n in enumerate(sizes):
+        if current and (held + n > most or (split_lists and n > most)):
+            batches.append(current)
+            current, held = [], 0
+        if split_lists and n > most:
+            batches.extend([(k, start, min(start + most, n))] for start in range(0, n, most))
+            continue
+        current.append((k, 0, n))
+        held += n
+    if current:
+        batches.append(current)
+    return batches
+
+
+@dataclasses.dataclass
+class MicroPass:
+    """One micro-batch of a step: its prepared inputs, its parts and the random state its
+    scoring pass started from (the backward pass replays it: the same dropout masks)."""
+
+    inputs: Any
+    parts: list[Part]
+    rng: Any
+
+
+def rng_state(device: str) -> tuple[Any, Any]:
+    """torch's CPU random state and, on CUDA, the device's."""
+    import torch
+
+    cuda = torch.cuda.get_rng_state(device) if device.startswith("cuda") else None
+    return torch.get_rng_state(), cuda
+
+
+def set_rng_state(device: str, state: tuple[Any, Any]) -> None:
+    """Restore a state of :func:`rng_state`."""
+    import torch
+
+    torch.set_rng_state(state[0])
+    if state[1] is not None:
+        torch.cuda.set_rng_state(state[1], device)
+
+
 def signal_rows(loss: RankingLoss, targets: Sequence[np.ndarray], chunk: int = 64) -> np.ndarray:
     """Per list, whether ``loss`` finds signal in its targets (on the host, ``chunk`` at once)."""
     out = [
@@ -188,6 +243,9 @@ class ListSteps:
         cfg = list_config(ranker)
         self.ranker, self.loss_fn = ranker, loss_fn
         self.collate = ListCollate(ranker, lists, targets.values)
+        self.micro_items = cfg.train_micro_items
+        # a pointwise ranker scores each item alone, so a long list may be cut into chunks
+        self.split_lists = bool(getattr(ranker, "pointwise", False))
         # several processes: the last, short batch is padded with zero-weight lists
         self.batches = ListBatches(len(lists), cfg.train_batch_queries, cfg.seed, processes > 1)
         # which lists carry signal, from the host targets once (range checked there too): a
@@ -202,6 +260,11 @@ class ListSteps:
         return list(self.batches)
 
     def batch_loss(self, batch: list[int], module: nn.Module) -> BatchLoss:
+        rows = [i if i >= 0 else -1 - i for i in batch]
+        sizes = [len(self.collate.lists[r]) for r in rows]
+        micro = micro_batches(sizes, self.micro_items, self.split_lists)
+        if len(micro) > 1:
+            return self.micro_loss(batch, module, micro)
         inputs = self.collate(batch)
         forward = _forward(self.ranker, module, self.ranker.module)
         logits, mask = forward(inputs.inputs)
@@ -219,6 +282,68 @@ class ListSteps:
         # the forward mask marks each list's items, as the targets' mask does: same validity
         value = self.loss_fn.compute(logits.float(), inputs.targets, mask & inputs.mask, used)
         return BatchLoss(value.loss, value.used, real)
+
+    def micro_loss(self, batch: list[int], module: nn.Module, micro: list[list[Part]]) -> BatchLoss:
+        """The loss of a step too large for one pass, and its backward in ``micro`` batches.
+
+        Scores first: each micro-batch is scored without a graph (its random state kept), the
+        loss of the whole slice is taken on those scores as in one pass, and its backward runs
+        one micro-batch at a time: scored again from the same random state (the same dropout
+        masks), then back-propagated with the loss's gradient for its scores. The gradients
+        add up to the one-pass gradient (up to summation order) while one micro-batch's
+        activations are held at a time; the extra cost is a pass without a graph. Under DDP
+        the gradients are reduced once, with the last micro-batch."""
+        import contextlib
+
+        import torch
+
+        ranker, device = self.ranker, self.ranker.device
+        rows = [i if i >= 0 else -1 - i for i in batch]
+        host_targets, host_mask = pad_host(
+            [self.collate.targets[r] for r in rows], [i >= 0 for i in batch]
+        )
+        targets = torch.from_numpy(host_targets).to(device)
+        mask = torch.from_numpy(host_mask).to(device)
+        forward = _forward(ranker, module, ranker.module)
+        scores = torch.zeros(targets.shape, dtype=torch.float32, device=device)
+        passes = []
+        with torch.no_grad():
+            for parts in micro:
+                lists = [self.collate.lists[rows[k]] for k, _, _ in parts]
+                inputs = ranker.prepare(
+                    [
+                        (lists[j].query.text, lists[j].texts[a:b])
+                        for j, (_, a, b) in enumerate(parts)
+                    ]
+                )
+                passes.append(MicroPass(inputs, parts, rng_state(device)))
+                logits, _ = forward(inputs)
+                for j, (k, a, b) in enumerate(parts):
+                    scores[k, a:b] = logits[j, : b - a].float()
+        real = sum(1 for i in batch if i >= 0)
+        used = sum(int(self.signal[i]) for i in batch if i >= 0)
+        scores.requires_grad_(True)
+        if used:
+            loss = self.loss_fn.compute(scores, targets, mask, used).loss
+        else:  # no signal: a zero loss whose backward still takes part under DDP
+            loss = scores.sum() * 0.0
+
+        def backward(weight: float, run: Callable[[torch.Tensor], None]) -> None:
+            (grad,) = torch.autograd.grad(loss * weight, scores)
+            after = rng_state(device)
+            for n, step in enumerate(passes):
+                set_rng_state(device, step.rng)
+                last = n == len(passes) - 1
+                no_sync = getattr(module, "no_sync", None)
+                with contextlib.nullcontext() if last or no_sync is None else no_sync():
+                    logits, _ = forward(step.inputs)
+                    weights = torch.zeros_like(logits, dtype=torch.float32)
+                    for j, (k, a, b) in enumerate(step.parts):
+                        weights[j, : b - a] = grad[k, a:b]
+                    run((logits.float() * weights).sum())
+            set_rng_state(device, after)
+
+        return BatchLoss(loss, used, real, backward)
 
 
 def fit_lists(

@@ -24,7 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from bench.data.model import CandidateList
-from rankers.base import RUNTIME, SCORE, TRAINING, EncoderCall, RankerError, option
+from rankers.base import RUNTIME, SCORE, TRAINING, EncoderCall, RankerError, inherit_option, option
 from rankers.encoders import (
     EncoderConfig,
     EncoderRanker,
@@ -39,6 +39,7 @@ from rankers.encoders import (
 )
 from rankers.itemorder import sort_items_option
 from rankers.tokens import PAD, ItemArrays
+from rankers.trainconfig import ListTrainingConfig
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -60,6 +61,16 @@ class MonoBERTConfig(EncoderConfig):
     )
     batch_size: int = option(64, role=RUNTIME, min=1, help="pairs per scoring forward pass")
     sort_item_tokens: bool = sort_items_option()
+    # a pair of up to 67 tokens per item (CROSS-JEM packs items into shared rows): half the
+    # list trainer's default keeps a default step of 8 lists x 64 items near 2.7 GB resident
+    train_micro_items: int = inherit_option(
+        ListTrainingConfig,
+        "train_micro_items",
+        128,
+        help="most (query, item) pairs one forward/backward pass of a training step holds: a "
+        "larger step is split into micro-batches whose gradients add up (a long list in chunks, "
+        "scored first), which bounds its memory (0: the whole step at once)",
+    )
 
 
 @dataclasses.dataclass

@@ -66,6 +66,14 @@ class ListTrainingConfig(TrainingConfig):
         min=1,
         help="candidate lists per step (split across processes under `accelerate launch`)",
     )
+    train_micro_items: int = option(
+        256,
+        role=TRAINING,
+        min=0,
+        help="most items one forward/backward pass of a training step holds: a larger step is "
+        "split into micro-batches whose gradients add up (whole lists; a pointwise ranker's "
+        "longer list in chunks, scored first), which bounds its memory (0: the whole step at once)",
+    )
 
 
 def list_config(ranker: Ranker) -> ListTrainingConfig:

@@ -225,6 +225,10 @@ class BatchLoss:
     loss: torch.Tensor
     used: int
     real: int
+    #: set by a step that runs its own backward passes (micro-batches, whose graphs are not all
+    #: held at once): called with the weight of this slice's loss and the loop's backward
+    #: (``accelerator.backward``, which scales a float16 loss) instead of a backward of ``loss``
+    backward: Callable[[float, Callable[[torch.Tensor], None]], None] | None = None
 
 
 @runtime_checkable
@@ -591,14 +595,20 @@ def _backward(
 
     if not isinstance(result, BatchLoss):
         result = BatchLoss(result, 1, 1)
-    local, used = result.loss, result.used
+    local, used, own = result.loss, result.used, result.backward
+
+    def backward(weight: float) -> None:
+        if own is None:
+            accelerator.backward(local * weight)
+        else:
+            own(weight, accelerator.backward)
+
     if accelerator.num_processes == 1:
-        accelerator.backward(local * (1.0 if used else 0.0))
+        backward(1.0 if used else 0.0)
         return local.detach(), used, result.real
     stats = torch.zeros((1, 3), dtype=torch.float64, device=local.device)
     stats[0, 0], stats[0, 2] = used, result.real
     stats[0, 1] = local.detach().double() * used
     used_all, loss_sum, real_all = accelerator.gather(stats).sum(dim=0).tolist()
-    weight = used * accelerator.num_processes / used_all if used_all else 0.0
-    accelerator.backward(local * weight)
+    backward(used * accelerator.num_processes / used_all if used_all else 0.0)
     return (loss_sum / used_all if used_all else 0.0), int(used_all), int(real_all)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
@@ -108,6 +109,20 @@ def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from toymodels import write_tiny_bert
 
     return write_tiny_bert(tmp_path_factory.mktemp("tiny-bert") / "bert")
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_no_dropout(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny BERT without its internal dropout (the ``dropout`` option sets the head's only):
+    with no randomness left, one and two processes (or one pass and micro-batches) must train
+    the same way."""
+    from toymodels import write_tiny_bert
+
+    path = write_tiny_bert(tmp_path_factory.mktemp("tiny-bert-no-dropout"))
+    config = json.loads((path / "config.json").read_text())
+    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    (path / "config.json").write_text(json.dumps(config))
+    return path
 
 
 @pytest.fixture()

@@ -5,33 +5,20 @@ step holds at most ``train_batch_queries x train_max_items`` items however long 
 from __future__ import annotations
 
 import dataclasses
-import random
 import types
 from pathlib import Path
 from typing import Any
 
 import pytest
-from toydata import WORDS
+import torch
+from toydata import long_split
 
-from bench.data.model import Candidate, CandidateList, Query, RankingSplit
 from rankers.base import RankerError
 from rankers.targets import cap_lists
 
 
-def _long_split(n_queries: int, n_items: int, seed: int = 0) -> RankingSplit:
-    """Lists of ``n_items`` three-word items; item 3 and item ``n_items - 2`` are relevant."""
-    rng = random.Random(seed)
-    lists, qrels = [], {}
-    for q in range(n_queries):
-        cands = tuple(Candidate(f"d{i}", " ".join(rng.sample(WORDS, 3))) for i in range(n_items))
-        qid = f"q{q}"
-        lists.append(CandidateList(Query(qid, WORDS[q % len(WORDS)]), cands))
-        qrels[qid] = {"d3": 1, f"d{n_items - 2}": 2, "d5": 0}
-    return RankingSplit(dataset="long", split="train", lists=lists, qrels=qrels, checksum="long")
-
-
 def test_cap_keeps_positives_and_a_seeded_sample_of_negatives() -> None:
-    split = _long_split(3, 10)
+    split = long_split(3, 10)
     capped = cap_lists(split.lists, split.qrels, 4, seed=0)
     for before, after in zip(split.lists, capped, strict=True):
         ids = after.docids
@@ -50,7 +37,7 @@ def test_each_query_draws_its_own_negatives_and_always_the_same() -> None:
     """The draw is seeded with the seed and the query id: four lists of the same shape (12
     items, positives d3 and d10) keep different negatives, and a query keeps the same ones
     whatever lists come before it or whether it is capped alone."""
-    split = _long_split(4, 12)
+    split = long_split(4, 12)
     capped = cap_lists(split.lists, split.qrels, 5, seed=0)
     assert {cl.query.qid: cl.docids for cl in capped} == {
         "q0": ["d1", "d2", "d3", "d10", "d11"],
@@ -68,16 +55,19 @@ def test_a_step_on_lists_of_hundreds_holds_at_most_the_cap(
     kind: str, tiny_bert: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """300 candidates a list, 2 lists a step: with train_max_items=16 no step prepares more than
-    32 items; with 0 (whole lists) a step holds 600, so the count sees the cap."""
+    32 items; with 0 (whole lists) a step holds 600, so the count sees the cap. Micro-batches
+    (the default train_micro_items) then bound a pass: monoBERT's 128 pairs, CROSS-JEM's one
+    whole list (its items share rows)."""
     from rankers.crossjem import CrossJEMRanker
     from rankers.monobert import MonoBERTRanker
 
     cls: Any = {"monobert": MonoBERTRanker, "crossjem": CrossJEMRanker}[kind]
-    split = _long_split(4, 300)
-    largest: dict[int, int] = {}
-    for cap in (16, 0):
+    split = long_split(4, 300)
+    largest: dict[tuple[int, int | None], int] = {}
+    for cap, micro in ((16, 0), (0, 0), (0, None)):
         options = {"model": str(tiny_bert), "epochs": 1, "min_steps": 0, "train_batch_queries": 2}
-        ranker = cls(cls.Config.from_options({**options, "train_max_items": cap}), "cpu")
+        options.update(train_max_items=cap, **({} if micro is None else {"train_micro_items": 0}))
+        ranker = cls(cls.Config.from_options(options), "cpu")
         prepare = ranker.prepare
         sizes: list[int] = []
 
@@ -87,8 +77,9 @@ def test_a_step_on_lists_of_hundreds_holds_at_most_the_cap(
 
         monkeypatch.setattr(ranker, "prepare", counted)
         ranker.fit(split)
-        largest[cap] = max(sizes)
-    assert largest == {16: 32, 0: 600}
+        largest[cap, micro] = max(sizes)
+    by_pass = {"monobert": 128, "crossjem": 300}[kind]
+    assert largest == {(16, 0): 32, (0, 0): 600, (0, None): by_pass}
 
 
 def test_cap_options_are_checked(tiny_bert: Path) -> None:
@@ -215,10 +206,21 @@ def test_step_shapes_follow_the_options(tiny_bert: Path) -> None:
     mono = MonoBERTRanker(MonoBERTRanker.Config.from_options({**options, "train_max_items": 16}))
     assert mono.training_step_shape([5, 300, 9]) == (4 * 16, 32 + 32 + 3)
     whole = MonoBERTRanker(MonoBERTRanker.Config.from_options({**options, "train_max_items": 0}))
-    assert whole.training_step_shape([5, 300, 9]) == (4 * 300, 67)
+    # 4 x 300 pairs in a step, 128 of them (monoBERT's train_micro_items) in one pass
+    assert whole.training_step_shape([5, 300, 9]) == (128, 67)
+    one_pass = {**options, "train_max_items": 0, "train_micro_items": 0}
+    one = MonoBERTRanker(MonoBERTRanker.Config.from_options(one_pass))
+    assert one.training_step_shape([5, 300, 9]) == (4 * 300, 67)
     jem = CrossJEMRanker(CrossJEMRanker.Config.from_options({**options, "union_len": 100}))
-    # 64 items x 32 tokens, no token shared: 21 rows of 100 at most
+    # 64 items x 32 tokens, no token shared: 21 rows of 100 at most; 4 lists x 64 items fit the
+    # 256 items of a pass
     assert jem.training_step_shape([5, 300]) == (4 * 21, 32 + 100 + 3)
+    micro = {**options, "union_len": 100, "train_micro_items": 130}
+    jem = CrossJEMRanker(CrossJEMRanker.Config.from_options(micro))
+    assert jem.training_step_shape([5, 300]) == (2 * 21, 32 + 100 + 3)  # 2 whole lists a pass
+    micro["train_micro_items"] = 10
+    jem = CrossJEMRanker(CrossJEMRanker.Config.from_options(micro))
+    assert jem.training_step_shape([5, 300]) == (21, 32 + 100 + 3)  # a list is never cut
 
 
 def _toy_monobert(tmp_path: Path, tiny_bert: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -257,7 +259,7 @@ def test_a_step_that_cannot_fit_is_refused_before_any_work(
     result = runner.invoke(app, ["-q", "run", "-r", "monobert", "-d", "toy"])
     text = " ".join(result.output.split())
     assert result.exit_code == 2 and "more than the 0.0 GiB free on cpu" in text
-    assert "lower train_max_items or train_batch_queries" in text
+    assert "lower train_micro_items, train_max_items or train_batch_queries" in text
     assert not results_dir.exists()  # nothing trained, scored or written
 
 
@@ -303,3 +305,73 @@ def test_a_sweep_refuses_a_later_combinations_step_before_its_first_job(
     assert result.exit_code == 2, text
     assert "monobert: largest training step: 24 sequences" in text and "free on cpu" in text
     assert not list(results_dir.rglob("training.json")) and not list(results_dir.rglob("*.trec"))
+
+
+# -- micro-batches -------------------------------------------------------------------------------
+def test_micro_batches_hold_whole_lists_and_cut_only_pointwise_long_lists() -> None:
+    from rankers.listtrain import micro_batches
+
+    assert micro_batches([6, 6, 6], 0, True) == [[(0, 0, 6), (1, 0, 6), (2, 0, 6)]]
+    assert micro_batches([6, 6, 6], 18, False) == [[(0, 0, 6), (1, 0, 6), (2, 0, 6)]]
+    assert micro_batches([6, 6, 6], 13, False) == [[(0, 0, 6), (1, 0, 6)], [(2, 0, 6)]]
+    # a list longer than a micro-batch: in chunks for a pointwise ranker, else alone and whole
+    assert micro_batches([3, 10, 2], 4, True) == [
+        [(0, 0, 3)],
+        [(1, 0, 4)],
+        [(1, 4, 8)],
+        [(1, 8, 10)],
+        [(2, 0, 2)],
+    ]
+    assert micro_batches([3, 10, 2], 4, False) == [[(0, 0, 3)], [(1, 0, 10)], [(2, 0, 2)]]
+
+
+def _step_gradients(ranker: Any, loss: str, batch: list[int]) -> tuple[float, dict[str, Any], bool]:
+    """The loss and gradients of one list-trainer step on ``batch`` of eight 6-item lists, and
+    whether it ran in micro-batches."""
+    from rankers.listtrain import ListSteps
+    from rankers.losses import get_loss
+    from rankers.targets import Targets, grade_targets
+
+    split = long_split(8, 6)
+    targets = Targets(grade_targets(split.lists, split.qrels), "qrels grades")
+    steps = ListSteps(ranker, split.lists, targets, get_loss(loss), 1)
+    ranker.module.train()
+    result = steps.batch_loss(batch, ranker.module)
+    if result.backward is None:
+        result.loss.backward()
+    else:
+        result.backward(1.0, lambda surrogate: surrogate.backward())
+    grads = {n: p.grad.clone() for n, p in ranker.module.named_parameters() if p.grad is not None}
+    return float(result.loss.detach()), grads, result.backward is not None
+
+
+@pytest.mark.parametrize(
+    ("name", "loss", "micro"),
+    [
+        ("monobert", "bce", 4),  # every list in chunks of 4 + 2 items, scored first
+        ("monobert", "listnet", 4),
+        ("monobert", "ce", 13),  # two whole lists a micro-batch
+        ("crossjem", "listnet", 4),  # CROSS-JEM's items share rows: whole lists only
+        ("crossjem", "ce", 13),
+    ],
+)
+def test_micro_batched_gradients_equal_one_pass(
+    tiny_bert_no_dropout: Path, name: str, loss: str, micro: int
+) -> None:
+    """Micro-batches give the one-pass loss and gradients up to summation order (no dropout,
+    so both passes see the same function). The last list is a padding list (zero weight)."""
+    from rankers import get_ranker_class
+
+    cls = get_ranker_class(name)
+    batch = [0, 1, 2, -1 - 3]
+    options = {"model": str(tiny_bert_no_dropout), "dropout": 0.0, "loss": loss}
+    one_loss, one, one_split = _step_gradients(
+        cls(cls.Config.from_options({**options, "train_micro_items": 0})), loss, batch
+    )
+    split = cls(cls.Config.from_options({**options, "train_micro_items": micro}))
+    micro_loss, grads, was_split = _step_gradients(split, loss, batch)
+    assert (one_split, was_split) == (False, True)
+    assert micro_loss == pytest.approx(one_loss, rel=1e-6)
+    assert grads.keys() == one.keys() and len(grads) > 10
+    for key, grad in one.items():
+        torch.testing.assert_close(grads[key], grad, rtol=1e-5, atol=1e-7, msg=key)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import subprocess
 import sys
 from pathlib import Path
@@ -20,24 +19,8 @@ from typing import Any
 
 import pytest
 import torch
-from toydata import WORDS
+from toydata import long_split
 from toymodels import write_tiny_bert
-
-from bench.data.model import Candidate, CandidateList, Query, RankingSplit
-
-
-def busy_split(n_lists: int = 16, items: int = 64, seed: int = 0) -> RankingSplit:
-    """Lists of ``items`` items of three words out of ten: under ``order=union`` every word is
-    pooled by many items of its row, so the pooling backward adds many repeated indices."""
-    rng = random.Random(seed)
-    lists, qrels = [], {}
-    for q in range(n_lists):
-        texts = [" ".join(rng.sample(WORDS, 3)) for _ in range(items)]
-        qid = f"q{q}"
-        cands = tuple(Candidate(f"d{i}", t) for i, t in enumerate(texts))
-        lists.append(CandidateList(Query(qid, WORDS[q % len(WORDS)]), cands))
-        qrels[qid] = {f"d{rng.randrange(items)}": 1}
-    return RankingSplit(dataset="toy", split="train", lists=lists, qrels=qrels, checksum="busy")
 
 
 def _crossjem(model: Path | str) -> Any:
@@ -71,7 +54,7 @@ def _worker(model: str, out: str) -> None:
     runs = []
     for _ in range(TRAININGS):
         ranker = _crossjem(model)
-        summary = ranker.fit(busy_split(n_lists=8, items=512), None)
+        summary = ranker.fit(long_split(8, 512), None)
         runs.append([summary.steps, state_hash(ranker.module)])
     Path(out).write_text(json.dumps(runs))
 
@@ -99,7 +82,7 @@ def test_crossjem_backward_adds_no_repeated_indices_atomically(tiny_bert: Path) 
             return func(*args, **kwargs)
 
     ranker = _crossjem(tiny_bert)
-    split = busy_split(n_lists=2, items=12)
+    split = long_split(2, 12)
     batch = ranker.prepare([(cl.query.text, cl.texts) for cl in split.lists])
     with Watch():
         logits, mask = ranker.forward(batch)
@@ -131,7 +114,7 @@ def test_training_runs_deterministic_kernels_on_cpu_and_restores_the_setting(
 
     monkeypatch.setattr(ListSteps, "batch_loss", watched)
     before = torch.are_deterministic_algorithms_enabled()
-    _crossjem(tiny_bert).fit(busy_split(n_lists=1, items=6), None)
+    _crossjem(tiny_bert).fit(long_split(1, 6), None)
     # in the steps: deterministic, warning (never stopping) where no such kernel exists, and
     # no NaN fill of new tensors
     assert seen == [(True, True, False)]

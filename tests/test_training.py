@@ -19,7 +19,6 @@ import numpy as np
 import pytest
 import torch
 from toydata import gold_split
-from toymodels import write_tiny_bert
 
 from rankers.base import RankerError
 from rankers.crossjem import CrossJEMRanker
@@ -300,17 +299,6 @@ def _worker(model: str, out: str) -> None:
     (Path(out) / f"rank{state.process_index}.json").write_text(json.dumps(result))
     if state.is_main_process:
         ranker.save(Path(out) / "model")
-
-
-@pytest.fixture(scope="module")
-def tiny_bert_no_dropout(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny BERT without its internal dropout (the ``dropout`` option sets the head's only):
-    with no randomness left, one and two processes must train the same way."""
-    path = write_tiny_bert(tmp_path_factory.mktemp("tiny-bert-no-dropout"))
-    config = json.loads((path / "config.json").read_text())
-    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    (path / "config.json").write_text(json.dumps(config))
-    return path
 
 
 def test_cpu_processes_wait_without_cuda_device_ids(monkeypatch: pytest.MonkeyPatch) -> None:

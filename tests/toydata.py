@@ -28,6 +28,18 @@ def gold_split(name: str, seed: int, n: int = 12) -> RankingSplit:
     return RankingSplit(dataset="toy", split=name, lists=lists, qrels=qrels, checksum=f"toy-{name}")
 
 
+def long_split(n_queries: int, n_items: int, seed: int = 0) -> RankingSplit:
+    """Lists of ``n_items`` three-word items; item 3 and item ``n_items - 2`` are relevant."""
+    rng = random.Random(seed)
+    lists, qrels = [], {}
+    for q in range(n_queries):
+        cands = tuple(Candidate(f"d{i}", " ".join(rng.sample(WORDS, 3))) for i in range(n_items))
+        qid = f"q{q}"
+        lists.append(CandidateList(Query(qid, WORDS[q % len(WORDS)]), cands))
+        qrels[qid] = {"d3": 1, f"d{n_items - 2}": 2, "d5": 0}
+    return RankingSplit(dataset="long", split="train", lists=lists, qrels=qrels, checksum="long")
+
+
 #: words of the toy MTEB dataset folders
 NATO = [
     "alpha",

@@ -39,7 +39,8 @@ class StepEstimate:
 
     def describe(self) -> str:
         return (
-            f"largest training step: {self.sequences} sequences of up to {self.length} tokens, "
+            f"largest training step: {self.sequences} sequences of up to {self.length} tokens "
+            "in one forward/backward pass, "
             f"about {self.total_bytes / 2**30:.1f} GiB (activations "
             f"{self.activation_bytes / 2**30:.1f} GiB)"
         )
@@ -119,5 +120,5 @@ def step_problem(ranker: Any, list_lengths: Sequence[int], device: str) -> tuple
         return line, None
     return line, (
         f"{line}, more than the {free / 2**30:.1f} GiB free on {device}: lower "
-        "train_max_items or train_batch_queries (--set)"
+        "train_micro_items, train_max_items or train_batch_queries (--set)"
     )
