@@ -38,6 +38,7 @@ ENCODER_TRAINING = {
     "warmup_ratio",
     "max_grad_norm",
     "train_batch_queries",
+    "train_micro_items",
 }
 DENSE = {
     Role.TRAINING: {
@@ -175,6 +176,7 @@ EXPECTED: dict[str, dict[Role, set[str]]] = {
             "min_steps",
             "patience",
             "train_batch_queries",
+            "train_micro_items",
             "sort_item_tokens",
         },
         Role.SCORE: {"model", "score_token", "template", "max_length", "sort_item_tokens"},
@@ -308,9 +310,10 @@ def test_warmup_ratio_is_range_checked_in_every_config(ranker: str) -> None:
 
 
 def test_shared_list_training_options_have_one_declaration() -> None:
-    """dtype, train_dtype, warmup_ratio, loss, teacher and train_batch_queries: one spec (role and
-    valid values) in rankers.listtrain.ListTrainingConfig, whatever default or help a ranker
-    gives; the rankers without an int8 runtime take every scoring dtype but int8."""
+    """dtype, train_dtype, warmup_ratio, loss, teacher, train_batch_queries and
+    train_micro_items: one spec (role and valid values) in rankers.listtrain.ListTrainingConfig,
+    whatever default or help a ranker gives; the rankers without an int8 runtime take every
+    scoring dtype but int8."""
     from rankers.base import DTYPE_NAMES
     from rankers.trainconfig import ListTrainingConfig
 
@@ -320,9 +323,12 @@ def test_shared_list_training_options_have_one_declaration() -> None:
         assert s is not None
         return (s.role, s.min, s.max, s.below, s.choices)
 
-    for name in ("dtype", "train_dtype", "warmup_ratio", "loss", "teacher", "train_batch_queries"):
+    shared = ("dtype", "train_dtype", "warmup_ratio", "loss", "teacher", "train_batch_queries")
+    for name in (*shared, "train_micro_items"):
         for ranker in ("monobert", "crossjem"):
             assert spec(get_ranker_class(ranker).Config, name) == spec(ListTrainingConfig, name)
+    rankt5 = get_ranker_class("rankt5").Config
+    assert spec(rankt5, "train_micro_items") == spec(ListTrainingConfig, "train_micro_items")
     for ranker in ("dpr", "colbert", "rankt5"):
         config = get_ranker_class(ranker).Config
         assert spec(config, "train_dtype") == spec(ListTrainingConfig, "train_dtype")
