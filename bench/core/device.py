@@ -69,7 +69,7 @@ def deterministic_kernels(device: str) -> Iterator[None]:
 
     was = torch.are_deterministic_algorithms_enabled()
     warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
-    fill = torch.utils.deterministic.fill_uninitialized_memory
+    fill = torch.utils.deterministic.fill_uninitialized_memory  # type: ignore[attr-defined]
     # warn_only: an op without a deterministic CPU kernel warns instead of stopping a training
     torch.use_deterministic_algorithms(True, warn_only=True)
     torch.utils.deterministic.fill_uninitialized_memory = False  # type: ignore[attr-defined]
