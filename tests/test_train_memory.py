@@ -151,12 +151,15 @@ def test_the_step_estimate_scales_with_the_layers(
     ranker = _StepRanker(types.SimpleNamespace(model=str(folder)))
     monkeypatch.setattr(memory, "available_bytes", lambda device: total)
     line, problem = memory.step_problem(ranker, [10], "cpu")
-    assert line.startswith("toy: largest training step: 3 sequences of up to 10 tokens, about ")
+    assert line.startswith(
+        "toy: largest training step: 3 sequences of up to 10 tokens in one forward/backward "
+        "pass, about "
+    )
     assert problem is None
     monkeypatch.setattr(memory, "available_bytes", lambda device: total - 1)
     assert memory.step_problem(ranker, [10], "cpu")[1] == (
-        f"{line}, more than the 0.0 GiB free on cpu: lower train_max_items or "
-        "train_batch_queries (--set)"
+        f"{line}, more than the 0.0 GiB free on cpu: lower train_micro_items, train_max_items "
+        "or train_batch_queries (--set)"
     )
 
 
