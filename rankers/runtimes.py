@@ -11,11 +11,21 @@ runtime with the same inputs and only the encoder changes hands.
 * The graph is exported once per set of weights (:func:`encoder_graph`, kept in memory and keyed
   by the encoder's weight hash), never on a timed path: the rankers build their session in
   ``index()``, which every scoring job and the latency benchmark call before timing.
-* ``dtype=int8`` on ONNX Runtime: the encoder's linear layers (ONNX ``MatMul`` with a weight
-  initializer) quantized by ``onnxruntime.quantization.quantize_dynamic`` to int8 weights, one
-  scale per output channel; attention's activation products, layer norms, pooling and heads stay
-  float32.
-* ``dtype=bfloat16`` on OpenVINO: ``INFERENCE_PRECISION_HINT=bf16`` (float32 weights, the CPU
+* On ONNX Runtime (float32 and int8) the graph is fused first (:func:`fuse_for_onnxruntime`):
+  exported with the classic (eager) attention pattern, ONNX Runtime's transformer optimizer
+  turns each layer's attention into one ``Attention`` op (its CPU kernel takes the padding mask
+  as key lengths, so a padded row costs no masking pass over its scores, which the exported
+  ``scaled_dot_product_attention`` pattern spends on CROSS-JEM's long rows) and the embeddings,
+  residual layer norms and GELU into their fused kernels. Both rankers get the same recipe.
+  The fused graph needs right-padded masks (ones, then zeros), which both rankers build;
+  :class:`RuntimeEncoder` refuses any other mask rather than score it wrongly.
+* ``dtype=int8`` on ONNX Runtime: the fused graph quantized by
+  ``onnxruntime.quantization.quantize_dynamic`` (quantizing after fusion is the recipe ONNX
+  Runtime documents): the linear layers' weights (``MatMul``) and each fused ``Attention``'s
+  QKV projection (``QAttention``) to int8, one scale per output channel; attention's activation
+  products, layer norms, pooling and heads stay float32.
+* ``dtype=bfloat16`` on OpenVINO (the plain export: OpenVINO does not run ONNX Runtime's
+  fused ops): ``INFERENCE_PRECISION_HINT=bf16`` (float32 weights, the CPU
   plugin computes in bf16 where it can). float32 sets the hint to f32 explicitly, since
   OpenVINO's CPU default is bf16 on CPUs with native bf16.
 * Threads: the runtime's intra-op threads are torch's (``torch.get_num_threads()``, which
@@ -61,7 +71,7 @@ PRECISIONS: dict[str, dict[str, str]] = {
 }
 #: the packages each runtime needs, per precision ("*": every precision)
 PACKAGES: dict[str, dict[str, tuple[str, ...]]] = {
-    "onnxruntime": {"*": ("onnxruntime",), "int8": ("onnx",)},
+    "onnxruntime": {"*": ("onnxruntime", "onnx")},  # onnx: the fusion and the quantizer
     "openvino": {"*": ("openvino",)},
 }
 #: ONNX opset of the exported graphs (LayerNormalization is one op from 17)
@@ -164,11 +174,15 @@ def _trace_inputs() -> tuple[Tensor, ...]:
     return ids, mask, types, positions
 
 
-def export_encoder(encoder: nn.Module, outputs: Sequence[str]) -> bytes:
+def export_encoder(encoder: nn.Module, outputs: Sequence[str], eager: bool = False) -> bytes:
     """The float32 ``encoder`` as an ONNX model (bytes) with :data:`INPUTS` and ``outputs``,
-    rows and width dynamic. torch's TorchScript exporter (``dynamo=False``): the export-based
-    one needs onnxscript, which the extra does not install; its deprecation notes are logged
-    once at debug level."""
+    rows and width dynamic; ``eager``: a copy of the encoder with the classic attention
+    (``attn_implementation="eager"``: matmul, mask add, softmax, matmul), the pattern ONNX
+    Runtime's optimizer fuses, where the default ``sdpa`` exports a masked pattern it does not.
+    torch's TorchScript exporter (``dynamo=False``): the export-based one needs onnxscript,
+    which the extra does not install; its deprecation notes are logged once at debug level."""
+    if eager:
+        encoder = _eager_copy(encoder)
     graph = _EncoderGraph(encoder, outputs).eval()
     dims = {0: "rows", 1: "width"}
     with (
@@ -194,11 +208,65 @@ def export_encoder(encoder: nn.Module, outputs: Sequence[str]) -> bytes:
     return model
 
 
+def _eager_copy(encoder: nn.Module) -> nn.Module:
+    """A copy of a Hugging Face ``encoder`` running the classic (eager) attention; the scoring
+    encoder itself is left as it is."""
+    copied = copy.deepcopy(encoder)
+    switch = getattr(copied, "set_attn_implementation", None)
+    if callable(switch):
+        switch("eager")
+    else:  # transformers 4 before set_attn_implementation: the config says which one runs
+        copied.config._attn_implementation = "eager"
+    return copied
+
+
+def fuse_for_onnxruntime(model: bytes, num_heads: int, hidden_size: int) -> bytes:
+    """``model`` (an eager-attention export) with ONNX Runtime's BERT fusions
+    (``onnxruntime.transformers.optimizer``: ``Attention``, ``EmbedLayerNormalization``,
+    ``SkipLayerNormalization``, ``BiasGelu``), Python fusions only; the session applies the
+    runtime's own graph optimisations on top. What fused is logged; an encoder whose pattern
+    does not fuse keeps the plain ops (correct, only slower), with a warning."""
+    onnx = require("onnx", "onnxruntime")
+    optimizer = require("onnxruntime.transformers.optimizer", "onnxruntime")
+    fused = optimizer.optimize_model(
+        onnx.load_from_string(model),
+        model_type="bert",
+        num_heads=num_heads,
+        hidden_size=hidden_size,
+        opt_level=0,
+    )
+    counts = {op: n for op, n in fused.get_fused_operator_statistics().items() if n}
+    log.info("ONNX Runtime fusions: %s", counts)
+    if not counts.get("Attention"):
+        log.warning(
+            "ONNX Runtime's optimizer fused no attention in this encoder (fused: %s); its "
+            "attention runs unfused",
+            counts or "nothing",
+        )
+    with tempfile.TemporaryDirectory(prefix="bench-fused-") as tmp:
+        path = Path(tmp) / "fused.onnx"
+        fused.save_model_to_file(str(path))  # sorted, with the com.microsoft opset declared
+        return path.read_bytes()
+
+
+def fused_ops(model: bytes) -> dict[str, int]:
+    """How many nodes of each fused (``com.microsoft``) op ``model`` holds: what a record says
+    the runtime ran."""
+    onnx = require("onnx", "onnxruntime")
+    counts: dict[str, int] = {}
+    for node in onnx.load_from_string(model).graph.node:
+        if node.domain == "com.microsoft":
+            counts[node.op_type] = counts.get(node.op_type, 0) + 1
+    return dict(sorted(counts.items()))
+
+
 def quantize_int8(model: bytes) -> bytes:
-    """``model`` with its weight MatMuls quantized dynamically to int8 (QInt8 weights, one scale
-    per output channel: per-tensor scales moved MiniLM's hidden states about 2.5x more),
-    activations quantized per call (uint8); other ops float32."""
-    require("onnx", "onnxruntime")
+    """``model`` with its weight MatMuls and fused ``Attention`` ops' QKV weights quantized
+    dynamically to int8 (QInt8 weights, one scale per output channel: per-tensor scales moved
+    MiniLM's hidden states about 2.5x more), activations quantized per call (uint8); other ops
+    float32. The fused ops' outputs have no type ONNX shape inference knows, hence float32 as
+    the quantizer's default tensor type."""
+    onnx = require("onnx", "onnxruntime")
     quantization = require("onnxruntime.quantization", "onnxruntime")
     with tempfile.TemporaryDirectory(prefix="bench-int8-") as tmp:
         source, target = Path(tmp) / "float32.onnx", Path(tmp) / "int8.onnx"
@@ -212,7 +280,8 @@ def quantize_int8(model: bytes) -> bytes:
                 target,
                 weight_type=quantization.QuantType.QInt8,
                 per_channel=True,
-                op_types_to_quantize=["MatMul"],
+                op_types_to_quantize=["MatMul", "Attention"],
+                extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
             )
         finally:
             quiet.setLevel(level)
@@ -222,19 +291,28 @@ def quantize_int8(model: bytes) -> bytes:
 _GRAPHS: OrderedDict[tuple[Any, ...], bytes] = OrderedDict()
 
 
-def encoder_graph(encoder: nn.Module, outputs: Sequence[str], precision: str) -> bytes:
-    """The ONNX model of ``encoder`` in ``precision`` (int8: quantized), exported once per
-    weights: kept in memory by the encoder's weight hash, so rankers loading the same weights in
-    one process (the latency benchmark's variants) share one export."""
+def encoder_graph(
+    encoder: nn.Module, outputs: Sequence[str], precision: str, fused: bool = False
+) -> bytes:
+    """The ONNX model of ``encoder`` in ``precision`` (int8: quantized), ``fused`` for ONNX
+    Runtime (:func:`fuse_for_onnxruntime`, before quantizing), exported once per weights: kept
+    in memory by the encoder's weight hash, so rankers loading the same weights in one process
+    (the latency benchmark's variants) share one export."""
     from rankers.models import state_hash
 
     quantized = precision == "int8"
-    key = (state_hash(encoder), tuple(outputs), quantized)
+    key = (state_hash(encoder), tuple(outputs), fused, quantized)
     if key not in _GRAPHS:
-        base = (*key[:2], False)
+        base = (*key[:3], False)
         if base not in _GRAPHS:
             log.info("exporting the encoder (%s) to ONNX", key[0])
-            _keep(base, export_encoder(encoder, outputs))
+            model = export_encoder(encoder, outputs, eager=fused)
+            if fused:
+                config = encoder.config
+                model = fuse_for_onnxruntime(
+                    model, int(config.num_attention_heads), int(config.hidden_size)
+                )
+            _keep(base, model)
         if quantized:
             log.info("quantizing the encoder's linear layers to int8 (ONNX Runtime)")
             _keep(key, quantize_int8(_GRAPHS[base]))
@@ -259,11 +337,15 @@ class Session:
 
     run: Run
     info: dict[str, Any]
+    #: the graph reads the attention mask as key lengths (ONNX Runtime's fused attention), so
+    #: it takes right-padded masks only (ones, then zeros)
+    right_padded: bool = False
 
 
 def onnxruntime_session(model: bytes, precision: str, threads: int) -> Session:
-    """An ONNX Runtime CPU session of ``model`` (already quantized for int8) with ``threads``
-    intra-op threads, one inter-op thread, all graph optimisations and no spin-waiting."""
+    """An ONNX Runtime CPU session of ``model`` (fused, and quantized for int8:
+    :func:`encoder_graph`) with ``threads`` intra-op threads, one inter-op thread, all graph
+    optimisations and no spin-waiting."""
     ort = require("onnxruntime", "onnxruntime")
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
@@ -279,10 +361,15 @@ def onnxruntime_session(model: bytes, precision: str, threads: int) -> Session:
         # what the session runs with, read back from it
         "intra_op_threads": session.get_session_options().intra_op_num_threads,
         "provider": "CPUExecutionProvider",
+        "graph": "eager-attention export fused by onnxruntime.transformers.optimizer (bert)",
+        "fused_ops": fused_ops(model),
     }
     if precision == "int8":
-        info["quantization"] = "quantize_dynamic: MatMul weights QInt8 per channel"
-    return Session(lambda feeds: session.run(None, feeds), info)
+        info["quantization"] = (
+            "quantize_dynamic after fusion: MatMul and Attention (QKV) weights QInt8 per channel"
+        )
+    fused = "Attention" in info["fused_ops"] or "QAttention" in info["fused_ops"]
+    return Session(lambda feeds: session.run(None, feeds), info, right_padded=fused)
 
 
 def openvino_session(model: bytes, precision: str, threads: int) -> Session:
@@ -362,6 +449,13 @@ class RuntimeEncoder(nn.Module):
         if position_ids is None:
             width = input_ids.shape[1]
             position_ids = torch.arange(width, dtype=torch.long).expand(input_ids.shape[0], width)
+        if self.session.right_padded and bool(
+            (attention_mask[:, 1:] > attention_mask[:, :-1]).any()
+        ):
+            raise ValueError(
+                "the fused ONNX Runtime encoder reads the attention mask as key lengths and "
+                "takes right-padded masks only (ones, then zeros); this mask has a one after a zero"
+            )
         tensors = (input_ids, attention_mask, token_type_ids, position_ids)
         feeds = {
             name: np.ascontiguousarray(t.detach().cpu().numpy().astype(np.int64, copy=False))
@@ -405,7 +499,7 @@ class RuntimeCache:
                 require(package, runtime)
             encoder = module.encoder
             assert isinstance(encoder, nn.Module)
-            graph = encoder_graph(encoder, outputs, precision)
+            graph = encoder_graph(encoder, outputs, precision, fused=runtime == "onnxruntime")
             session = SESSIONS[runtime](graph, precision, threads)
             stand_in = RuntimeEncoder(session, getattr(encoder, "config", None), outputs)
             self._module = with_encoder(module, stand_in)

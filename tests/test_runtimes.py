@@ -315,3 +315,33 @@ def test_bench_latency_times_the_runtime(
         assert row["options"]["runtime"] == "onnxruntime"
         assert row["dtype"] == "float32 (onnxruntime)"
         assert row["ranker_info"]["runtime"]["intra_op_threads"] == 1
+
+
+@pytest.mark.parametrize(("dtype", "attention"), [("float32", "Attention"), ("int8", "QAttention")])
+def test_onnxruntime_runs_the_fused_graph(tiny_bert: Path, dtype: str, attention: str) -> None:
+    """On ONNX Runtime every layer's attention is one fused op (int8: with int8 QKV weights), the
+    embeddings and residual layer norms fused too; the session's account says so. OpenVINO gets
+    the plain export (it runs no ONNX Runtime ops)."""
+    _needs("onnxruntime", dtype)
+    ranker = _ranker(CrossJEMRanker, tiny_bert, runtime="onnxruntime", dtype=dtype)
+    layers = ranker.module.encoder.config.num_hidden_layers
+    ops = ranker.describe()["runtime"]["fused_ops"]
+    assert ops[attention] == layers and ops["EmbedLayerNormalization"] == 1
+    assert ops["SkipLayerNormalization"] >= layers
+    assert ("Attention" in ops) == (dtype == "float32")
+    plain = runtimes.encoder_graph(ranker.module.encoder, ("last_hidden_state",), "float32")
+    assert runtimes.fused_ops(plain) == {}
+
+
+def test_fused_graph_refuses_a_mask_that_is_not_right_padded(tiny_bert: Path) -> None:
+    """The fused attention reads the mask as key lengths: a mask with a one after a zero would be
+    scored as if it were right-padded, so it is refused, not scored wrongly."""
+    _needs("onnxruntime", "float32")
+    ranker = _ranker(MonoBERTRanker, tiny_bert, runtime="onnxruntime")
+    encoder = ranker.scoring_module().encoder
+    ids = torch.full((2, 6), 1000)
+    right = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0]])
+    assert encoder(ids, right, torch.zeros_like(ids)).last_hidden_state.shape[:2] == (2, 6)
+    holes = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 0, 1, 0, 0, 0]])
+    with pytest.raises(ValueError, match="takes right-padded masks only"):
+        encoder(ids, holes, torch.zeros_like(ids))
