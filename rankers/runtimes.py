@@ -13,12 +13,12 @@ runtime with the same inputs and only the encoder changes hands.
   ``index()``, which every scoring job and the latency benchmark call before timing.
 * On ONNX Runtime (float32 and int8) the graph is fused first (:func:`fuse_for_onnxruntime`):
   exported with the classic (eager) attention pattern, ONNX Runtime's transformer optimizer
-  turns each layer's attention into one ``Attention`` op (its CPU kernel takes the padding mask
-  as key lengths, so a padded row costs no masking pass over its scores, which the exported
-  ``scaled_dot_product_attention`` pattern spends on CROSS-JEM's long rows) and the embeddings,
-  residual layer norms and GELU into their fused kernels. Both rankers get the same recipe.
-  The fused graph needs right-padded masks (ones, then zeros), which both rankers build;
-  :class:`RuntimeEncoder` refuses any other mask rather than score it wrongly.
+  turns each layer's attention into one ``Attention`` op (its CPU kernel applies the padding
+  mask inside the fused softmax, where the exported ``scaled_dot_product_attention`` pattern
+  spends separate passes over every score on masking, a large share of CROSS-JEM's long rows)
+  and the embeddings, residual layer norms and GELU into their fused kernels. Both rankers get
+  the same recipe. The fused op reads the raw 2-D mask (any mask, not only right padding: the
+  key-lengths form measured no faster on this CPU).
 * ``dtype=int8`` on ONNX Runtime: the fused graph quantized by
   ``onnxruntime.quantization.quantize_dynamic`` (quantizing after fusion is the recipe ONNX
   Runtime documents): the linear layers' weights (``MatMul``) and each fused ``Attention``'s
@@ -224,15 +224,21 @@ def fuse_for_onnxruntime(model: bytes, num_heads: int, hidden_size: int) -> byte
     """``model`` (an eager-attention export) with ONNX Runtime's BERT fusions
     (``onnxruntime.transformers.optimizer``: ``Attention``, ``EmbedLayerNormalization``,
     ``SkipLayerNormalization``, ``BiasGelu``), Python fusions only; the session applies the
-    runtime's own graph optimisations on top. What fused is logged; an encoder whose pattern
-    does not fuse keeps the plain ops (correct, only slower), with a warning."""
+    runtime's own graph optimisations on top. The attention reads the raw mask (the BERT
+    default, key lengths, would read a mask with a one after a zero as right padding). What
+    fused is logged; an encoder whose pattern does not fuse keeps the plain ops (correct, only
+    slower), with a warning."""
     onnx = require("onnx", "onnxruntime")
     optimizer = require("onnxruntime.transformers.optimizer", "onnxruntime")
+    fusion = require("onnxruntime.transformers.fusion_options", "onnxruntime")
+    options = fusion.FusionOptions("bert")
+    options.use_raw_attention_mask(True)
     fused = optimizer.optimize_model(
         onnx.load_from_string(model),
         model_type="bert",
         num_heads=num_heads,
         hidden_size=hidden_size,
+        optimization_options=options,
         opt_level=0,
     )
     counts = {op: n for op, n in fused.get_fused_operator_statistics().items() if n}
@@ -337,9 +343,6 @@ class Session:
 
     run: Run
     info: dict[str, Any]
-    #: the graph reads the attention mask as key lengths (ONNX Runtime's fused attention), so
-    #: it takes right-padded masks only (ones, then zeros)
-    right_padded: bool = False
 
 
 def onnxruntime_session(model: bytes, precision: str, threads: int) -> Session:
@@ -368,8 +371,7 @@ def onnxruntime_session(model: bytes, precision: str, threads: int) -> Session:
         info["quantization"] = (
             "quantize_dynamic after fusion: MatMul and Attention (QKV) weights QInt8 per channel"
         )
-    fused = "Attention" in info["fused_ops"] or "QAttention" in info["fused_ops"]
-    return Session(lambda feeds: session.run(None, feeds), info, right_padded=fused)
+    return Session(lambda feeds: session.run(None, feeds), info)
 
 
 def openvino_session(model: bytes, precision: str, threads: int) -> Session:
@@ -449,13 +451,6 @@ class RuntimeEncoder(nn.Module):
         if position_ids is None:
             width = input_ids.shape[1]
             position_ids = torch.arange(width, dtype=torch.long).expand(input_ids.shape[0], width)
-        if self.session.right_padded and bool(
-            (attention_mask[:, 1:] > attention_mask[:, :-1]).any()
-        ):
-            raise ValueError(
-                "the fused ONNX Runtime encoder reads the attention mask as key lengths and "
-                "takes right-padded masks only (ones, then zeros); this mask has a one after a zero"
-            )
         tensors = (input_ids, attention_mask, token_type_ids, position_ids)
         feeds = {
             name: np.ascontiguousarray(t.detach().cpu().numpy().astype(np.int64, copy=False))

@@ -333,15 +333,22 @@ def test_onnxruntime_runs_the_fused_graph(tiny_bert: Path, dtype: str, attention
     assert runtimes.fused_ops(plain) == {}
 
 
-def test_fused_graph_refuses_a_mask_that_is_not_right_padded(tiny_bert: Path) -> None:
-    """The fused attention reads the mask as key lengths: a mask with a one after a zero would be
-    scored as if it were right-padded, so it is refused, not scored wrongly."""
+def test_fused_graph_reads_any_mask_as_torch_does(tiny_bert: Path) -> None:
+    """The fused attention reads the raw mask, not key lengths: a mask with a one after a zero
+    gives torch's hidden states on every unmasked token (the lengths form would attend to the
+    masked ones)."""
     _needs("onnxruntime", "float32")
     ranker = _ranker(MonoBERTRanker, tiny_bert, runtime="onnxruntime")
-    encoder = ranker.scoring_module().encoder
-    ids = torch.full((2, 6), 1000)
-    right = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0]])
-    assert encoder(ids, right, torch.zeros_like(ids)).last_hidden_state.shape[:2] == (2, 6)
-    holes = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 0, 1, 0, 0, 0]])
-    with pytest.raises(ValueError, match="takes right-padded masks only"):
-        encoder(ids, holes, torch.zeros_like(ids))
+    fused, encoder = ranker.scoring_module().encoder, ranker.module.encoder
+    ids = torch.arange(1000, 1012).reshape(2, 6)
+    types = torch.zeros_like(ids)
+    for mask in (
+        [[1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0]],
+        [[1, 1, 0, 1, 1, 1], [1, 0, 1, 0, 0, 1]],
+    ):
+        keep = torch.tensor(mask)
+        got = fused(ids, keep, types).last_hidden_state
+        with torch.no_grad():
+            want = encoder(input_ids=ids, attention_mask=keep, token_type_ids=types)
+        diff = (got - want.last_hidden_state).abs()[keep.bool()].max()
+        assert float(diff) < 1e-4, (mask, float(diff))
