@@ -211,7 +211,7 @@ def export_encoder(encoder: nn.Module, outputs: Sequence[str], eager: bool = Fal
 def _eager_copy(encoder: nn.Module) -> nn.Module:
     """A copy of a Hugging Face ``encoder`` running the classic (eager) attention; the scoring
     encoder itself is left as it is."""
-    copied = copy.deepcopy(encoder)
+    copied: Any = copy.deepcopy(encoder)
     switch = getattr(copied, "set_attn_implementation", None)
     if callable(switch):
         switch("eager")
@@ -314,7 +314,7 @@ def encoder_graph(
             log.info("exporting the encoder (%s) to ONNX", key[0])
             model = export_encoder(encoder, outputs, eager=fused)
             if fused:
-                config = encoder.config
+                config: Any = encoder.config
                 model = fuse_for_onnxruntime(
                     model, int(config.num_attention_heads), int(config.hidden_size)
                 )
