@@ -47,7 +47,13 @@ from rankers.itemorder import item_texts
 from rankers.losses import ANY_REAL_TARGETS, TEACHER_SCORES
 from rankers.models import resolve_model, state_hash, weights_hash
 from rankers.precision import INT8, scoring_dtype
-from rankers.runtimes import RUNTIMES, RuntimeCache, check_runtime, runtime_precision
+from rankers.runtimes import (
+    ONNX_GRAPHS,
+    RUNTIMES,
+    RuntimeCache,
+    check_runtime,
+    runtime_precision,
+)
 from rankers.tokens import ItemTokens
 from rankers.trainconfig import ListTrainingConfig
 from rankers.transfer import upload, upload_along  # noqa: F401 - the encoders' one copy
@@ -183,6 +189,14 @@ class EncoderConfig(ListTrainingConfig):
         help="what runs the encoder when scoring: torch (eager), onnxruntime (float32, int8) or "
         "openvino (float32, bfloat16), the encoder exported to ONNX once per loaded model; "
         "training always runs torch (needs the runtimes extra)",
+    )
+    onnx_graph: str = option(
+        "fused",
+        role=RUNTIME,
+        choices=ONNX_GRAPHS,
+        help="the graph runtime=onnxruntime runs: fused (eager-attention export with ONNX "
+        "Runtime's BERT fusions, int8 quantized after fusion) or plain (the sdpa export, its "
+        "linear layers quantized for int8); each ranker's faster one differs (docs/usage.md)",
     )
     # -- training (rankers.listtrain.fit_lists) --
     teacher_scores: str = option(
@@ -586,7 +600,10 @@ class EncoderRanker(Ranker[EC], Generic[EC]):
         if cfg.runtime == "torch":
             return self._cast.get(self.module, scoring_dtype(cfg.dtype, self.device))
         precision = runtime_precision(cfg.runtime, cfg.dtype)
-        return self._runtime.get(self.module, cfg.runtime, precision, self.encoder_outputs())
+        fused = cfg.runtime == "onnxruntime" and cfg.onnx_graph == "fused"
+        return self._runtime.get(
+            self.module, cfg.runtime, precision, self.encoder_outputs(), fused=fused
+        )
 
     def encoder_outputs(self) -> tuple[str, ...]:
         """The encoder outputs the module reads (an exported graph computes only these)."""

@@ -11,14 +11,15 @@ runtime with the same inputs and only the encoder changes hands.
 * The graph is exported once per set of weights (:func:`encoder_graph`, kept in memory and keyed
   by the encoder's weight hash), never on a timed path: the rankers build their session in
   ``index()``, which every scoring job and the latency benchmark call before timing.
-* On ONNX Runtime (float32 and int8) the graph is fused first (:func:`fuse_for_onnxruntime`):
+* On ONNX Runtime (float32 and int8) the graph is fused first (:func:`fuse_for_onnxruntime`;
+  option ``onnx_graph=plain`` skips it, which short pairs such as monoBERT's run faster):
   exported with the classic (eager) attention pattern, ONNX Runtime's transformer optimizer
   turns each layer's attention into one ``Attention`` op (its CPU kernel applies the padding
   mask inside the fused softmax, where the exported ``scaled_dot_product_attention`` pattern
   spends separate passes over every score on masking, a large share of CROSS-JEM's long rows)
-  and the embeddings, residual layer norms and GELU into their fused kernels. Both rankers get
-  the same recipe. The fused op reads the raw 2-D mask (any mask, not only right padding: the
-  key-lengths form measured no faster on this CPU).
+  and the embeddings, residual layer norms and GELU into their fused kernels. The fused op
+  reads the raw 2-D mask (any mask, not only right padding: the key-lengths form measured no
+  faster on this CPU).
 * ``dtype=int8`` on ONNX Runtime: the fused graph quantized by
   ``onnxruntime.quantization.quantize_dynamic`` (quantizing after fusion is the recipe ONNX
   Runtime documents): the linear layers' weights (``MatMul``) and each fused ``Attention``'s
@@ -79,6 +80,8 @@ OPSET = 17
 #: exported graphs kept in memory (a latency run times both rankers on the same encoder)
 _GRAPHS_KEPT = 4
 INPUTS = ("input_ids", "attention_mask", "token_type_ids", "position_ids")
+#: values of option ``onnx_graph``: the graph ONNX Runtime runs (:func:`encoder_graph`)
+ONNX_GRAPHS: tuple[str, ...] = ("fused", "plain")
 
 
 def runtime_precision(runtime: str, dtype: str) -> str:
@@ -364,12 +367,17 @@ def onnxruntime_session(model: bytes, precision: str, threads: int) -> Session:
         # what the session runs with, read back from it
         "intra_op_threads": session.get_session_options().intra_op_num_threads,
         "provider": "CPUExecutionProvider",
-        "graph": "eager-attention export fused by onnxruntime.transformers.optimizer (bert)",
         "fused_ops": fused_ops(model),
     }
+    fused = bool(info["fused_ops"])
+    info["graph"] = (
+        "eager-attention export fused by onnxruntime.transformers.optimizer (bert)"
+        if fused
+        else "plain export (sdpa attention)"
+    )
     if precision == "int8":
-        info["quantization"] = (
-            "quantize_dynamic after fusion: MatMul and Attention (QKV) weights QInt8 per channel"
+        info["quantization"] = "quantize_dynamic: MatMul weights QInt8 per channel" + (
+            ", fused Attention's QKV weights too (after fusion)" if fused else ""
         )
     return Session(lambda feeds: session.run(None, feeds), info)
 
@@ -484,17 +492,24 @@ class RuntimeCache:
         self.info: dict[str, Any] = {}
 
     def get(
-        self, module: nn.Module, runtime: str, precision: str, outputs: Sequence[str]
+        self,
+        module: nn.Module,
+        runtime: str,
+        precision: str,
+        outputs: Sequence[str],
+        fused: bool = False,
     ) -> nn.Module:
+        """The module with its encoder on ``runtime`` in ``precision``, the graph ``fused`` for
+        ONNX Runtime (:func:`encoder_graph`)."""
         threads = torch.get_num_threads()
         versions = tuple(p._version for p in module.parameters())
-        key = (id(module), runtime, precision, tuple(outputs), threads, versions)
+        key = (id(module), runtime, precision, tuple(outputs), fused, threads, versions)
         if self._key != key or self._module is None:
             for package in required_packages(runtime, precision):
                 require(package, runtime)
             encoder = module.encoder
             assert isinstance(encoder, nn.Module)
-            graph = encoder_graph(encoder, outputs, precision, fused=runtime == "onnxruntime")
+            graph = encoder_graph(encoder, outputs, precision, fused=fused)
             session = SESSIONS[runtime](graph, precision, threads)
             stand_in = RuntimeEncoder(session, getattr(encoder, "config", None), outputs)
             self._module = with_encoder(module, stand_in)

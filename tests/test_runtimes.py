@@ -159,7 +159,7 @@ def test_export_once_per_weights_in_index_and_again_after_they_change(
     ranker.index(split)
     assert len(calls) == 1
     ranker.score(lists)
-    _ranker(MonoBERTRanker, tiny_bert, runtime="onnxruntime").score(lists)
+    _ranker(MonoBERTRanker, tiny_bert, runtime="onnxruntime", onnx_graph="fused").score(lists)
     assert len(calls) == 1
     encoder = ranker.module.encoder
     with torch.no_grad():
@@ -333,13 +333,33 @@ def test_onnxruntime_runs_the_fused_graph(tiny_bert: Path, dtype: str, attention
     assert runtimes.fused_ops(plain) == {}
 
 
+def test_each_ranker_gets_its_faster_onnx_graph(tiny_bert: Path) -> None:
+    """CROSS-JEM's long rows run the fused graph, monoBERT's short pairs the plain one (faster
+    for them) unless ``onnx_graph=fused`` asks; the record says which graph ran."""
+    _needs("onnxruntime", "int8")
+    assert CrossJEMRanker.Config().onnx_graph == "fused"
+    mono = _ranker(MonoBERTRanker, tiny_bert, runtime="onnxruntime", dtype="int8")
+    info = mono.describe()["runtime"]
+    assert mono.cfg.onnx_graph == "plain" and info["fused_ops"] == {}
+    assert info["graph"] == "plain export (sdpa attention)"
+    assert info["quantization"] == "quantize_dynamic: MatMul weights QInt8 per channel"
+    fused = _ranker(
+        MonoBERTRanker, tiny_bert, runtime="onnxruntime", dtype="int8", onnx_graph="fused"
+    )
+    assert fused.describe()["runtime"]["fused_ops"]["QAttention"] == 2
+    lists = _lists(3)
+    reference = _ranker(MonoBERTRanker, tiny_bert).score(lists)
+    assert _worst(fused.score(lists), reference, "magnitude") <= LOW_PRECISION_TOLERANCE
+
+
 def test_fused_graph_reads_any_mask_as_torch_does(tiny_bert: Path) -> None:
     """The fused attention reads the raw mask, not key lengths: a mask with a one after a zero
     gives torch's hidden states on every unmasked token (the lengths form would attend to the
     masked ones)."""
     _needs("onnxruntime", "float32")
-    ranker = _ranker(MonoBERTRanker, tiny_bert, runtime="onnxruntime")
+    ranker = _ranker(MonoBERTRanker, tiny_bert, runtime="onnxruntime", onnx_graph="fused")
     fused, encoder = ranker.scoring_module().encoder, ranker.module.encoder
+    assert fused.session.info["fused_ops"]["Attention"] == 2
     ids = torch.arange(1000, 1012).reshape(2, 6)
     types = torch.zeros_like(ids)
     for mask in (
