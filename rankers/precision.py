@@ -63,7 +63,11 @@ def training_precision(config: Any) -> Iterator[None]:
     ``config.train_dtype``: the trained weights then depend only on training options, so the
     runtime-only ``dtype`` scores the float32-trained model in another precision without
     training it again. For the same reason a config's ``runtime`` (:mod:`rankers.runtimes`) is
-    torch meanwhile. Restores both afterwards, also on error."""
+    torch meanwhile. Restores both afterwards, also on error. A config without both precision
+    options (an out-of-tree ranker's) is left as it is."""
+    if not (hasattr(config, "dtype") and hasattr(config, "train_dtype")):
+        yield
+        return
     saved = config.dtype
     runtime = getattr(config, "runtime", None)
     config.dtype = config.train_dtype

@@ -162,7 +162,15 @@ class CrossJEMConfig(EncoderConfig):
 
     def __post_init__(self) -> None:
         """Options that do nothing in the chosen layout are refused by their declared ``needs``
-        (:meth:`RankerConfig.__post_init__`); here only the checks across values."""
+        (:meth:`RankerConfig.__post_init__`); here only the checks across values. The runtime
+        conflict comes first: it holds whether or not that runtime's package is installed, which
+        the base check looks at."""
+        if self.merge_layers and self.runtime != "torch":
+            raise RankerError(
+                f"option merge_layers={self.merge_layers} runs the encoder's layers one by one "
+                f"in torch; runtime={self.runtime} runs the whole encoder as one graph: use "
+                "runtime=torch or merge_layers=0"
+            )
         super().__post_init__()
         if self.content_share_min and self.content_share_min < self.share_min:
             raise RankerError(
@@ -173,12 +181,6 @@ class CrossJEMConfig(EncoderConfig):
             raise RankerError(
                 "option query_pool cannot be combined with merge_layers > 0 (the first layers "
                 "run over the items as written)"
-            )
-        if self.merge_layers and self.runtime != "torch":
-            raise RankerError(
-                f"option merge_layers={self.merge_layers} runs the encoder's layers one by one "
-                f"in torch; runtime={self.runtime} runs the whole encoder as one graph: use "
-                "runtime=torch or merge_layers=0"
             )
         if self.max_item_len > self.union_len:
             raise RankerError(
