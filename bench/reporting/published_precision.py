@@ -58,14 +58,19 @@ def precision_row(
     return found[0] if found else None
 
 
-def precision_table(records: Records, name: str, rankers: Sequence[str]) -> str:
-    """AP@10 per ranker and precision, the change against float32 on the same device beside each
-    low-precision value."""
+def precision_table(
+    records: Records,
+    name: str,
+    rankers: Sequence[str],
+    columns: Sequence[tuple[str, str, str, str | None]] = COLUMNS,
+) -> str:
+    """AP@10 per ranker and precision (``columns``: a subset of :data:`COLUMNS`), the change
+    against float32 on the same device beside each low-precision value."""
     rows = []
     for ranker in rankers:
         cells = [ranker]
         base: dict[str, float] = {}
-        for _, device, dtype, runtime in COLUMNS:
+        for _, device, dtype, runtime in columns:
             row = precision_row(records, name, ranker, device, dtype, runtime)
             if row is None:
                 cells.append(MISSING)
@@ -79,7 +84,7 @@ def precision_table(records: Records, name: str, rankers: Sequence[str]) -> str:
             else:
                 cells.append(fixed(value))
         rows.append(cells)
-    return table(["ranker", *(c[0] for c in COLUMNS)], rows)
+    return table(["ranker", *(c[0] for c in columns)], rows)
 
 
 @renderer("precision-semeval16b")
@@ -93,3 +98,10 @@ def precision_wikiqa(records: Records) -> str:
     """monoBERT on wikiqa test in every precision (CROSS-JEM: its ColBERT teacher failed on the
     GPU there, a bug fixed before the second run, and the loan ran out before a rerun)."""
     return precision_table(records, "precision-wikiqa.md", ("monobert",))
+
+
+@renderer("precision-wikiqa-cpu")
+def precision_wikiqa_cpu(records: Records) -> str:
+    """monoBERT and CROSS-JEM trained on this project's CPU, scored on it in float32 and int8."""
+    cpu = [c for c in COLUMNS if c[1] == "cpu" and c[2] != "bfloat16"]
+    return precision_table(records, "precision-wikiqa-cpu.md", ("monobert", "crossjem"), cpu)
