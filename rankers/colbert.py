@@ -260,7 +260,7 @@ class ColBERTRanker(Ranker[ColBERTRankerConfig]):
         self._dtok: Any = None
         self._provenance: dict[str, Any] = {}
         self.training_summary: TrainingSummary | None = None
-        from rankers.encoders import CastCache
+        from rankers.precision import CastCache
 
         # the projection stays float32 over a bf16 encoder, so MaxSim runs on float32 vectors
         self._cast: CastCache[ColBERT] = CastCache(lambda m: [m.linear])

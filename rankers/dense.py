@@ -192,7 +192,7 @@ class DenseRanker(Ranker[DenseConfig]):
         self.mining_rounds: list[MiningRound] = []
         self._fit: _FitData | None = None
         self._fitting = False
-        from rankers.encoders import CastCache
+        from rankers.precision import CastCache
 
         # pooling (and any Dense/Normalize after it) stays float32 over a bf16 transformer
         self._cast: CastCache[SentenceTransformer] = CastCache(lambda m: list(m)[1:])

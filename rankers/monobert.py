@@ -29,7 +29,6 @@ from rankers.encoders import (
     EncoderConfig,
     EncoderRanker,
     check_positions,
-    float32_logits,
     list_arrays,
     pad_array,
     pad_rows,
@@ -38,6 +37,7 @@ from rankers.encoders import (
     upload,
 )
 from rankers.itemorder import sort_items_option
+from rankers.precision import float32_logits
 from rankers.tokens import PAD, ItemArrays
 from rankers.trainconfig import ListTrainingConfig
 

@@ -1,15 +1,18 @@
-"""The dtype option's meaning: names -> torch dtypes, ``auto`` resolved per device, and how
-latency records name it. Below every ranker module (only torch and :mod:`bench.core.device`), so the
+"""The dtype option's meaning: names -> torch dtypes, ``auto`` resolved per device, how
+latency records name it, and the low-precision scoring copy (:class:`CastCache`) with its float32
+heads. Below every ranker module (only torch and :mod:`bench.core.device`), so the
 ranker base, the configs and the encoders read one definition.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
-from typing import Any
+import copy
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Generic, TypeVar
 
 import torch
+from torch import Tensor, nn
 
 from bench.core.device import auto_choice
 from rankers.errors import RankerError
@@ -79,3 +82,83 @@ def training_precision(config: Any) -> Iterator[None]:
         config.dtype = saved
         if runtime is not None:
             config.runtime = runtime
+
+
+M = TypeVar("M", bound=nn.Module)
+
+
+def _float32_inputs(_module: nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Forward pre-hook of a float32 head: its floating inputs (dict values too) to float32."""
+
+    def cast(value: Any) -> Any:
+        if isinstance(value, Tensor) and value.is_floating_point():
+            return value.float()
+        if isinstance(value, Mapping):  # sentence-transformers' features (dict, BatchEncoding)
+            return {k: cast(v) for k, v in value.items()}
+        return value
+
+    return tuple(cast(a) for a in args)
+
+
+def keep_float32(clone: nn.Module, source: nn.Module, heads: Sequence[nn.Module]) -> None:
+    """Give ``heads`` (submodules of the cast ``clone``) back their float32 weights from
+    ``source`` and make them cast their inputs to float32, so pooling and logits are computed and
+    kept in float32 over a low-precision encoder: a bf16 head rounds each logit to 8 bits of
+    mantissa (steps of 2^-7..2^-6 at the usual logit sizes), which ties and flips close items.
+
+    Weights are set as new parameters, so a head tied to an embedding (T5's LM head, BERT's
+    decoder) does not turn the encoder's embedding back to float32."""
+    kept = {id(h) for h in heads}
+    for name, head in clone.named_modules():
+        if id(head) not in kept:
+            continue
+        original = source.get_submodule(name)
+        for full, value in [*original.named_parameters(), *original.named_buffers()]:
+            owner_name, _, leaf = full.rpartition(".")
+            owner = head.get_submodule(owner_name)
+            if leaf in owner._parameters:
+                owner._parameters[leaf] = nn.Parameter(value.detach().clone(), requires_grad=False)
+            else:
+                owner._buffers[leaf] = value.detach().clone()
+        head.register_forward_pre_hook(_float32_inputs)
+
+
+class CastCache(Generic[M]):
+    """A copy of a module with its weights cast once to a low-precision dtype for scoring.
+
+    Per-call autocast re-casts every weight on every call (on an H100 that erased CROSS-JEM's
+    advantage); a cast copy costs it once. ``heads`` names the copy's submodules that stay in
+    float32 (the classifier, projection or LM head: :func:`keep_float32`), so only the encoder
+    runs in the low-precision dtype and scores keep float32 resolution. Training keeps the
+    float32 module (autocast, fp32 master weights): the copy is rebuilt whenever a parameter of
+    the source has changed since (optimiser steps and ``load_state_dict`` bump tensors' version
+    counters)."""
+
+    def __init__(self, heads: Callable[[M], Sequence[nn.Module]] | None = None) -> None:
+        self._key: tuple[Any, ...] | None = None
+        self._module: M | None = None
+        self._heads = heads
+
+    def get(self, module: M, dtype: torch.dtype) -> M:
+        if dtype == torch.float32 and all(p.dtype == dtype for p in module.parameters()):
+            return module
+        key = (id(module), dtype, tuple(p._version for p in module.parameters()))
+        if self._key != key or self._module is None:
+            clone = copy.deepcopy(module)
+            heads = list(self._heads(clone)) if self._heads is not None else []
+            clone = clone.to(dtype).eval()
+            keep_float32(clone, module, heads)
+            self._module = clone
+            self._key = key
+        return self._module
+
+
+def float32_logits(head: nn.Module, features: Tensor) -> Tensor:
+    """``head(features)`` squeezed to one float32 logit per row, with the features cast to the
+    head's dtype: float32 under a bf16 scoring copy (:class:`CastCache` keeps heads in float32),
+    so the pooled features are never rounded to bf16 on their way to the logit."""
+    weight = next(head.parameters())
+    # autocast would run a float32 head in bf16 anyway (it casts a Linear's inputs and weights):
+    # the head is switched out of it, so training logits keep float32 resolution too
+    with torch.autocast(device_type=features.device.type, enabled=False):
+        return head(features.to(weight.dtype)).squeeze(-1).float()

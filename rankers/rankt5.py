@@ -149,7 +149,7 @@ class RankT5Ranker(Ranker[RankT5Config]):
         self._start_id = -1
         self._info: dict[str, Any] = {}
         self.training_summary: TrainingSummary | None = None
-        from rankers.encoders import CastCache
+        from rankers.precision import CastCache
 
         # the LM head stays float32: the score-token logit is not rounded to bf16
         self._cast: CastCache[PreTrainedModel] = CastCache(lambda m: [m.get_output_embeddings()])

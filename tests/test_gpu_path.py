@@ -357,7 +357,7 @@ def test_backward_under_several_processes_reads_once(monkeypatch: pytest.MonkeyP
 def test_float32_logits_leave_autocast_for_the_head() -> None:
     """Under bf16 autocast a float32 Linear still runs in bf16 (autocast casts its inputs and
     weight); the head must give the float32 logits exactly."""
-    from rankers.encoders import float32_logits
+    from rankers.precision import float32_logits
 
     torch.manual_seed(0)
     head = torch.nn.Linear(64, 1)

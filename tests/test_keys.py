@@ -265,7 +265,7 @@ def test_the_training_key_names_cuda_autocast_and_only_it() -> None:
     key says so where it applies (and a CPU key is as it was)."""
     from types import SimpleNamespace
 
-    from bench.execution.runner import _autocast_part
+    from bench.execution.keys import autocast_part as _autocast_part
 
     def part(device: str, train_dtype: str) -> dict[str, str]:
         ranker = SimpleNamespace(device=device, config=SimpleNamespace(train_dtype=train_dtype))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
@@ -25,12 +24,16 @@ from bench.cli.options import (
     Subset,
     Threads,
     TrainSubset,
+    batch_size_sets,
+    batch_sizes,
     console,
+    csv_values,
     dataset_option,
     emit,
     err_console,
     format_option,
     friendly_errors,
+    int_list,
     open_unit,
     parse_sets,
     print_parts,
@@ -389,41 +392,6 @@ def check(
 
 
 # -- latency / plot ------------------------------------------------------------------------------
-def _csv(value: str | None, convert: Callable[[str], Any] = str) -> tuple[Any, ...]:
-    return tuple(convert(v.strip()) for v in value.split(",") if v.strip()) if value else ()
-
-
-def _ints(option: str, value: str) -> tuple[int, ...]:
-    """Comma-separated integers; a bad one is reported with the option's name."""
-    try:
-        return _csv(value, int)
-    except ValueError:
-        raise ValueError(f"{option}: expected comma-separated integers, got {value!r}") from None
-
-
-def _batch_sizes(option: str, value: str) -> tuple[int | str, ...]:
-    """Comma-separated batch sizes: integers or ``all`` (every pair of a call)."""
-    try:
-        return _csv(value, lambda v: v if v == "all" else int(v))
-    except ValueError:
-        raise ValueError(
-            f"{option}: expected comma-separated integers or 'all', got {value!r}"
-        ) from None
-
-
-def _batch_size_sets(pairs: list[str] | None) -> dict[str, tuple[int | str, ...]]:
-    """``--batch-sizes NAME=32,64,all`` (repeatable) -> {ranker name: batch sizes}."""
-    from rankers import canonical_name
-
-    out: dict[str, tuple[int | str, ...]] = {}
-    for pair in pairs or []:
-        name, sep, sizes = pair.partition("=")
-        if not sep or not name.strip():
-            raise ValueError(f"--batch-sizes expects NAME=32,64,all, got {pair!r}")
-        out[canonical_name(name)] = _batch_sizes("--batch-sizes", sizes)
-    return out
-
-
 @app.command()
 @friendly_errors
 def latency(
@@ -535,17 +503,17 @@ def latency(
     if fmt not in LATENCY_FORMATS:
         raise ValueError(f"--format {fmt!r} is unknown; known: {', '.join(LATENCY_FORMATS)}")
     sizes = {
-        "monobert": _batch_sizes("--monobert-batch-sizes", monobert_batch_sizes),
-        "st-crossencoder": _batch_sizes("--peer-batch-sizes", peer_batch_sizes),
-        **_batch_size_sets(batch_sizes_),
+        "monobert": batch_sizes("--monobert-batch-sizes", monobert_batch_sizes),
+        "st-crossencoder": batch_sizes("--peer-batch-sizes", peer_batch_sizes),
+        **batch_size_sets(batch_sizes_),
     }
-    timed = _csv(rankers_)
+    timed = csv_values(rankers_)
     overrides = options_per_ranker(parse_sets(sets), timed)
     runs = [
         BenchOptions(
             dataset=dataset,
             split=split,
-            n_values=_ints("--n-items", n_items),
+            n_values=int_list("--n-items", n_items),
             rankers=timed,
             options=overrides,
             batch_queries=bq,
@@ -561,7 +529,7 @@ def latency(
             results_dir=results_dir,
             calibrate=calibrate,
         )
-        for bq in _ints("--batch-queries", batch_queries)
+        for bq in int_list("--batch-queries", batch_queries)
     ]
     if not runs:
         raise ValueError("--batch-queries: give at least one number of queries per call")

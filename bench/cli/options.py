@@ -188,3 +188,40 @@ def run_options(ranker: str, dataset: str, **fields: Any) -> RunOptions:
     return RunOptions(
         ranker=ranker, dataset=dataset, progress=True, train_processes=launch_world(), **fields
     )
+
+
+# -- comma-separated option values (bench latency, plot) -------------------------------------
+def csv_values(value: str | None, convert: Callable[[str], Any] = str) -> tuple[Any, ...]:
+    """``a,b,c`` -> its non-empty parts, each through ``convert``."""
+    return tuple(convert(v.strip()) for v in value.split(",") if v.strip()) if value else ()
+
+
+def int_list(option: str, value: str) -> tuple[int, ...]:
+    """Comma-separated integers; a bad one is reported with the option's name."""
+    try:
+        return csv_values(value, int)
+    except ValueError:
+        raise ValueError(f"{option}: expected comma-separated integers, got {value!r}") from None
+
+
+def batch_sizes(option: str, value: str) -> tuple[int | str, ...]:
+    """Comma-separated batch sizes: integers or ``all`` (every pair of a call)."""
+    try:
+        return csv_values(value, lambda v: v if v == "all" else int(v))
+    except ValueError:
+        raise ValueError(
+            f"{option}: expected comma-separated integers or 'all', got {value!r}"
+        ) from None
+
+
+def batch_size_sets(pairs: list[str] | None) -> dict[str, tuple[int | str, ...]]:
+    """``--batch-sizes NAME=32,64,all`` (repeatable) -> {ranker name: batch sizes}."""
+    from rankers import canonical_name
+
+    out: dict[str, tuple[int | str, ...]] = {}
+    for pair in pairs or []:
+        name, sep, sizes = pair.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"--batch-sizes expects NAME=32,64,all, got {pair!r}")
+        out[canonical_name(name)] = batch_sizes("--batch-sizes", sizes)
+    return out

@@ -1,4 +1,4 @@
-"""Sharded scoring (issue 20 item 1): which process scores which queries, and the gather.
+"""Sharded scoring: which process scores which queries, and the gather.
 
 The rule is deterministic and depends only on the candidate counts and the process count, so
 every process computes the same assignment without talking to the others:
@@ -125,7 +125,7 @@ def peers_lost(role: Role) -> Iterator[None]:
         ) from exc
 
 
-#: test hook: the rank named here raises in :func:`score_sharded` (fault tests, issue 20 item 3)
+#: test hook: the rank named here raises in :func:`score_sharded` (the fault tests)
 FAIL_RANK_ENV = "BENCH_TEST_FAIL_RANK"
 
 

@@ -38,7 +38,7 @@ class LatencySummary:
     candidates_per_s: float
     device_mean_ms: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-    # the raw per-call values (issue 19 item 5), so records can be pooled and re-summarised
+    # the raw per-call values, so records can be pooled and re-summarised
     # (:func:`pool`); records written before these fields read them as empty
     call_s: list[float] = field(default_factory=list)
     call_queries: list[int] = field(default_factory=list)
@@ -243,8 +243,8 @@ def pool(summaries: Sequence[Mapping[str, Any]]) -> LatencySummary:
 
 
 def aggregate_throughput(summaries: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """Pairs/s and queries/s of processes that ran *at the same time* (throughput mode,
-    issue 20 item 5): all their work over the longest process's wall time."""
+    """Pairs/s and queries/s of processes that ran *at the same time* (throughput mode): all
+    their work over the longest process's wall time."""
     if not summaries:
         raise ValueError("no per-process summaries to aggregate")
     wall = max(float(summary["total_s"]) for summary in summaries)

@@ -24,10 +24,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench.core.provenance import CodeScope, code_fingerprint
 from bench.results.cache import component_hash
+
+if TYPE_CHECKING:
+    from rankers.base import Ranker
 
 #: what turns a stored run into metrics: left out of a scoring key, the whole evaluation key
 EVALUATION_MODULES: tuple[str, ...] = ("bench.results.metrics",)
@@ -70,3 +73,15 @@ def evaluation_stamp(measures: Sequence[str]) -> dict[str, Any]:
     from its run file."""
     code = code_fingerprint(CodeScope(roots=EVALUATION_MODULES))
     return {"measures": list(measures), "code": component_hash("code", code)}
+
+
+def autocast_part(ranker: Ranker) -> dict[str, str]:
+    """The training key's autocast component: empty where training runs float32 (CPU, or
+    ``train_dtype`` float32), else ``{"autocast": "bf16"}`` (or fp16)."""
+    train_dtype = getattr(ranker.config, "train_dtype", None)
+    if train_dtype is None:
+        return {}
+    from rankers.training import mixed_precision
+
+    chosen = mixed_precision(ranker.device, str(train_dtype))
+    return {} if chosen == "no" else {"autocast": chosen}

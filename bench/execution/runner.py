@@ -33,7 +33,7 @@ from bench.execution.fitting import (
     model_cached,
     training_advice,
 )
-from bench.execution.keys import evaluation_stamp, scoring_code, training_code
+from bench.execution.keys import autocast_part, evaluation_stamp, scoring_code, training_code
 from bench.execution.memory import step_problem
 from bench.execution.plan import BASELINE, EVALUATE, SCORE, TEACHER, TRAIN, Executor, Job, Plan
 from bench.execution.policy import DEV_BASELINES
@@ -333,18 +333,6 @@ def _why(
     return explain_miss(key, entry, meta, code_of, code) or "no entry with this config yet"
 
 
-def _autocast_part(ranker: Ranker) -> dict[str, str]:
-    """The training key's autocast component: empty where training runs float32 (CPU, or
-    ``train_dtype`` float32), else ``{"autocast": "bf16"}`` (or fp16)."""
-    train_dtype = getattr(ranker.config, "train_dtype", None)
-    if train_dtype is None:
-        return {}
-    from rankers.training import mixed_precision
-
-    chosen = mixed_precision(ranker.device, str(train_dtype))
-    return {} if chosen == "no" else {"autocast": chosen}
-
-
 def plan_training(
     ranker: Ranker,
     opts: RunOptions,
@@ -410,7 +398,7 @@ def plan_training(
             ),
             # only under CUDA autocast: train_dtype=auto trains float32 on CPU but bf16 autocast
             # on a GPU that has it, and those are not the same weights
-            **_autocast_part(ranker),
+            **autocast_part(ranker),
         },
         data={"train": train.fingerprint(), "dev": dev.fingerprint() if dev else None},
         teacher=teacher_key,

@@ -112,7 +112,9 @@ class Calibration:
     def summary(self) -> dict[str, Any]:
         """What a latency record keeps of the calibration it was predicted with."""
         return {
-            "path": str(self.path) if self.path else None,
+            # the file's name under the results root's latency/: a path would tie the record
+            # to the machine it was made on
+            "file": self.path.name if self.path else None,
             "dtype": self.dtype,
             "threads": self.threads,
             "attention": self.attention_name,

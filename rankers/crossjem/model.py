@@ -21,7 +21,8 @@ from torch import Tensor, nn
 
 from rankers.crossjem.inputs import Row
 from rankers.crossjem.packed import Bucket, PackedRows, drop_default_positions
-from rankers.encoders import float32_logits, scatter_to_lists, upload
+from rankers.encoders import scatter_to_lists, upload
+from rankers.precision import float32_logits
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -165,7 +166,7 @@ class ItemPositions(nn.Module):
 class CrossJEMModule(nn.Module):
     """Encoder + selective mean pooling (+ optional item positions) + shared linear classifier."""
 
-    #: the submodules a low-precision scoring copy keeps in float32 (rankers.encoders.CastCache)
+    #: the submodules a low-precision scoring copy keeps in float32 (rankers.precision.CastCache)
     FLOAT32_PARTS = ("classifier", "item_position")
 
     def __init__(
