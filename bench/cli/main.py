@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -13,6 +12,7 @@ from rich.logging import RichHandler
 from rich.markup import escape
 
 from bench.cli import experiments as cli_experiments
+from bench.cli.latency import latency
 from bench.cli.options import (
     AllRecords,
     DataDir,
@@ -24,26 +24,19 @@ from bench.cli.options import (
     Subset,
     Threads,
     TrainSubset,
-    batch_size_sets,
-    batch_sizes,
     console,
-    csv_values,
     dataset_option,
     emit,
     err_console,
     format_option,
     friendly_errors,
-    int_list,
     open_unit,
-    parse_sets,
     print_parts,
     ranker_option,
     ranker_overrides,
     run_options,
-    threads_option,
 )
 from bench.cli.reference import reference_app
-from bench.execution.policy import DEFAULT_RANKERS
 
 # With MKL_DYNAMIC on (MKL's default) MKL chooses a thread count per call, and another count sums
 # in another order: the CI's one-epoch CROSS-JEM training differed in its last bits from run to
@@ -392,167 +385,8 @@ def check(
 
 
 # -- latency / plot ------------------------------------------------------------------------------
-@app.command()
-@friendly_errors
-def latency(
-    dataset: Annotated[str, dataset_option("Dataset whose collection feeds BM25.")],
-    split: Annotated[str | None, typer.Option(help="Split (default: the dataset's).")] = None,
-    rankers_: Annotated[
-        str,
-        typer.Option(
-            "--rankers",
-            help="Comma-separated rankers; st-crossencoder is sentence-transformers' CrossEncoder.",
-        ),
-    ] = ",".join(DEFAULT_RANKERS),
-    n_items: Annotated[str, typer.Option(help="Comma-separated list sizes N.")] = "30,100",
-    batch_queries: Annotated[str, typer.Option(help="Queries per call, comma-separated.")] = "1",
-    queries: Annotated[int, typer.Option(help="Queries timed per N (first of the split).")] = 20,
-    repeats: Annotated[int, typer.Option(help="Timed passes over the queries.")] = 3,
-    warmup: Annotated[int, typer.Option(help="Untimed calls before timing.")] = 3,
-    monobert_batch_sizes: Annotated[
-        str, typer.Option(help="monoBERT batch sizes to try; the best is reported.")
-    ] = "32,64,128,all",
-    peer_batch_sizes: Annotated[
-        str, typer.Option(help="st-crossencoder batch sizes to try; the best is reported.")
-    ] = "32,64,128",
-    batch_sizes_: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--batch-sizes",
-            help="NAME=32,64,all: batch sizes to try for ranker NAME (repeatable; wins over "
-            "the two options above).",
-        ),
-    ] = None,
-    arch: Annotated[
-        str,
-        typer.Option(
-            help="Encoder to time: minilm-l6 (its real weights), distilbert-6l or bert-base "
-            "(random weights of that size, written once under results/models/random/)."
-        ),
-    ] = "minilm-l6",
-    device: Device = "cpu",
-    threads: Annotated[
-        int | None,
-        threads_option("torch intra-op threads (per process; default 2, 1 with --processes)."),
-    ] = None,
-    seed: Annotated[int, typer.Option(help="Seed (also of --arch's random weights).")] = 0,
-    stat: Annotated[
-        str,
-        typer.Option(
-            help="Statistic in the table: p50_ms, mean_ms, p95_ms..., or candidates_per_s "
-            "(pairs/s)."
-        ),
-    ] = "p50_ms",
-    fmt: Annotated[str, format_option("table, markdown or json.")] = "table",
-    sets: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--set",
-            help="[RANKER.]KEY=VALUE: a ranker option for this benchmark (repeatable); a bare KEY "
-            "sets it on every timed ranker that has it, e.g. --set order=concat times CROSS-JEM "
-            "in that row layout (its column is then tagged with the layout).",
-        ),
-    ] = None,
-    data_dir: DataDir = None,
-    results_dir: ResultsDir = None,
-    processes: Annotated[
-        int,
-        typer.Option(
-            min=1,
-            help="Throughput mode: N local processes (CPU, gloo; torch.multiprocessing spawn) "
-            "time their shards of the calls at once, one ranker after another; the record keeps "
-            "each process's raw calls and the aggregate pairs/s. Under torchrun (RANK/"
-            "WORLD_SIZE set) the launch's processes are used instead.",
-        ),
-    ] = 1,
-    calibrate: Annotated[
-        bool,
-        typer.Option(
-            help="Measure this machine's kernel rates anew (matmul, attention by length, per "
-            "dtype and thread count; a few seconds each) instead of reading the calibration "
-            "cached under results/latency/; the time model predicts each encoder ranker's "
-            "time with them.",
-        ),
-    ] = False,
-) -> None:
-    """Time every ranker on BM25 top-N lists, like the paper's latency table.
-
-    Lists of exactly N items come from BM25 over the split's whole candidate collection. Each
-    ranker is timed in the configurations it declares (batch sizes, scoring modes). Warm-up
-    calls are not timed; CUDA is synchronised and timed with events; rankers are interleaved
-    call by call so machine load hits them alike. Each call of a ranker with a host step is
-    split where its host step (tokenisation...) ends and its model step begins, so the two add
-    up to the whole call. Reports per-query p50/p95/p99,
-    throughput (pairs/s), the cost model's predicted CROSS-JEM speed-up over monoBERT and the
-    measured one, and per encoder ranker its time predicted from the machine's calibrated
-    kernel rates and its achieved GFLOP/s against the matmul peak. Records go to
-    results/latency/DATASET/. With --processes N (or under
-    torchrun) the processes time at once and the report adds the aggregate pairs/s.
-    """
-    from bench.core.shard import launched
-    from bench.core.timing import check_stat
-    from bench.execution.scale import launch
-    from bench.latency.benchmark import latency_rank, run_benchmark
-    from bench.latency.protocol import BenchOptions, options_per_ranker
-    from bench.latency.tables import LATENCY_FORMATS
-
-    several = processes > 1 or launched()
-    if threads is None:  # one thread per process where several share the machine's cores
-        threads = 1 if several else 2
-    check_stat(stat)
-    if fmt not in LATENCY_FORMATS:
-        raise ValueError(f"--format {fmt!r} is unknown; known: {', '.join(LATENCY_FORMATS)}")
-    sizes = {
-        "monobert": batch_sizes("--monobert-batch-sizes", monobert_batch_sizes),
-        "st-crossencoder": batch_sizes("--peer-batch-sizes", peer_batch_sizes),
-        **batch_size_sets(batch_sizes_),
-    }
-    timed = csv_values(rankers_)
-    overrides = options_per_ranker(parse_sets(sets), timed)
-    runs = [
-        BenchOptions(
-            dataset=dataset,
-            split=split,
-            n_values=int_list("--n-items", n_items),
-            rankers=timed,
-            options=overrides,
-            batch_queries=bq,
-            queries=queries,
-            repeats=repeats,
-            warmup=warmup,
-            device=device,
-            threads=threads,
-            seed=seed,
-            batch_sizes=sizes,
-            arch=arch,
-            data_dir=data_dir,
-            results_dir=results_dir,
-            calibrate=calibrate,
-        )
-        for bq in int_list("--batch-queries", batch_queries)
-    ]
-    if not runs:
-        raise ValueError("--batch-queries: give at least one number of queries per call")
-    for opts in runs:
-        opts.validate()
-    show = partial(show_latency, stat, fmt)
-    if several:
-        return launch(processes, latency_rank, runs, show, logging.getLogger().getEffectiveLevel())
-    ctx = runs[0].context()  # the runs differ only in --batch-queries
-    for opts in runs:
-        show(run_benchmark(opts, ctx))
-
-
-def show_latency(stat: str, fmt: str, record: Any) -> None:
-    """The table of a `bench latency` record (:class:`bench.latency.LatencyRecord`) in ``fmt``,
-    with the summary lines under a rich table. Module-level so spawned ranks can be handed it."""
-    from bench.latency.tables import build_latency_table, latency_summary, render_latency
-
-    emit(render_latency(build_latency_table(record, stat), fmt))
-    if fmt == "table":
-        from rich.markup import escape
-
-        print_parts([escape(line) for line in latency_summary(record)])
+# `bench latency` lives in bench/cli/latency.py (already wrapped in friendly_errors)
+app.command()(latency)
 
 
 @app.command()
