@@ -19,8 +19,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from bench.data.model import Candidate, CandidateList, Query
 from bench.experiments.ablate import ABLATIONS
-from rankers.crossjem import CrossJEMRanker
-from rankers.monobert import MonoBERTRanker
+from rankers.families.crossjem.ranker import CrossJEMRanker
+from rankers.families.monobert import MonoBERTRanker
 
 ORDER = [
     SDPBackend.FLASH_ATTENTION,

@@ -19,16 +19,16 @@ log = logging.getLogger(__name__)
 # name -> "module:Class". A new ranker is one module plus one line here (or one :func:`register`
 # call from anywhere); nothing in ``bench`` names rankers, so no other file changes.
 _REGISTRY: dict[str, str] = {
-    "firststage": "rankers.firststage:FirstStageRanker",
-    "bm25": "rankers.bm25:BM25Ranker",
-    "dpr": "rankers.dense:DPRRanker",
-    "ance": "rankers.dense:ANCERanker",
-    "monobert": "rankers.monobert:MonoBERTRanker",
-    "crossjem": "rankers.crossjem:CrossJEMRanker",
-    "colbert": "rankers.colbert:ColBERTRanker",
-    "rankt5": "rankers.rankt5:RankT5Ranker",
-    "st-crossencoder": "rankers.stcross:STCrossEncoderRanker",
-    "runfile": "rankers.runfile:RunFileRanker",
+    "firststage": "rankers.families.firststage:FirstStageRanker",
+    "bm25": "rankers.families.bm25:BM25Ranker",
+    "dpr": "rankers.families.dense:DPRRanker",
+    "ance": "rankers.families.dense:ANCERanker",
+    "monobert": "rankers.families.monobert:MonoBERTRanker",
+    "crossjem": "rankers.families.crossjem.ranker:CrossJEMRanker",
+    "colbert": "rankers.families.colbert:ColBERTRanker",
+    "rankt5": "rankers.families.rankt5:RankT5Ranker",
+    "st-crossencoder": "rankers.families.stcross:STCrossEncoderRanker",
+    "runfile": "rankers.families.runfile:RunFileRanker",
 }
 
 ALIASES: dict[str, str] = {
@@ -127,7 +127,7 @@ def open_ranker(
                 f"{folder}: not a saved ranker folder (no ranker.json); `bench train` prints "
                 "the folder it saves a model in (results/models/DATASET/RANKER/KEY)"
             )
-        from rankers.persist import read_ranker_file
+        from rankers.io.persist import read_ranker_file
 
         name = read_ranker_file(meta_file).get("name")
         if not isinstance(name, str):

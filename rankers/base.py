@@ -24,7 +24,7 @@ from bench.core.trained import TrainingSummary
 from bench.data.model import CandidateList, RankingSplit
 from bench.results.records import FAMILIES as FAMILIES  # re-exported: rankers.base.FAMILIES
 from rankers.errors import RankerError as RankerError  # re-exported: raised by every ranker
-from rankers.persist import (
+from rankers.io.persist import (
     WEIGHTS_FILE,
     load_ranker,
     read_module,
@@ -33,7 +33,7 @@ from rankers.persist import (
 )
 
 if TYPE_CHECKING:
-    from rankers.export import Exported
+    from rankers.io.export import Exported
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ class Role(enum.Flag):
 
     * ``TRAINING``: the trained weights can differ, so the option is part of the trained-model
       cache key (:func:`bench.execution.runner.fit_or_load`) and of a resumable checkpoint's key
-      (:func:`rankers.resume.checkpoint_key`): changing it trains anew.
+      (:func:`rankers.fit.resume.checkpoint_key`): changing it trains anew.
     * ``SCORE``: it defines what a score means (model, token limits, template, similarity): a
       loaded checkpoint's saved value wins over the caller's, since its weights were trained
       for it.
@@ -60,7 +60,8 @@ class Role(enum.Flag):
     trained once in float32 is scored in bfloat16 or int8 without training again; ``train_dtype``
     (``TRAINING``) is the autocast dtype of CUDA training and the precision of the dev scoring that
     selects the epoch (:func:`rankers.precision.training_precision`).
-    Encoder rankers (:class:`rankers.encoders.EncoderConfig`) adopt every saved option but the
+    Encoder rankers (:class:`rankers.families.encoder.EncoderConfig`) adopt every saved option but
+    the
     runtime ones, so that their config also says how a checkpoint was trained.
     """
 
@@ -292,7 +293,7 @@ class RankerConfig:
     @classmethod
     def runtime_fields(cls) -> frozenset[str]:
         """The ``RUNTIME`` options: a loaded checkpoint keeps the caller's values of these
-        (:func:`rankers.persist.restored_config`)."""
+        (:func:`rankers.io.persist.restored_config`)."""
         return cls.fields_with_role(Role.RUNTIME)
 
     @classmethod
@@ -325,7 +326,7 @@ class RankerConfig:
 @dataclasses.dataclass
 class TrainingConfig(RankerConfig):
     """The options every trainable ranker's config shares (its ``Config`` subclasses this): what
-    :meth:`rankers.training.LoopPlan.of` reads for the one training loop. A ranker gives its own
+    :meth:`rankers.fit.loop.LoopPlan.of` reads for the one training loop. A ranker gives its own
     default or help with :func:`inherit_option`. Being inherited, these fields come first in a
     subclass's field order."""
 
@@ -559,18 +560,19 @@ class Ranker(ABC, Generic[C]):
         """Train on ``train``, select on ``dev``; returns a summary recorded with results."""
         raise RankerError(f"ranker {self.name!r} is not trainable")
 
-    # -- persistence (one helper for every ranker: rankers.persist) ----------------------------
+    # -- persistence (one helper for every ranker: rankers.io.persist) ----------------------------
     def save(self, path: Path) -> None:
         """Persist what :meth:`load` needs: weights (:meth:`write_weights`), ``ranker.json`` and
-        the manifest, written atomically by :func:`rankers.persist.save_ranker`."""
+        the manifest, written atomically by :func:`rankers.io.persist.save_ranker`."""
         save_ranker(self, Path(path))
 
     def load(self, path: Path) -> None:
         """Restore a :meth:`save` folder into this (already configured) ranker by the one restore
-        rule of :func:`rankers.persist.load_ranker`, then :meth:`read_weights`."""
+        rule of :func:`rankers.io.persist.load_ranker`, then :meth:`read_weights`."""
         load_ranker(self, Path(path))
 
-    # -- export (`bench export`; the formats live in rankers.export) -----------------------------
+    # -- export (`bench export`; the formats live in rankers.io.export)
+    # -----------------------------
     def export(self, folder: Path) -> Exported:
         """Write this ranker's model into the empty ``folder`` in a format another library loads
         (a sentence-transformers ``CrossEncoder``, a ``SentenceTransformer``...), so a model
@@ -593,7 +595,7 @@ class Ranker(ABC, Generic[C]):
 
     def write_weights(self, folder: Path) -> None:
         """Write the weights into ``folder``. Default: a trainable ranker's ``training_module()``
-        state dict and tokenizer (:func:`rankers.persist.write_module`); nothing when stateless.
+        state dict and tokenizer (:func:`rankers.io.persist.write_module`); nothing when stateless.
         A ranker with its own format (a Hugging Face folder) overrides this and
         :meth:`read_weights`, never :meth:`save`/:meth:`load`."""
         if self._trainable():

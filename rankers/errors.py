@@ -1,4 +1,4 @@
-"""The error every ranker raises (its own module, so that :mod:`rankers.persist` and
+"""The error every ranker raises (its own module, so that :mod:`rankers.io.persist` and
 :mod:`rankers.base` can both use it without importing each other)."""
 
 

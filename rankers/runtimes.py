@@ -2,7 +2,7 @@
 
 Nobody deploys a CPU re-ranker as float32 eager PyTorch: ONNX Runtime (often with int8 weights)
 and OpenVINO are what users run. Option ``runtime`` of the encoder rankers
-(:class:`rankers.encoders.EncoderConfig`) swaps the Hugging Face encoder inside the ranker's
+(:class:`rankers.families.encoder.EncoderConfig`) swaps the Hugging Face encoder inside the ranker's
 module for :class:`RuntimeEncoder`, which runs the same encoder exported to ONNX; everything
 around it (monoBERT's pair batches, CROSS-JEM's packed rows, masks and position ids, pooling and
 the head) stays the ranker's own torch code in float32, so both rankers are compared on one
@@ -307,7 +307,7 @@ def encoder_graph(
     Runtime (:func:`fuse_for_onnxruntime`, before quantizing), exported once per weights: kept
     in memory by the encoder's weight hash, so rankers loading the same weights in one process
     (the latency benchmark's variants) share one export."""
-    from rankers.models import state_hash
+    from rankers.io.models import state_hash
 
     quantized = precision == "int8"
     key = (state_hash(encoder), tuple(outputs), fused, quantized)

@@ -1,6 +1,6 @@
 """The options every list-trained ranker shares (:class:`ListTrainingConfig`), declared once.
 
-Kept apart from the list trainer (:mod:`rankers.listtrain`) because every ranker imports its
+Kept apart from the list trainer (:mod:`rankers.fit.lists`) because every ranker imports its
 config at module level while the trainer runs only in ``fit``: a scoring job's cache key covers
 the modules its ranker imports (:mod:`bench.execution.keys`), so the training loop stays out of it.
 """
@@ -25,7 +25,8 @@ from rankers.losses import LOSSES
 @dataclasses.dataclass
 class ListTrainingConfig(TrainingConfig):
     """The options the list trainer reads (:func:`fit_lists`), declared once with their roles,
-    ranges and help: monoBERT, CROSS-JEM (:class:`rankers.encoders.EncoderConfig`) and RankT5
+    ranges and help: monoBERT, CROSS-JEM (:class:`rankers.families.encoder.EncoderConfig`) and
+    RankT5
     subclass it and give their own defaults with :func:`~rankers.base.inherit_option`; the other
     trainable rankers take ``dtype`` and ``warmup_ratio`` from here the same way, so every
     ``dtype`` accepts the same values and every ``warmup_ratio`` is range-checked."""
@@ -83,6 +84,6 @@ def list_config(ranker: Ranker) -> ListTrainingConfig:
     if not isinstance(cfg, ListTrainingConfig):
         raise RankerError(
             f"{ranker.name}: the list trainer needs a config derived from ListTrainingConfig "
-            f"(rankers.listtrain), not {type(cfg).__name__}"
+            f"(rankers.fit.lists), not {type(cfg).__name__}"
         )
     return cfg

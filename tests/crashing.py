@@ -1,5 +1,5 @@
 """A training run that dies right after publishing a checkpoint, for the resume tests of the
-trainers that run on :func:`rankers.training.train_loop` (ColBERT, the dual encoders)."""
+trainers that run on :func:`rankers.fit.loop.train_loop` (ColBERT, the dual encoders)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ class Crash(Exception):
 def die_after_checkpoint(monkeypatch: pytest.MonkeyPatch, step: int) -> list[int]:
     """Make every published checkpoint append its step to the returned list, and the one of
     ``step`` raise :class:`Crash` once published (the state on disk is then complete)."""
-    import rankers.resume as resume
+    import rankers.fit.resume as resume
 
     real_save = resume.save_checkpoint
     saved: list[int] = []

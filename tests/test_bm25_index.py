@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 
-from rankers.bm25 import BM25Index, tokenize
+from rankers.inputs.lexical import BM25Index, tokenize
 
 HAND = {
     "a": "the cat sat on the mat",

@@ -14,9 +14,8 @@ from crashing import Crash, die_after_checkpoint
 
 from bench.data.model import Candidate, CandidateList, Query, RankingSplit
 from rankers.base import RankerError
-from rankers.colbert import ColBERTRanker, ColBERTRankerConfig, _no_cpp_extension
-from rankers.encoders import state_hash
-from rankers.models import resolve_model
+from rankers.families.colbert import ColBERTRanker, ColBERTRankerConfig, _no_cpp_extension
+from rankers.io.models import resolve_model, state_hash
 
 # bert-base-uncased vocabulary ids (MiniLM's): colbert-ai's markers are [unused0]/[unused1]
 CLS, SEP, MASK, PAD, Q_MARK, D_MARK = 101, 102, 103, 0, 1, 2

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from rankers.colbert_compat import needs_post_init, with_post_init
+from rankers.families.colbert_compat import needs_post_init, with_post_init
 
 
 @pytest.mark.parametrize(

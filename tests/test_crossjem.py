@@ -14,9 +14,9 @@ from toydata import gold_split
 
 from bench.data.model import Candidate, CandidateList, Query, RankingSplit
 from rankers.base import RankerError
-from rankers.crossjem import CrossJEMRanker
-from rankers.crossjem.inputs import build_row, pack_groups
-from rankers.crossjem.model import sinusoids
+from rankers.families.crossjem.inputs import build_row, pack_groups
+from rankers.families.crossjem.model import sinusoids
+from rankers.families.crossjem.ranker import CrossJEMRanker
 from rankers.losses import get_loss
 
 CLS, SEP = 101, 102
@@ -167,7 +167,7 @@ def _random_lists(rng: random.Random, n_lists: int) -> list[tuple[str, list[str]
 @pytest.mark.parametrize("union_len", [8, 12, 40])
 def test_packed_inputs_equal_the_simple_implementation(tiny_bert: Path, union_len: int) -> None:
     """The array-built rows, pooling sets and item positions are exactly the oracle's."""
-    from rankers.crossjem.model import collate
+    from rankers.families.crossjem.model import collate
 
     ranker = _ranker(tiny_bert, union_len=union_len, max_item_len=8)
     rng = random.Random(union_len)
@@ -346,7 +346,7 @@ def test_real_minilm_scores_wikiqa_list(shared_data: Path) -> None:
     assert ranker.describe()["model_id"] == "sentence-transformers/all-MiniLM-L6-v2"
 
 
-# -- training (rankers.training) -----------------------------------------------------------------
+# -- training (rankers.fit.loop) -----------------------------------------------------------------
 
 
 def test_fit_learns_and_keeps_the_best_dev_epoch(tiny_bert: Path) -> None:
@@ -372,8 +372,8 @@ def test_rpl_trains_on_a_saved_teacher(
     import rankers
 
     # the teacher is found through the registry by the name in its ranker.json
-    monkeypatch.setitem(rankers._REGISTRY, "monobert", "rankers.monobert:MonoBERTRanker")
-    from rankers.monobert import MonoBERTRanker
+    monkeypatch.setitem(rankers._REGISTRY, "monobert", "rankers.families.monobert:MonoBERTRanker")
+    from rankers.families.monobert import MonoBERTRanker
 
     teacher = MonoBERTRanker(MonoBERTRanker.Config.from_options({"model": str(tiny_bert)}))
     teacher.fit(gold_split("train", 0))
@@ -393,7 +393,7 @@ def test_rpl_trains_on_a_saved_teacher(
 
 
 def test_length_buckets_hand_example() -> None:
-    from rankers.crossjem.inputs import length_buckets
+    from rankers.families.crossjem.inputs import length_buckets
 
     # sorted 150 | 270 275 280 284: adding 270 to [150] would pad 540 tokens for 420 real (> 5%)
     assert length_buckets([284, 150, 280, 270, 275], 0.05) == [[1], [3, 4, 2, 0]]

@@ -13,9 +13,9 @@ import torch
 from test_crossjem import ITEMS, _list, _random_lists, _ranker
 
 from rankers.base import RankerError
-from rankers.crossjem.inputs import Layout, build_rows, pack_groups
-from rankers.crossjem.model import collate
-from rankers.crossjem.ranker import CrossJEMConfig
+from rankers.families.crossjem.inputs import Layout, build_rows, pack_groups
+from rankers.families.crossjem.model import collate
+from rankers.families.crossjem.ranker import CrossJEMConfig
 
 CLS, SEP = 101, 102
 # query [5, 6]; items: 0 = [9, 7, 9], 1 = [7, 8], 2 = [4, 7, 9]
@@ -164,7 +164,7 @@ def test_content_words_shared_from_content_min_holders_hand_checked() -> None:
 
 
 def test_function_words_are_words_and_punctuation_of_the_vocabulary() -> None:
-    from rankers.crossjem.function_words import is_function_token
+    from rankers.families.crossjem.function_words import is_function_token
 
     assert [is_function_token(p) for p in ("the", "of", ",", "##.", "?!")] == [True] * 5
     assert [is_function_token(p) for p in ("python", "##s", "[CLS]", "##", "theory")] == [False] * 5
@@ -217,7 +217,7 @@ def test_options_choose_the_layout(tiny_bert: Path) -> None:
         _ranker(tiny_bert, order="concat", share="function")
     with pytest.raises(RankerError, match="query_pool cannot be combined with merge_layers"):
         _ranker(tiny_bert, order="hybrid", query_pool=True, merge_layers=1)
-    from rankers.crossjem.function_words import function_token_ids
+    from rankers.families.crossjem.function_words import function_token_ids
 
     fw = _ranker(tiny_bert, order="hybrid", share="function", query_pool=True)
     assert fw.layout.function_ids == function_token_ids(fw.tokenizer)
@@ -234,7 +234,7 @@ def test_each_layout_option_changes_the_rows_the_ranker_builds(
     """An option of the layout reaches the rows the ranker packs: its arrays are those of the
     layout with the option set, and differ from those without it (query terms pooled from the
     query, content words held by 3 items shared)."""
-    from rankers.encoders import token_ids
+    from rankers.inputs.batching import token_ids
 
     base = {"order": "hybrid", "share": "function", "union_len": 40, "max_item_len": 8}
     plain = _ranker(tiny_bert, **base)
@@ -414,7 +414,7 @@ def test_merged_logits_equal_hand_merged_layers(tiny_bert: Path, order: str) -> 
 def test_layers_mask_padding_without_the_encoders_mask_builder(tiny_bert: Path) -> None:
     """transformers 5 removed ``get_extended_attention_mask``: the additive mask built instead
     gives the states the encoder's own builder gives, padding included."""
-    from rankers.crossjem.model import run_layers
+    from rankers.families.crossjem.model import run_layers
 
     encoder = _ranker(tiny_bert).module.encoder
     layers = list(encoder.encoder.layer)

@@ -146,7 +146,7 @@ def test_card_drops_all_relevant_queries_as_mteb_does(
     them. Kept (the default), they lift AP by (1 - AP) * 6 / 243 over MTEB's figure, which
     skips them; ``drop_all_relevant: true`` drops and counts them, and the record says so."""
     from bench.results.metrics import build_run, evaluate
-    from rankers.bm25 import BM25Index
+    from rankers.inputs.lexical import BM25Index
 
     kept = load_split("wikiqa", "test", shared_data)
     assert kept.all_relevant == "kept" and len(kept) == 243 and "all_relevant" not in kept.dropped

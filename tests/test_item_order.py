@@ -21,8 +21,8 @@ from bench.experiments.ablate import ABLATIONS, check_ranker, run_ablation
 from bench.reporting.reports import wordpiece_tokenizer
 from rankers import available, get_ranker_class
 from rankers.base import SCORE, TRAINING
+from rankers.families.monobert import MonoBERTRanker
 from rankers.itemorder import OPTION, item_texts, sort_words, supports
-from rankers.monobert import MonoBERTRanker
 
 LIST = CandidateList(
     Query("q", "how do i sort a list in python"),
@@ -125,7 +125,7 @@ def test_monobert_with_the_option_scores_as_on_presorted_items(
 
 
 def test_colbert_with_the_option_scores_as_on_presorted_items(tiny_bert: Path) -> None:
-    from rankers.colbert import ColBERTRanker, ColBERTRankerConfig, Triple
+    from rankers.families.colbert import ColBERTRanker, ColBERTRankerConfig, Triple
 
     def ranker(sort: bool) -> ColBERTRanker:
         return ColBERTRanker(ColBERTRankerConfig(model=str(tiny_bert), sort_item_tokens=sort))
@@ -153,7 +153,7 @@ def test_colbert_with_the_option_scores_as_on_presorted_items(tiny_bert: Path) -
 
 
 def test_rankt5_with_the_option_scores_as_on_presorted_items(tiny_bert: Path) -> None:
-    from rankers.rankt5 import RankT5Config, RankT5Ranker
+    from rankers.families.rankt5 import RankT5Config, RankT5Ranker
 
     def ranker(sort: bool) -> RankT5Ranker:
         return RankT5Ranker(RankT5Config(model=f"encdec:{tiny_bert}", sort_item_tokens=sort))

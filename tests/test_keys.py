@@ -81,7 +81,7 @@ def test_editing_the_plot_module_reuses_a_cached_bm25_run(
         "bench/reporting/plot.py",
         "bench/cli/main.py",
         "bench/reporting/tables.py",
-        "rankers/monobert.py",
+        "rankers/families/monobert.py",
     ):
         edit(path)
     again = run(opts)
@@ -95,12 +95,12 @@ def test_editing_bm25_recomputes_bm25_but_reuses_dpr(
 ) -> None:
     bm25, dpr = _toy(tmp_path, "bm25"), _toy(tmp_path, "dpr")
     first_bm25, first_dpr = run(bm25), run(dpr)
-    edit("rankers/bm25.py")
+    edit("rankers/families/bm25.py")
     caplog.set_level(logging.INFO)
     second_bm25, second_dpr = run(bm25), run(dpr)
     assert second_bm25.path != first_bm25.path
     assert second_bm25.key_parts["config"] == first_bm25.key_parts["config"]
-    assert f"code changed since {first_bm25.path} (rankers/bm25.py changed)" in caplog.text
+    assert f"code changed since {first_bm25.path} (rankers/families/bm25.py changed)" in caplog.text
     assert second_dpr.path == first_dpr.path and second_dpr.created == first_dpr.created
     kept = select_records([first_bm25, first_dpr], bm25.data_dir)
     assert kept.records == [first_dpr] and kept.summary() is not None
@@ -111,7 +111,7 @@ def test_editing_monobert_retrains_it_and_the_student_distilled_from_it(
     tmp_path: Path, results_dir: Path, configs: Path, edit: Edit
 ) -> None:
     """A tiny teacher -> student setup: CROSS-JEM distilled from monoBERT. Editing
-    rankers/monobert.py retrains monoBERT and CROSS-JEM (whose key holds its teacher's) and
+    rankers/families/monobert.py retrains monoBERT and CROSS-JEM (whose key holds its teacher's) and
     ranks again; the dev baseline (BM25) is reused."""
     opts = _toy(tmp_path, "crossjem")
     first = run(opts)
@@ -120,7 +120,7 @@ def test_editing_monobert_retrains_it_and_the_student_distilled_from_it(
     )
     baselines = _entries(results_dir, "runs", "bm25")
     assert len(baselines) == 1  # the dev baseline of both trainings, scored once
-    edit("rankers/monobert.py")
+    edit("rankers/families/monobert.py")
     second = run(opts)
     assert second.path != first.path
     assert len(_entries(results_dir, "models", "monobert")) == 2
@@ -165,23 +165,23 @@ def test_a_new_measure_is_reported_for_a_cached_run_without_rescoring(
 
 
 def test_rankers_import_training_only_modules_inside_functions() -> None:
-    """What :data:`bench.execution.keys.TRAINING_ONLY_MODULES` promises: no ranker module imports
-    them at module level, so scoring a ranker never runs them."""
-    from bench.execution.keys import TRAINING_ONLY_MODULES
+    """What :data:`bench.execution.keys.TRAINING_ONLY_PACKAGE` promises: no ranker module outside
+    it imports it at module level, so scoring a ranker never runs it."""
+    from bench.execution.keys import training_only
 
     folder = provenance.package_folder("rankers")
     for path in sorted(folder.rglob("*.py")):
-        if path.stem in {m.rsplit(".", 1)[-1] for m in TRAINING_ONLY_MODULES}:
+        package = ".".join(("rankers", *path.relative_to(folder).parent.parts))
+        if training_only(package):
             continue
-        package = "rankers." + ".".join(path.relative_to(folder).parent.parts)
-        for module in module_level_imports(path.read_text(), package.rstrip(".")):
-            assert module not in TRAINING_ONLY_MODULES, f"{path} imports {module} at module level"
+        for module in module_level_imports(path.read_text(), package):
+            assert not training_only(module), f"{path} imports {module} at module level"
 
 
 def module_level_imports(source: str, package: str) -> set[str]:
     """Every module a source imports when it is imported (module level, inside ``if`` and
     ``try`` blocks too, but not under ``if TYPE_CHECKING:``), as full dotted names: ``from
-    rankers import listtrain`` gives ``rankers`` and ``rankers.listtrain``; relative imports are
+    rankers.fit import lists`` gives ``rankers.fit`` and ``rankers.fit.lists``; relative imports are
     resolved against ``package``."""
     out: set[str] = set()
 
@@ -214,24 +214,24 @@ def module_level_imports(source: str, package: str) -> set[str]:
 @pytest.mark.parametrize(
     "source",
     [
-        "from rankers.training import train_loop\n",
-        "from rankers import listtrain\n",
-        "import rankers.training\n",
-        "from . import listtrain\n",
-        "try:\n    from rankers.listtrain import fit_lists\nexcept ImportError:\n    pass\n",
-        "if True:\n    import rankers.training as t\n",
+        "from rankers.fit.loop import train_loop\n",
+        "from rankers.fit import lists\n",
+        "import rankers.fit.loop\n",
+        "from .fit import lists\n",
+        "try:\n    from rankers.fit.lists import fit_lists\nexcept ImportError:\n    pass\n",
+        "if True:\n    import rankers.fit.loop as t\n",
     ],
 )
 def test_every_way_of_importing_a_training_module_is_seen(source: str) -> None:
-    from bench.execution.keys import TRAINING_ONLY_MODULES
+    from bench.execution.keys import training_only
 
-    assert module_level_imports(source, "rankers") & set(TRAINING_ONLY_MODULES)
+    assert any(training_only(m) for m in module_level_imports(source, "rankers"))
 
 
 def test_imports_for_type_checking_or_inside_functions_are_not_module_level() -> None:
     source = (
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from rankers import listtrain\n"
-        "def f():\n    import rankers.training\n"
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from rankers.fit import lists\n"
+        "def f():\n    import rankers.fit.loop\n"
     )
     assert module_level_imports(source, "rankers") == {"typing", "typing.TYPE_CHECKING"}
 
@@ -239,10 +239,12 @@ def test_imports_for_type_checking_or_inside_functions_are_not_module_level() ->
 def test_the_scoring_closure_leaves_out_the_cli_plots_measures_and_other_rankers() -> None:
     from bench.execution.keys import scoring_code, training_code
 
-    files = scoring_code("rankers.dense", Path("rankers/configs/dpr.yaml"))["files"]
-    assert {"rankers/dense.py", "bench/execution/scoring.py", "bench/results/ranking.py"} <= set(
-        files
-    )
+    files = scoring_code("rankers.families.dense", Path("rankers/configs/dpr.yaml"))["files"]
+    assert {
+        "rankers/families/dense.py",
+        "bench/execution/scoring.py",
+        "bench/results/ranking.py",
+    } <= set(files)
     for absent in (
         "bench/cli/main.py",
         "bench/reporting/plot.py",
@@ -250,13 +252,15 @@ def test_the_scoring_closure_leaves_out_the_cli_plots_measures_and_other_rankers
         "bench/execution/runner.py",
     ):
         assert absent not in files
-    assert "bench/results/metrics.py" not in files and "rankers/bm25.py" not in files
-    assert "rankers/monobert.py" not in files
-    trained = training_code("rankers.dense", Path("rankers/configs/dpr.yaml"))["files"]
+    assert "bench/results/metrics.py" not in files and "rankers/inputs/lexical.py" not in files
+    assert "rankers/families/monobert.py" not in files
+    trained = training_code("rankers.families.dense", Path("rankers/configs/dpr.yaml"))["files"]
     # DPR mines its negatives with BM25 while it trains, and dev selects with the measures
-    assert {"rankers/bm25.py", "bench/results/metrics.py", "bench/execution/fitting.py"} <= set(
-        trained
-    )
+    assert {
+        "rankers/inputs/lexical.py",
+        "bench/results/metrics.py",
+        "bench/execution/fitting.py",
+    } <= set(trained)
 
 
 def test_the_training_key_names_cuda_autocast_and_only_it() -> None:
@@ -276,3 +280,25 @@ def test_the_training_key_names_cuda_autocast_and_only_it() -> None:
     assert part("cuda:0", "bfloat16") == {"autocast": "bf16"}
     assert part("cuda:1", "float16") == {"autocast": "fp16"}
     assert _autocast_part(SimpleNamespace(device="cuda", config=SimpleNamespace())) == {}  # type: ignore[arg-type]
+
+
+def test_editing_the_encoder_base_rekeys_monobert_and_crossjem_only() -> None:
+    """The encoder ranker base (``rankers/families/encoder.py``) is in the scoring and training
+    closures of the rankers built on it and of no other: DPR, ANCE, ColBERT and RankT5 use the
+    batching helpers (``rankers/inputs/batching.py``) and keep their cached runs and models when
+    the base changes."""
+    import rankers
+    from bench.execution.keys import scoring_code, training_code
+    from bench.execution.runner import settings_file
+
+    base = "rankers/families/encoder.py"
+    with_base: dict[str, bool] = {}
+    for name in rankers.available():
+        module = rankers.module_of(name)
+        settings = settings_file(name)
+        scored = base in scoring_code(module, settings)["files"]
+        trained = base in training_code(module, settings)["files"]
+        assert scored == trained, name
+        with_base[name] = scored
+    assert {name for name, has in with_base.items() if has} == {"monobert", "crossjem"}
+    assert not with_base["dpr"] and not with_base["colbert"] and not with_base["rankt5"]

@@ -42,7 +42,7 @@ from bench.latency.records import (
 from bench.latency.tables import build_latency_table, merge_records, render_latency
 from bench.reporting.checks import OK, run_checks
 from rankers.base import LatencyVariant, Ranker, RankerConfig, RankerError
-from rankers.models import write_random_bert
+from rankers.io.models import write_random_bert
 
 PROJECT = Path(__file__).resolve().parent.parent
 
@@ -113,7 +113,7 @@ def test_list_tokens_union_compression_and_groups() -> None:
 
 
 def test_list_tokens_follow_the_row_layout() -> None:
-    from rankers.crossjem.inputs import Layout
+    from rankers.families.crossjem.inputs import Layout
 
     cands = tuple(Candidate(f"d{i}", t) for i, t in enumerate(["a b c", "b c d e", "a e", "c"]))
     cl = CandidateList(Query("q", "q q"), cands)
@@ -144,7 +144,7 @@ def test_list_tokens_and_costs_of_a_merged_layout() -> None:
     """``merge_layers`` reaches the cost model: the settings' layout merges, each list keeps its
     concat rows for the first layers, and the predicted cost is the hand-computed mix."""
     from bench.latency.lists import settings_layout
-    from rankers.crossjem.inputs import Layout
+    from rankers.families.crossjem.inputs import Layout
 
     layout = settings_layout({"order": "union", "merge_layers": 1})
     assert layout == Layout("union", merge_layers=1)
@@ -683,7 +683,7 @@ def test_random_bert_is_written_once_with_the_asked_size(tmp_path: Path) -> None
     # writes tokenizer.json only, 4.x also vocab.txt)
     from transformers import AutoTokenizer
 
-    from rankers.models import resolve_model
+    from rankers.io.models import resolve_model
 
     text = "a short text about tokenizers"
     mine = AutoTokenizer.from_pretrained(str(path))(text)["input_ids"]

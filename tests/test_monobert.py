@@ -10,7 +10,7 @@ import torch
 
 from bench.data.model import Candidate, CandidateList, Query
 from rankers.base import RankerError
-from rankers.monobert import MonoBERTRanker
+from rankers.families.monobert import MonoBERTRanker
 
 TEXTS = [
     "sorting a list in python",

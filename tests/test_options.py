@@ -211,7 +211,7 @@ def test_every_option_is_declared_with_a_role_and_help(name: str) -> None:
 
 
 def test_training_keys_hold_exactly_the_training_options() -> None:
-    from rankers.monobert import MonoBERTConfig
+    from rankers.families.monobert import MonoBERTConfig
 
     key = MonoBERTConfig(batch_size=7, pretokenise=False).to_dict(Role.TRAINING)
     assert set(key) == EXPECTED["monobert"][Role.TRAINING]
@@ -313,7 +313,7 @@ def test_warmup_ratio_is_range_checked_in_every_config(ranker: str) -> None:
 
 def test_shared_list_training_options_have_one_declaration() -> None:
     """dtype, train_dtype, warmup_ratio, loss, teacher, train_batch_queries and
-    train_micro_items: one spec (role and valid values) in rankers.listtrain.ListTrainingConfig,
+    train_micro_items: one spec (role and valid values) in rankers.fit.lists.ListTrainingConfig,
     whatever default or help a ranker gives; the rankers without an int8 runtime take every
     scoring dtype but int8."""
     from rankers.base import DTYPE_NAMES

@@ -12,7 +12,8 @@ import pytest
 from bench.data.model import Candidate, CandidateList, Query, RankingSplit
 from rankers import RankerError, available, canonical_name, create_ranker, get_ranker_class
 from rankers.base import RankerConfig, Role, TrainingConfig, option_spec
-from rankers.bm25 import BM25Ranker, tokenize
+from rankers.families.bm25 import BM25Ranker
+from rankers.inputs.lexical import tokenize
 
 
 def _split(lists: list[CandidateList]) -> RankingSplit:

@@ -16,8 +16,8 @@ import torch
 
 from bench.data.model import Candidate, CandidateList, Query, RankingSplit
 from rankers.base import RankerError
-from rankers.models import resolve_model
-from rankers.rankt5 import RankT5Config, RankT5Ranker, _cut
+from rankers.families.rankt5 import RankT5Config, RankT5Ranker, _cut
+from rankers.io.models import resolve_model
 
 CLS, SEP, UNUSED0 = 101, 102, 1
 

@@ -20,9 +20,9 @@ from toydata import gold_split
 from bench.data.model import Candidate, CandidateList, Query
 from rankers import runtimes
 from rankers.base import RankerError
-from rankers.crossjem import CrossJEMRanker
-from rankers.encoders import EncoderRanker
-from rankers.monobert import MonoBERTRanker
+from rankers.families.crossjem.ranker import CrossJEMRanker
+from rankers.families.encoder import EncoderRanker
+from rankers.families.monobert import MonoBERTRanker
 
 #: float32 runtimes: largest score difference to torch float32, as a share of the scores' range
 FLOAT32_TOLERANCE = 1e-4
@@ -244,7 +244,9 @@ def test_bad_runtime_options_fail_before_loading(
 
 def test_runtime_needs_the_cpu(tiny_bert: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("onnxruntime")
-    monkeypatch.setattr("rankers.encoders.resolve_device", lambda device: device)  # no GPU here
+    monkeypatch.setattr(
+        "rankers.families.encoder.resolve_device", lambda device: device
+    )  # no GPU here
     config = MonoBERTRanker.Config.from_options({"model": str(tiny_bert), "runtime": "onnxruntime"})
     with pytest.raises(RankerError, match="runtime=onnxruntime runs on the CPU, not on device"):
         MonoBERTRanker(config, device="cuda")

@@ -13,18 +13,18 @@ from toydata import gold_split
 
 from bench.data.model import Candidate, CandidateList, Query, RankingSplit
 from rankers.base import Ranker, RankerConfig, RankerError
-from rankers.bm25 import BM25Index
-from rankers.crossjem import CrossJEMRanker
-from rankers.listtrain import fit_lists
-from rankers.resume import Progress
-from rankers.targets import (
+from rankers.families.crossjem.ranker import CrossJEMRanker
+from rankers.fit.lists import fit_lists
+from rankers.fit.loop import LoopPlan, out_of_patience, planned_epochs
+from rankers.fit.resume import Progress
+from rankers.fit.targets import (
     ensemble_logits,
     extend_lists,
     sigmoid,
     teacher_parts,
     training_targets,
 )
-from rankers.training import LoopPlan, out_of_patience, planned_epochs
+from rankers.inputs.lexical import BM25Index
 
 
 # -- teachers ------------------------------------------------------------------------------------

@@ -45,8 +45,8 @@ class CountingBM25:
 
 def _values(cache: Path) -> dict[str, Any]:
     """Teacher logits (twice: computed, then from the cache) and dev values in this process."""
-    from rankers.targets import teacher_logits
-    from rankers.training import dev_score, sharded_dev_per_query
+    from rankers.fit.loop import dev_score, sharded_dev_per_query
+    from rankers.fit.targets import teacher_logits
 
     train, dev = gold_split("train", 1, n=9), gold_split("dev", 2, n=7)
     teacher = CountingBM25(train)

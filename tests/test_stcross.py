@@ -13,7 +13,7 @@ from bench.cli.main import app
 from bench.data.model import Candidate, CandidateList, Query
 from bench.latency.protocol import checkpoint_for
 from rankers import RankerError, create_ranker, get_ranker_class
-from rankers.stcross import STCrossEncoderRanker
+from rankers.families.stcross import STCrossEncoderRanker
 
 
 def _lists() -> list[CandidateList]:

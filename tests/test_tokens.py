@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rankers.crossjem.packed import canonical_order
-from rankers.tokens import ItemTokens, PaddedItemTokens, distinct_sorted, pad_ragged
+from rankers.families.crossjem.packed import canonical_order
+from rankers.inputs.tokens import ItemTokens, PaddedItemTokens, distinct_sorted, pad_ragged
 
 
 def test_pad_ragged_and_distinct_sorted_hand_example() -> None:

@@ -14,7 +14,7 @@ import torch
 from toydata import long_split
 
 from rankers.base import RankerError
-from rankers.targets import cap_lists
+from rankers.fit.targets import cap_lists
 
 
 def test_cap_keeps_positives_and_a_seeded_sample_of_negatives() -> None:
@@ -58,8 +58,8 @@ def test_a_step_on_lists_of_hundreds_holds_at_most_the_cap(
     32 items; with 0 (whole lists) a step holds 600, so the count sees the cap. Micro-batches
     (the default train_micro_items) then bound a pass: monoBERT's 128 pairs, CROSS-JEM's one
     whole list (its items share rows)."""
-    from rankers.crossjem import CrossJEMRanker
-    from rankers.monobert import MonoBERTRanker
+    from rankers.families.crossjem.ranker import CrossJEMRanker
+    from rankers.families.monobert import MonoBERTRanker
 
     cls: Any = {"monobert": MonoBERTRanker, "crossjem": CrossJEMRanker}[kind]
     split = long_split(4, 300)
@@ -83,7 +83,7 @@ def test_a_step_on_lists_of_hundreds_holds_at_most_the_cap(
 
 
 def test_cap_options_are_checked(tiny_bert: Path) -> None:
-    from rankers.monobert import MonoBERTRanker
+    from rankers.families.monobert import MonoBERTRanker
 
     with pytest.raises(RankerError, match="train_max_items=1 leaves a list one item"):
         MonoBERTRanker.Config.from_options({"train_max_items": 1})
@@ -202,8 +202,8 @@ def test_the_free_memory_reader_reads_mem_available(
 
 
 def test_step_shapes_follow_the_options(tiny_bert: Path) -> None:
-    from rankers.crossjem import CrossJEMRanker
-    from rankers.monobert import MonoBERTRanker
+    from rankers.families.crossjem.ranker import CrossJEMRanker
+    from rankers.families.monobert import MonoBERTRanker
 
     options = {"model": str(tiny_bert), "train_batch_queries": 4}
     mono = MonoBERTRanker(MonoBERTRanker.Config.from_options({**options, "train_max_items": 16}))
@@ -312,7 +312,7 @@ def test_a_sweep_refuses_a_later_combinations_step_before_its_first_job(
 
 # -- micro-batches -------------------------------------------------------------------------------
 def test_micro_batches_hold_whole_lists_and_cut_only_pointwise_long_lists() -> None:
-    from rankers.listtrain import micro_batches
+    from rankers.fit.lists import micro_batches
 
     assert micro_batches([6, 6, 6], 0, True) == [[(0, 0, 6), (1, 0, 6), (2, 0, 6)]]
     assert micro_batches([6, 6, 6], 18, False) == [[(0, 0, 6), (1, 0, 6), (2, 0, 6)]]
@@ -331,9 +331,9 @@ def test_micro_batches_hold_whole_lists_and_cut_only_pointwise_long_lists() -> N
 def _step_gradients(ranker: Any, loss: str, batch: list[int]) -> tuple[float, dict[str, Any], bool]:
     """The loss and gradients of one list-trainer step on ``batch`` of eight 6-item lists, and
     whether it ran in micro-batches."""
-    from rankers.listtrain import ListSteps
+    from rankers.fit.lists import ListSteps
+    from rankers.fit.targets import Targets, grade_targets
     from rankers.losses import get_loss
-    from rankers.targets import Targets, grade_targets
 
     split = long_split(8, 6)
     targets = Targets(grade_targets(split.lists, split.qrels), "qrels grades")

@@ -24,7 +24,7 @@ from toymodels import write_tiny_bert
 
 
 def _crossjem(model: Path | str) -> Any:
-    from rankers.crossjem import CrossJEMRanker
+    from rankers.families.crossjem.ranker import CrossJEMRanker
 
     options = {
         "model": str(model),
@@ -48,7 +48,7 @@ def _worker(model: str, out: str) -> None:
     """Train the tiny CROSS-JEM :data:`TRAININGS` times on 2 threads, one list of 512 items a
     step (its row's ten word positions pooled ~150 times each, from both threads); write the
     steps and weights hash of each to ``out``."""
-    from rankers.models import state_hash
+    from rankers.io.models import state_hash
 
     torch.set_num_threads(2)
     runs = []
@@ -97,7 +97,7 @@ def test_training_runs_deterministic_kernels_on_cpu_and_restores_the_setting(
 ) -> None:
     import torch.utils.deterministic
 
-    from rankers.listtrain import ListSteps
+    from rankers.fit.lists import ListSteps
 
     seen: list[tuple[bool, bool, bool]] = []
     step = ListSteps.batch_loss

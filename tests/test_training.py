@@ -21,13 +21,13 @@ import torch
 from toydata import gold_split
 
 from rankers.base import RankerError
-from rankers.crossjem import CrossJEMRanker
-from rankers.encoders import state_hash
-from rankers.listtrain import ListBatches, fit_lists
-from rankers.monobert import MonoBERTRanker
-from rankers.resume import CHECKPOINT_DIR, LATEST_FILE
-from rankers.targets import TEACHER_CACHE_DIR, sigmoid, teacher_logits
-from rankers.training import adamw_linear, make_accelerator
+from rankers.families.crossjem.ranker import CrossJEMRanker
+from rankers.families.monobert import MonoBERTRanker
+from rankers.fit.lists import ListBatches, fit_lists
+from rankers.fit.loop import adamw_linear, make_accelerator
+from rankers.fit.resume import CHECKPOINT_DIR, LATEST_FILE
+from rankers.fit.targets import TEACHER_CACHE_DIR, sigmoid, teacher_logits
+from rankers.io.models import state_hash
 
 
 def _crossjem(model: Path | str, **options: Any) -> CrossJEMRanker:
@@ -149,7 +149,7 @@ def test_resume_after_crash_ends_with_identical_weights(
         )
     resumed = _crossjem(tiny_bert, **_resume_options())
     resumed.work_dir = tmp_path
-    with caplog.at_level(logging.INFO, logger="rankers.resume"):
+    with caplog.at_level(logging.INFO, logger="rankers.fit.resume"):
         summary = resumed.fit(train, dev).to_json()
     assert "resuming from" in caplog.text
     assert summary["resumed_from"] == resumed_from
@@ -174,7 +174,7 @@ def test_checkpoint_of_other_settings_is_not_resumed(
     first.fit(train)
     other = _crossjem(tiny_bert, epochs=1, lr=5e-4)
     other.work_dir = tmp_path
-    with caplog.at_level(logging.WARNING, logger="rankers.resume"):
+    with caplog.at_level(logging.WARNING, logger="rankers.fit.resume"):
         summary = other.fit(train).to_json()
     assert summary["resumed_from"] is None
     assert "saved with other settings, data or targets" in caplog.text
@@ -308,7 +308,7 @@ def test_cpu_processes_wait_without_cuda_device_ids(monkeypatch: pytest.MonkeyPa
 
     import torch.distributed
 
-    from rankers.resume import wait_for_everyone
+    from rankers.fit.resume import wait_for_everyone
 
     calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
     monkeypatch.setattr(torch.distributed, "barrier", lambda *a, **k: calls.append((a, k)))

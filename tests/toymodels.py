@@ -20,7 +20,7 @@ def write_tiny_bert(
     seed: int = 0,
 ) -> Path:
     """Save a small randomly initialised BERT with a real tokenizer (fast tests)."""
-    from rankers.models import write_random_bert
+    from rankers.io.models import write_random_bert
 
     return write_random_bert(
         path, hidden, layers, heads, 4 * hidden, seed, tokenizer_from, pipeline=False

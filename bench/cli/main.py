@@ -131,7 +131,7 @@ def datasets_synth(
     from bench.data.synth import SynthSpec, write_synth
 
     if vocab == "wordpiece":
-        from rankers.models import resolve_model
+        from rankers.io.models import resolve_model
 
         vocab = str(Path(resolve_model("minilm-l6").path) / "vocab.txt")
     spec = SynthSpec(
@@ -483,7 +483,7 @@ def export(
     """
     from bench.core.settings import results_root
     from rankers import RankerError, open_ranker
-    from rankers.export import export_target, staged, write_description
+    from rankers.io.export import export_target, staged, write_description
 
     out = export_target(out, source, [results_root(results_dir)], overwrite)
     ranker = open_ranker(source, device="cpu")  # a folder without ranker.json is refused

@@ -1,6 +1,6 @@
 """The training summary as a typed record (issue 19 item 3).
 
-Every trainer returns a :class:`TrainingSummary` (the one loop of :mod:`rankers.training` fills
+Every trainer returns a :class:`TrainingSummary` (the one loop of :mod:`rankers.fit.loop` fills
 the shared fields, the list trainer :class:`ListTraining`, a ranker its own ``extra``); the
 runner writes it to ``training.json`` and result records, and readers get it back with
 :meth:`TrainingSummary.from_json`. The JSON has exactly the fields the untyped dict had (flat:
@@ -25,7 +25,7 @@ DEV_BEFORE_KEY = f"{DEV_KEY}_before"
 
 @dataclasses.dataclass
 class ListTraining:
-    """What the list trainer (:func:`rankers.listtrain.fit_lists`) adds: loss, targets and the
+    """What the list trainer (:func:`rankers.fit.lists.fit_lists`) adds: loss, targets and the
     lists trained on."""
 
     loss_name: str

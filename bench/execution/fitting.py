@@ -141,7 +141,7 @@ def _train(
     then rename into place. ``baselines``: the dev runs of the rankers that need no training,
     asked for once the kept epoch is known."""
     ranker, train, dev, model_dir, key = job.ranker, job.train, job.dev, job.model_dir, job.key
-    from rankers.resume import CHECKPOINT_DIR
+    from rankers.fit.resume import CHECKPOINT_DIR
 
     log.info(
         "training %s on %s/train (%d queries)%s",
@@ -211,7 +211,7 @@ def dev_baselines(
     are sharded); the main one gets the verdict, the others None.
     """
     from bench.core.shard import current_role, from_main
-    from rankers.training import sharded_dev_per_query
+    from rankers.fit.loop import sharded_dev_per_query
 
     kept = summary.kept_dev_score()
     if dev is None or kept is None:
@@ -315,7 +315,7 @@ def _resumable_state_problem(folder: Path) -> str | None:
     """What is wrong with the published state of a resumable checkpoint folder (None: nothing
     to resume, or it is sound). A missing or unreadable ``latest.json`` is the trainer's to
     report; here the state's files are checked, so a truncated one is not loaded."""
-    from rankers.resume import LATEST_FILE
+    from rankers.fit.resume import LATEST_FILE
 
     try:
         meta = json.loads((folder / LATEST_FILE).read_text(encoding="utf-8"))

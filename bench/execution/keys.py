@@ -7,8 +7,8 @@ the source, :class:`~bench.core.provenance.CodeScope`), the ranker's settings fi
 of the packages that compute scores or train weights.
 
 * **score** (a run file and its latency): the ranker's module and :mod:`bench.execution.scoring`,
-  less the measures (:data:`EVALUATION_MODULES`) and what only training runs
-  (:data:`TRAINING_ONLY_MODULES`, imports marked ``# key: training``). A fine-tuned ranker's key
+  less the measures (:data:`EVALUATION_MODULES`) and what only training runs (the package
+  :data:`TRAINING_ONLY_PACKAGE`, imports marked ``# key: training``). A fine-tuned ranker's key
   also holds the trained model's key (its ``model`` component), so training code counts through it.
 * **train** (a model folder): the ranker's module, with imports marked training-only, and
   :mod:`bench.execution.fitting`, measures included (dev selects the epoch); a student's key holds
@@ -34,15 +34,18 @@ if TYPE_CHECKING:
 
 #: what turns a stored run into metrics: left out of a scoring key, the whole evaluation key
 EVALUATION_MODULES: tuple[str, ...] = ("bench.results.metrics",)
-#: modules rankers import only inside ``fit`` (the training loop, teacher targets, negative
-#: mining): left out of a scoring key; a fine-tuned ranker's score key holds its model's key,
-#: which covers them (tests/test_keys.py checks that no ranker imports them at module level)
-TRAINING_ONLY_MODULES: tuple[str, ...] = (
-    "rankers.training",
-    "rankers.listtrain",
-    "rankers.targets",
-    "rankers.resume",
-)
+#: the package of what rankers run only inside ``fit`` (the training loop, list training, teacher
+#: targets, resume): one prefix, so a new training module needs no entry here. Left out of a
+#: scoring key; a fine-tuned ranker's score key holds its model's key, which covers it
+#: (tests/test_keys.py checks that no ranker imports it at module level)
+TRAINING_ONLY_PACKAGE = "rankers.fit"
+
+
+def training_only(module: str) -> bool:
+    """Whether ``module`` runs only in training (it is :data:`TRAINING_ONLY_PACKAGE` or in it)."""
+    return module == TRAINING_ONLY_PACKAGE or module.startswith(TRAINING_ONLY_PACKAGE + ".")
+
+
 #: the modules a scoring job runs besides its ranker's
 SCORING_MODULES: tuple[str, ...] = ("bench.execution.scoring",)
 #: the modules a training job runs besides its ranker's
@@ -55,7 +58,7 @@ def scoring_code(module: str, settings: Path) -> dict[str, Any]:
     scope = CodeScope(
         roots=(module, *SCORING_MODULES),
         files=(settings,),
-        leave_out=(*EVALUATION_MODULES, *TRAINING_ONLY_MODULES),
+        leave_out=(*EVALUATION_MODULES, TRAINING_ONLY_PACKAGE),
     )
     return code_fingerprint(scope)
 
@@ -81,7 +84,7 @@ def autocast_part(ranker: Ranker) -> dict[str, str]:
     train_dtype = getattr(ranker.config, "train_dtype", None)
     if train_dtype is None:
         return {}
-    from rankers.training import mixed_precision
+    from rankers.fit.loop import mixed_precision
 
     chosen = mixed_precision(ranker.device, str(train_dtype))
     return {} if chosen == "no" else {"autocast": chosen}

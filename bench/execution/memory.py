@@ -106,7 +106,7 @@ def step_problem(ranker: Any, list_lengths: Sequence[int], device: str) -> tuple
     if shape is None:
         return "", None
     try:
-        from rankers.models import resolve_model
+        from rankers.io.models import resolve_model
 
         layers, hidden, heads, parameters = encoder_shape(resolve_model(ranker.cfg.model).path)
     except (OSError, ValueError, AttributeError) as exc:

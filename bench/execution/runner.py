@@ -59,7 +59,7 @@ from rankers import (
     get_ranker_class,
     module_of,
 )
-from rankers.targets import ENSEMBLE_SEPARATOR, teacher_parts
+from rankers.fit.targets import ENSEMBLE_SEPARATOR, teacher_parts
 
 __all__ = [
     "TRAINING_FILE",

@@ -183,7 +183,7 @@ def teachers_current(record: ResultRecord, inputs: CurrentInputs) -> bool:
     keys = str(training.get("teacher_key") or "")
     if not keys or record.path is None:
         return True
-    from rankers.targets import ENSEMBLE_SEPARATOR, teacher_parts
+    from rankers.fit.targets import ENSEMBLE_SEPARATOR, teacher_parts
 
     names = [
         p

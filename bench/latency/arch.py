@@ -37,7 +37,7 @@ def arch_model(arch: str, seed: int, root: Path) -> Path | None:
     preset = ARCHS[arch]
     if preset is None:
         return None
-    from rankers.models import write_random_bert
+    from rankers.io.models import write_random_bert
 
     return write_random_bert(
         root / "models" / "random" / f"{arch}-seed{seed}",

@@ -85,7 +85,7 @@ def run_benchmark(opts: BenchOptions, ctx: RunContext | None = None) -> LatencyR
     from bench.core.shard import current_role
     from bench.data.splits import load_split
     from rankers import canonical_name
-    from rankers.bm25 import BM25Index
+    from rankers.inputs.lexical import BM25Index
 
     opts.validate()
     rankers = list(dict.fromkeys(canonical_name(r) for r in opts.rankers))

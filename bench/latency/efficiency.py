@@ -6,7 +6,8 @@ the measured one. Sequences (paper section ``SubSubSec_Efficiency``):
 
 * monoBERT encodes one ``[CLS] q [SEP] k [SEP]`` row per item: ``L_q + L_k + 3`` tokens each;
 * CROSS-JEM encodes one ``[CLS] q [SEP] U_g [SEP]`` row per packed group ``g``: ``L_q + |U_g| + 3``;
-  in an order-keeping layout (:class:`rankers.crossjem.inputs.Layout`) a row holds its group's
+  in an order-keeping layout (:class:`rankers.families.crossjem.inputs.Layout`) a row holds its
+  group's
   shared tokens once plus every own token: ``L_q + |S_g| + sum_k |O_k| + 3`` (``concat``: the
   items' lengths summed, nothing shared).
 

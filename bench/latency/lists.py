@@ -21,8 +21,8 @@ from bench.latency import efficiency
 from bench.results.records import config_hash
 
 if TYPE_CHECKING:
-    from rankers.bm25 import BM25Index
-    from rankers.crossjem.inputs import Layout
+    from rankers.families.crossjem.inputs import Layout
+    from rankers.inputs.lexical import BM25Index
 
 
 def bm25_lists(
@@ -34,7 +34,7 @@ def bm25_lists(
 ) -> RankingSplit:
     """The first ``queries`` queries of ``split``, each with its BM25 top ``n`` items (BM25
     order, first-stage score kept) over the split's whole candidate collection."""
-    from rankers.bm25 import BM25Index
+    from rankers.inputs.lexical import BM25Index
 
     collection = split.collection()
     if len(collection) < n:
@@ -94,8 +94,8 @@ def list_tokens(
 ) -> list[QueryTokens]:
     """Per list: lengths, token union and CROSS-JEM's rows in ``layout`` (default: the union),
     as its ``rows()`` builds them."""
-    from rankers.crossjem.inputs import UNION, build_rows
-    from rankers.encoders import token_ids
+    from rankers.families.crossjem.inputs import UNION, build_rows
+    from rankers.inputs.batching import token_ids
 
     layout = (layout or UNION).bind(tokenizer)
     out = []
@@ -162,7 +162,7 @@ def token_settings(dataset: str, options: Mapping[str, Mapping[str, Any]]) -> di
     shares L_q and L_k): the cost model compares exactly these two, whichever rankers are
     timed."""
     from bench.execution.runner import ranker_options
-    from rankers.crossjem import CrossJEMConfig
+    from rankers.families.crossjem.ranker import CrossJEMConfig
 
     cfg = CrossJEMConfig.from_options(ranker_options("crossjem", dataset, options.get("crossjem")))
     assert isinstance(cfg, CrossJEMConfig)
@@ -184,7 +184,7 @@ def token_settings(dataset: str, options: Mapping[str, Mapping[str, Any]]) -> di
 
 def settings_layout(settings: Mapping[str, Any]) -> Layout:
     """The row layout of :func:`token_settings` (records older than layouts: the union)."""
-    from rankers.crossjem.inputs import Layout
+    from rankers.families.crossjem.inputs import Layout
 
     return Layout(
         order=settings.get("order", "union"),
@@ -201,7 +201,7 @@ def encoder_shape_and_tokenizer(model: str) -> tuple[efficiency.EncoderShape, An
     """The cost model's encoder shape and the tokenizer of ``model`` (alias, id or folder)."""
     from transformers import AutoConfig, AutoTokenizer
 
-    from rankers.models import resolve_model
+    from rankers.io.models import resolve_model
 
     path = resolve_model(model).path
     shape = efficiency.EncoderShape.from_config(AutoConfig.from_pretrained(path))

@@ -484,7 +484,7 @@ def encoder_work(
     ranker that declares none."""
     from bench.latency.efficiency import EncoderShape
     from bench.latency.timemodel import compress_calls
-    from rankers.encoders import EncoderRanker
+    from rankers.families.encoder import EncoderRanker
     from rankers.precision import INT8, scoring_dtype
 
     if not isinstance(ranker, EncoderRanker) or str(ranker.cfg.dtype) == INT8:

@@ -5,11 +5,14 @@ first N items of a TREC ``collection.tsv`` (e.g. one ``bench datasets synth`` wr
 store, every measurement in a fresh Python process so that one store's peak cannot hide
 another's:
 
-* ``flat``: :class:`rankers.tokens.ItemTokens`, what the encoder rankers index (flat int32 ids
+* ``flat``: :class:`rankers.inputs.tokens.ItemTokens`, what the encoder rankers index (flat int32
+  ids
   with offsets, filled chunk by chunk);
-* ``padded``: :class:`rankers.tokens.PaddedItemTokens`, the padded store it replaced (the test
+* ``padded``: :class:`rankers.inputs.tokens.PaddedItemTokens`, the padded store it replaced (the
+  test
   oracle), for comparison;
-* ``bm25``: :class:`rankers.bm25.BM25Index`, what BM25 and the latency benchmark's first stage
+* ``bm25``: :class:`rankers.inputs.lexical.BM25Index`, what BM25 and the latency benchmark's first
+  stage
   index (postings in flat arrays);
 * ``rank-bm25``: rank-bm25's ``BM25Okapi`` (one Python dict of term counts per item), the index
   it replaced (the test oracle), for comparison.
@@ -66,20 +69,20 @@ def read_texts(collection: Path, items: int) -> list[str]:
 def _build(store: str, texts: list[str], max_len: int) -> tuple[Any, Any]:
     """(the index-building call, what it returns the store from): tokenizer loaded outside."""
     if store == "bm25":
-        from rankers.bm25 import BM25Index
+        from rankers.inputs.lexical import BM25Index
 
         collection = {f"d{i}": t for i, t in enumerate(texts)}
         return (lambda: BM25Index(collection)), None
     if store == "rank-bm25":
         from rank_bm25 import BM25Okapi
 
-        from rankers.bm25 import tokenize
+        from rankers.inputs.lexical import tokenize
 
         return (lambda: BM25Okapi([tokenize(t) or ["\x00"] for t in texts], k1=0.9, b=0.4)), None
     from transformers import AutoTokenizer
 
-    from rankers.models import resolve_model
-    from rankers.tokens import ItemTokens, PaddedItemTokens
+    from rankers.inputs.tokens import ItemTokens, PaddedItemTokens
+    from rankers.io.models import resolve_model
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model("minilm-l6").path)
     obj = (ItemTokens if store == "flat" else PaddedItemTokens)(tokenizer, max_len)

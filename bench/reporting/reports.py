@@ -27,7 +27,7 @@ def wordpiece_tokenizer() -> Callable[[str], list[str]] | None:
     try:
         from transformers import AutoTokenizer
 
-        from rankers.models import resolve_model
+        from rankers.io.models import resolve_model
 
         tok = AutoTokenizer.from_pretrained(resolve_model("minilm-l6").path)
     except Exception as exc:  # noqa: BLE001 - statistics fall back to words
@@ -157,8 +157,8 @@ def _rows_cell(split: Any, tokenizer: Callable[[str], list[str]] | None) -> str:
     if tokenizer is None or not split.lists:
         return "-"
     from bench.execution.runner import ranker_options
-    from rankers.crossjem import CrossJEMConfig
-    from rankers.crossjem.inputs import Layout, pack_groups
+    from rankers.families.crossjem.inputs import Layout, pack_groups
+    from rankers.families.crossjem.ranker import CrossJEMConfig
 
     cfg = CrossJEMConfig.from_options(ranker_options("crossjem", split.dataset, {}))
     assert isinstance(cfg, CrossJEMConfig)

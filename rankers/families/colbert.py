@@ -15,7 +15,7 @@ Everything that defines ColBERT comes from colbert-ai 0.2.x, not from a copy:
 * training calls ``ColBERT.forward`` - the ``nway``-way softmax cross-entropy over (positive,
   negatives) of each query, plus colbert-ai's in-batch loss when ``use_ib_negatives`` - in a small
   loop of our own (colbert-ai's ``Trainer`` wants its own file formats and launcher) on
-  Accelerate, checkpointed by :class:`rankers.resume.Resumable` like the list trainer, so an
+  Accelerate, checkpointed by :class:`rankers.fit.resume.Resumable` like the list trainer, so an
   interrupted fine-tuning resumes where it stopped.
 
 No index: candidates are encoded at query time and scored against the query directly. colbert-ai
@@ -51,7 +51,6 @@ import numpy as np
 from bench.core.device import resolve_device
 from bench.core.trained import TrainingSummary
 from bench.data.model import CandidateList, RankingSplit, relevant
-from rankers import colbert_compat
 from rankers.base import (
     DTYPE_NAMES,
     RUNTIME,
@@ -63,8 +62,9 @@ from rankers.base import (
     inherit_option,
     option,
 )
+from rankers.families import colbert_compat
+from rankers.io.models import expected_new_weights, resolve_model, weights_hash
 from rankers.itemorder import item_texts, sort_items_option
-from rankers.models import expected_new_weights, resolve_model, weights_hash
 from rankers.trainconfig import ListTrainingConfig
 
 if TYPE_CHECKING:
@@ -197,7 +197,8 @@ class _Group:
 
 # -- colbert-ai glue -------------------------------------------------------------------------------
 def _import_colbert() -> Any:
-    """colbert-ai's modules, made to load on transformers 5 (:mod:`rankers.colbert_compat`); its
+    """colbert-ai's modules, made to load on transformers 5
+    (:mod:`rankers.families.colbert_compat`); its
     import-time prints (faiss warning) go to the log, not stdout."""
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
@@ -427,7 +428,7 @@ class ColBERTRanker(Ranker[ColBERTRankerConfig]):
         """
         import torch
 
-        from rankers.encoders import upload
+        from rankers.inputs.transfer import upload
 
         if not lists:
             return []
@@ -513,7 +514,7 @@ class ColBERTRanker(Ranker[ColBERTRankerConfig]):
         rng.shuffle(triples)
         return triples
 
-    # -- the training protocol of rankers.training.train_loop ----------------------------------
+    # -- the training protocol of rankers.fit.loop.train_loop ----------------------------------
     def training_module(self) -> ColBERT:
         return self.colbert
 
@@ -523,14 +524,14 @@ class ColBERTRanker(Ranker[ColBERTRankerConfig]):
         return [triples[b : b + size] for b in range(0, len(triples), size)]
 
     def fit(self, train: RankingSplit, dev: RankingSplit | None = None) -> TrainingSummary:
-        """Fine-tune with colbert-ai's objective by the shared loop (:mod:`rankers.training`);
+        """Fine-tune with colbert-ai's objective by the shared loop (:mod:`rankers.fit.loop`);
         the epoch with the best dev AP@10 is kept.
 
         With :attr:`work_dir` set, the full state is checkpointed there at every epoch end (and
         every ``checkpoint_steps`` steps) and an interrupted fit resumes from it.
         """
-        from rankers.resume import split_key
-        from rankers.training import LoopPlan, train_loop
+        from rankers.fit.loop import LoopPlan, train_loop
+        from rankers.fit.resume import split_key
 
         cfg = self.cfg
         groups = _groups(train)
@@ -608,7 +609,7 @@ class ColBERTRanker(Ranker[ColBERTRankerConfig]):
     def describe(self) -> dict[str, Any]:
         from importlib.metadata import version
 
-        from rankers.encoders import state_hash
+        from rankers.io.models import state_hash
 
         model = self.colbert
         return {

@@ -26,11 +26,11 @@ import numpy as np
 
 from bench.data.model import CandidateList
 from rankers.base import RUNTIME, SCORE, Ranker, RankerConfig, RankerError, option
-from rankers.models import ModelRef, resolve_model
+from rankers.io.models import ModelRef, resolve_model
 
 log = logging.getLogger(__name__)
 
-#: where a ranker's save() folder keeps its encoder (rankers.encoders' checkpoint layout)
+#: where a ranker's save() folder keeps its encoder (rankers.families.encoder's checkpoint layout)
 ENCODER_DIR = "encoder"
 
 
@@ -125,7 +125,7 @@ class STCrossEncoderRanker(Ranker[STCrossEncoderConfig]):
 
             from sentence_transformers import CrossEncoder
 
-            from rankers.models import expected_new_weights
+            from rankers.io.models import expected_new_weights
 
             untrained = self.untrained_weights()
             quiet = expected_new_weights(untrained) if untrained else contextlib.nullcontext()
@@ -199,7 +199,7 @@ class STCrossEncoderRanker(Ranker[STCrossEncoderConfig]):
 
     # -- provenance ----------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
-        from rankers.models import state_hash, weights_hash
+        from rankers.io.models import state_hash, weights_hash
 
         ref = self.ref
         head = "trained head" if self.untrained_weights() is None else "random head"

@@ -42,7 +42,8 @@ that order and always share a row; a copy writes no own tokens but pools those o
 identical items get identical scores in every layout.
 
 This module is the simple implementation, kept as the test oracle of the vectorised one that
-scoring and training use (:mod:`rankers.crossjem.packed`): both must give the same rows, position
+scoring and training use (:mod:`rankers.families.crossjem.packed`): both must give the same rows,
+position
 ids, pooling sets and scores.
 
 Item positions (paper section 5.3): each pooled token of item ``j`` other than the query part also
@@ -57,7 +58,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-#: how a row is laid out (option ``order`` of :class:`~rankers.crossjem.CrossJEMConfig`)
+#: how a row is laid out (option ``order`` of :class:`~rankers.families.crossjem.CrossJEMConfig`)
 ORDERS = ("union", "concat", "hybrid")
 #: position ids of own tokens (option ``positions``)
 POSITIONS = ("row", "item")
@@ -112,7 +113,7 @@ class Layout:
         them (any other layout, or one whose ids are set, is returned as it is)."""
         if self.share != "function" or self.function_ids is not None:
             return self
-        from rankers.crossjem.function_words import function_token_ids
+        from rankers.families.crossjem.function_words import function_token_ids
 
         return dataclasses.replace(self, function_ids=function_token_ids(tokenizer))
 
@@ -216,7 +217,7 @@ def pack_groups(
     content still fits, else opens the next one, so groups are runs of the canonical order. On
     wikiqa's BM25 top-700 lists this makes 38.6 union groups per list against 37.5 for a best-fit
     rule (+0.6% encoder tokens), and it can be computed with array operations
-    (:mod:`rankers.crossjem.packed`).
+    (:mod:`rankers.families.crossjem.packed`).
     """
     layout = layout.packing
     shared_tokens = layout.shared_tokens(items, query)

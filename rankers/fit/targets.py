@@ -7,7 +7,7 @@ from a teacher"). Teacher logits of the training lists are computed once and cac
 default ``work_dir/../teacher-scores``) under the teacher's weights hash, the split checksum and the
 lists' ids. Without a teacher: the qrels grade divided by the split's highest grade (binary qrels
 stay 0/1; graded ones keep their order, which RPL needs); candidates without a judgement count as
-grade 0. Split out of :mod:`rankers.training` (issue 19 item 3).
+grade 0. Split out of :mod:`rankers.fit.loop` (issue 19 item 3).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np
 
 from bench.data.model import CandidateList, Qrels, RankingSplit
 from rankers.base import Ranker, RankerError
-from rankers.resume import digest
+from rankers.fit.resume import digest
 
 if TYPE_CHECKING:
     pass
@@ -247,7 +247,7 @@ def extend_lists(
     have no judgement, so they count as grade 0 (or get the teacher's scores). Lists already at
     ``size`` or longer stay as they are."""
     from bench.data.model import Candidate
-    from rankers.bm25 import BM25Index
+    from rankers.inputs.lexical import BM25Index
 
     collection = train.collection()
     index = BM25Index(collection)

@@ -4,7 +4,7 @@ Input ``"Query: {query} Document: {document}"``; the decoder gets only its start
 score is the logit of a designated vocabulary token at that first decoding step (the
 ``Soyoung97/RankT5-base`` port uses ``<extra_id_10>``). Trained with a listwise loss over each
 query's candidates - by default the paper's softmax cross-entropy, all positives of a list sharing
-the target mass - through the shared list trainer :func:`rankers.listtrain.fit_lists`.
+the target mass - through the shared list trainer :func:`rankers.fit.lists.fit_lists`.
 
 Backbones: any Hugging Face seq2seq LM (T5, or a saved folder) by id or path. Offline there are no
 T5 weights, so the default ``minilm-l6-encdec`` is an ``EncoderDecoderModel`` built from
@@ -43,8 +43,8 @@ from rankers.base import (
     inherit_option,
     option,
 )
+from rankers.io.models import expected_new_weights, resolve_model, weights_hash
 from rankers.itemorder import item_texts, sort_items_option
-from rankers.models import expected_new_weights, resolve_model, weights_hash
 from rankers.trainconfig import ListTrainingConfig
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ T5_TYPES = ("t5", "mt5", "umt5")
 class RankT5Config(ListTrainingConfig):
     """The shared training options (:class:`~rankers.base.TrainingConfig`), scoring options, then
     the list trainer's options (field names shared with the encoder rankers, as
-    :func:`rankers.listtrain.fit_lists` reads them). A loaded checkpoint restores the score
+    :func:`rankers.fit.lists.fit_lists` reads them). A loaded checkpoint restores the score
     options (:attr:`Role.SCORE <rankers.base.Role.SCORE>`)."""
 
     dtype: str = inherit_option(ListTrainingConfig, "dtype", "auto", choices=DTYPE_NAMES)
@@ -137,7 +137,7 @@ class RankT5Ranker(Ranker[RankT5Config]):
     Config = RankT5Config
     pointwise: ClassVar[bool] = True
     trainable: ClassVar[bool] = True
-    #: the list trainer (:func:`rankers.listtrain.fit_lists`) splits every batch over processes
+    #: the list trainer (:func:`rankers.fit.lists.fit_lists`) splits every batch over processes
     distributed_training: ClassVar[bool] = True
 
     def __init__(self, config: RankT5Config | None = None, device: str = "cpu") -> None:
@@ -302,7 +302,7 @@ class RankT5Ranker(Ranker[RankT5Config]):
         return out.logits[:, 0, self._score_id]
 
     def _pad(self, rows: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
-        from rankers.encoders import pad_rows
+        from rankers.inputs.batching import pad_rows
 
         ids = pad_rows(rows, int(self.tokenizer.pad_token_id)).to(self.device)
         mask = pad_rows([[1] * len(r) for r in rows], 0).to(self.device)
@@ -310,8 +310,10 @@ class RankT5Ranker(Ranker[RankT5Config]):
 
     def prepare(self, lists: Sequence[tuple[str, Sequence[str]]]) -> dict[str, Any]:
         """All pairs of several (query, documents) lists as one padded batch (training): ids,
-        mask and scatter indices reach the device in one :func:`~rankers.encoders.upload` copy."""
-        from rankers.encoders import list_arrays, pad_array, upload
+        mask and scatter indices reach the device in one :func:`~rankers.inputs.transfer.upload`
+        copy."""
+        from rankers.inputs.batching import list_arrays, pad_array
+        from rankers.inputs.transfer import upload
 
         rows = [pair for query, docs in lists for pair in self.pair_ids(query, docs)]
         n_items = [len(docs) for _, docs in lists]
@@ -326,8 +328,8 @@ class RankT5Ranker(Ranker[RankT5Config]):
     def forward(
         self, batch: dict[str, Any], module: Any = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Logits (B, N_max) and item mask: the interface of :func:`rankers.listtrain.fit_lists`."""
-        from rankers.encoders import scatter_to_lists
+        """Logits (B, N_max) and item mask: the interface of :func:`rankers.fit.lists.fit_lists`."""
+        from rankers.inputs.batching import scatter_to_lists
 
         values = self.logits(batch["input_ids"], batch["attention_mask"], module).float()
         return scatter_to_lists(
@@ -337,7 +339,7 @@ class RankT5Ranker(Ranker[RankT5Config]):
     # -- scoring -------------------------------------------------------------------------------
     def score(self, lists: Sequence[CandidateList]) -> list[np.ndarray]:
         """Score-token logits; all pairs of the call length-sorted into ``batch_size`` batches."""
-        from rankers.encoders import bucketed_scores
+        from rankers.inputs.batching import bucketed_scores
 
         rows = [ids for cl in lists for ids in self.pair_ids(cl.query.text, cl.texts)]
         module = self.scoring_module()
@@ -368,7 +370,7 @@ class RankT5Ranker(Ranker[RankT5Config]):
 
     def fit(self, train: RankingSplit, dev: RankingSplit | None = None) -> TrainingSummary:
         """Listwise fine-tuning with ``loss`` (softmax CE) by the shared list trainer."""
-        from rankers.listtrain import fit_lists
+        from rankers.fit.lists import fit_lists
 
         cut = self.training_lists(train, random.Random(self.cfg.seed))
         summary = fit_lists(self, cut, dev)
@@ -378,9 +380,9 @@ class RankT5Ranker(Ranker[RankT5Config]):
 
     def training_loss(self, split: RankingSplit) -> float:
         """Mean ``loss`` over ``split``'s lists (cut without sampling), eval mode, no autograd."""
-        from rankers.listtrain import pad_targets
+        from rankers.fit.lists import pad_targets
+        from rankers.fit.targets import grade_targets
         from rankers.losses import get_loss
-        from rankers.targets import grade_targets
 
         cut = self.training_lists(split)
         lists = [cl for cl in cut.lists if len(cl)]
@@ -413,7 +415,7 @@ class RankT5Ranker(Ranker[RankT5Config]):
 
     # -- provenance ----------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
-        from rankers.encoders import state_hash
+        from rankers.io.models import state_hash
 
         model = self.module
         config = model.config

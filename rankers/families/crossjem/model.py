@@ -19,9 +19,10 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from rankers.crossjem.inputs import Row
-from rankers.crossjem.packed import Bucket, PackedRows, drop_default_positions
-from rankers.encoders import scatter_to_lists, upload
+from rankers.families.crossjem.inputs import Row
+from rankers.families.crossjem.packed import Bucket, PackedRows, drop_default_positions
+from rankers.inputs.batching import scatter_to_lists
+from rankers.inputs.transfer import upload
 from rankers.precision import float32_logits
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass
 class CrossJEMBatch:
-    """:class:`~rankers.crossjem.packed.PackedRows` on the device (same fields as tensors),
+    """:class:`~rankers.families.crossjem.packed.PackedRows` on the device (same fields as tensors),
     plus the host copies of ``slot_list``/``slot_item`` that scoring scatters scores with."""
 
     input_ids: Tensor
@@ -75,9 +76,10 @@ class CrossJEMBatch:
 
 
 def collate(rows_per_list: Sequence[Sequence[Row]]) -> PackedRows:
-    """The simple implementation's rows (:func:`~rankers.crossjem.inputs.build_rows`) as one
+    """The simple implementation's rows (:func:`~rankers.families.crossjem.inputs.build_rows`) as
+    one
     bucket of :class:`PackedRows`, query ``b``'s rows mapping to list ``b``: the oracle that
-    :func:`~rankers.crossjem.packed.pack_lists` is tested against."""
+    :func:`~rankers.families.crossjem.packed.pack_lists` is tested against."""
     rows = [(b, row) for b, rows in enumerate(rows_per_list) for row in rows]
     width = max((len(row.input_ids) for _, row in rows), default=0)
     input_ids = np.zeros((len(rows), width), dtype=np.int64)

@@ -25,26 +25,25 @@ from torch import Tensor, nn
 
 from bench.data.model import CandidateList
 from rankers.base import RUNTIME, SCORE, TRAINING, EncoderCall, RankerError, inherit_option, option
-from rankers.encoders import (
-    EncoderConfig,
-    EncoderRanker,
+from rankers.families.encoder import EncoderConfig, EncoderRanker
+from rankers.inputs.batching import (
     check_positions,
     list_arrays,
     pad_array,
     pad_rows,
     scatter_to_lists,
     token_ids,
-    upload,
 )
+from rankers.inputs.tokens import PAD, ItemArrays
+from rankers.inputs.transfer import upload
 from rankers.itemorder import sort_items_option
 from rankers.precision import float32_logits
-from rankers.tokens import PAD, ItemArrays
 from rankers.trainconfig import ListTrainingConfig
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
-    from rankers.export import Exported
+    from rankers.io.export import Exported
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +192,7 @@ class MonoBERTRanker(EncoderRanker[MonoBERTConfig]):
     def export(self, folder: Path) -> Exported:
         """A sentence-transformers ``CrossEncoder`` whose ``predict`` gives this ranker's scores
         (the raw logit: the activation is the identity)."""
-        from rankers.export import Exported, cross_encoder_folder, refuse_sorted_items
+        from rankers.io.export import Exported, cross_encoder_folder, refuse_sorted_items
 
         refuse_sorted_items(self.name, self.cfg.sort_item_tokens)
         module = self.module

@@ -12,7 +12,7 @@ the format code sits in one place and each ranker says only what its model is:
   ranker's prefixes as the prompts ``query`` and ``document`` and its similarity function, so
   ``encode_query`` / ``encode_document`` / ``similarity`` give `bench run`'s scores.
 * CROSS-JEM -> its Hugging Face encoder folder plus ``crossjem.json`` and ``head.safetensors``;
-  no library has its layout, so :func:`rankers.crossjem.from_exported` is the loader.
+  no library has its layout, so :func:`rankers.families.crossjem.from_exported` is the loader.
 
 A folder is written into a staging folder beside the target and renamed into place
 (:func:`staged`), so an interrupted or failed export (a full disk) leaves no half folder under

@@ -1,6 +1,6 @@
 """Host-to-device transfer of a batch: every array in ONE copy (see :func:`upload`).
 
-A module of its own so training code (:mod:`rankers.listtrain`) and the encoders share it
+A module of its own so training code (:mod:`rankers.fit.lists`) and the encoders share it
 without importing each other.
 """
 

@@ -22,10 +22,11 @@ from rankers.base import (
     inherit_option,
     option,
 )
-from rankers.crossjem.inputs import ORDERS, POSITIONS, SHARES, Layout, Row, build_rows
-from rankers.crossjem.model import CrossJEMBatch, CrossJEMModule, collate
-from rankers.crossjem.packed import PackedRows, pack_lists
-from rankers.encoders import EncoderConfig, EncoderRanker, check_positions, token_ids
+from rankers.families.crossjem.inputs import ORDERS, POSITIONS, SHARES, Layout, Row, build_rows
+from rankers.families.crossjem.model import CrossJEMBatch, CrossJEMModule, collate
+from rankers.families.crossjem.packed import PackedRows, pack_lists
+from rankers.families.encoder import EncoderConfig, EncoderRanker
+from rankers.inputs.batching import check_positions, token_ids
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -149,7 +150,8 @@ class CrossJEMConfig(EncoderConfig):
 
     @property
     def layout(self) -> Layout:
-        """The row layout these options describe (:class:`~rankers.crossjem.inputs.Layout`)."""
+        """The row layout these options describe
+        (:class:`~rankers.families.crossjem.inputs.Layout`)."""
         return Layout(
             order=self.order,
             share_min=self.share_min,
@@ -226,7 +228,7 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
     # -- inputs --------------------------------------------------------------------------------
     def rows(self, query: str, items: Sequence[str]) -> list[Row]:
         """The encoder rows of one query, built by the simple implementation
-        (:func:`~rankers.crossjem.inputs.build_rows`): the oracle of :meth:`pack`."""
+        (:func:`~rankers.families.crossjem.inputs.build_rows`): the oracle of :meth:`pack`."""
         cfg = self.cfg
         q = token_ids(self.tokenizer, [query], cfg.max_query_len)[0]
         ids = token_ids(self.tokenizer, items, cfg.max_item_len)
@@ -242,7 +244,8 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
 
     def pack(self, lists: Sequence[QueryItems], tolerance: float | None = None) -> PackedRows:
         """Host-side inputs of several lists with array operations
-        (:func:`~rankers.crossjem.packed.pack_lists`); item ids from the index-time store."""
+        (:func:`~rankers.families.crossjem.packed.pack_lists`); item ids from the index-time
+        store."""
         sp = self.special
         queries = self.query_tokens([q for q, _ in lists])
         items = [self.lookup_items(texts) for _, texts in lists]
@@ -352,7 +355,7 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
         """One call per bucket of :meth:`score_prepared`, masked unless every row fills the
         bucket's width; a merged layout's bucket is two calls: its first ``merge_layers``
         layers over the concat rows, the others over the merged rows, both with the additive
-        mask :func:`~rankers.crossjem.model.run_layers` always passes."""
+        mask :func:`~rankers.families.crossjem.model.run_layers` always passes."""
         layers = int(self.encoder_config().num_hidden_layers)
         merged = self.cfg.merge_layers
         out = []

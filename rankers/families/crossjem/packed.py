@@ -1,11 +1,14 @@
 """CROSS-JEM inputs with array operations: what scoring and training run on.
 
-:mod:`rankers.crossjem.inputs` builds rows with Python loops over tokens and is the test oracle;
+:mod:`rankers.families.crossjem.inputs` builds rows with Python loops over tokens and is the test
+oracle;
 this module builds the same rows, pooling sets and item positions with NumPy, from the token
-arrays of :class:`rankers.tokens.ItemTokens`, in a form the model pools from with index tensors
+arrays of :class:`rankers.inputs.tokens.ItemTokens`, in a form the model pools from with index
+tensors
 (:class:`PackedRows`):
 
-* rows ``[CLS] query [SEP] shared own_1 ... own_k [SEP]`` (the :class:`~rankers.crossjem.inputs.
+* rows ``[CLS] query [SEP] shared own_1 ... own_k [SEP]`` (the
+  :class:`~rankers.families.crossjem.inputs.
   Layout` decides which tokens are shared: all of them in the paper's union) as one padded id
   matrix, with each row's length and the end of its query part (attention mask and token types
   follow on the device), and position ids where own tokens are numbered by their place in the
@@ -28,8 +31,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rankers.crossjem.inputs import CONCAT, UNION, Layout, length_buckets
-from rankers.tokens import PAD, ItemArrays
+from rankers.families.crossjem.inputs import CONCAT, UNION, Layout, length_buckets
+from rankers.inputs.tokens import PAD, ItemArrays
 
 
 @dataclasses.dataclass(frozen=True)
@@ -411,7 +414,8 @@ def pack_lists(
 ) -> PackedRows:
     """The packed rows of several queries, laid out as ``layout`` says. ``tolerance``: cut rows
     into length buckets whose padding stays within that fraction of their real tokens (see
-    :func:`~rankers.crossjem.inputs.length_buckets`); None: one bucket, the rows in query order
+    :func:`~rankers.families.crossjem.inputs.length_buckets`); None: one bucket, the rows in query
+    order
     (training)."""
     parts = [
         query_rows(q, it, union_len, cls, sep, pad, layout)

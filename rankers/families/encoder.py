@@ -1,7 +1,7 @@
 """Shared plumbing for rankers built on a Hugging Face encoder (monoBERT, CROSS-JEM).
 
 One place loads the encoder and tokenizer (from a model alias/path via
-:func:`rankers.models.resolve_model`, or from a saved checkpoint), seeds the head, handles device
+:func:`rankers.io.models.resolve_model`, or from a saved checkpoint), seeds the head, handles device
 and autocast, saves/loads checkpoints and records provenance, so the two rankers differ only in
 how they build inputs and heads. Both truncate queries and items at the WordPiece level with the
 same limits, which keeps the monoBERT baseline and CROSS-JEM comparable.
@@ -20,7 +20,7 @@ import dataclasses
 import json
 import logging
 from abc import abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
@@ -42,9 +42,11 @@ from rankers.base import (
     inherit_option,
     option,
 )
+from rankers.inputs.batching import SpecialIds, cut_counts, special_ids, token_ids
+from rankers.inputs.tokens import ItemTokens
+from rankers.io.models import resolve_model, state_hash, weights_hash
 from rankers.itemorder import item_texts
 from rankers.losses import ANY_REAL_TARGETS, TEACHER_SCORES
-from rankers.models import resolve_model, state_hash, weights_hash
 from rankers.precision import INT8, CastCache, scoring_dtype
 from rankers.runtimes import (
     ONNX_GRAPHS,
@@ -53,14 +55,12 @@ from rankers.runtimes import (
     check_runtime,
     runtime_precision,
 )
-from rankers.tokens import ItemTokens
 from rankers.trainconfig import ListTrainingConfig
-from rankers.transfer import upload, upload_along  # noqa: F401 - the encoders' one copy
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
-    from rankers.export import Exported
+    from rankers.io.export import Exported
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ class EncoderConfig(ListTrainingConfig):
         "Runtime's BERT fusions, int8 quantized after fusion) or plain (the sdpa export, its "
         "linear layers quantized for int8); each ranker's faster one differs (docs/usage.md)",
     )
-    # -- training (rankers.listtrain.fit_lists) --
+    # -- training (rankers.fit.lists.fit_lists) --
     teacher_scores: str = option(
         "sigmoid",
         role=TRAINING,
@@ -169,130 +169,6 @@ class EncoderConfig(ListTrainingConfig):
             )
 
 
-@dataclasses.dataclass(frozen=True)
-class SpecialIds:
-    cls: int
-    sep: int
-    pad: int
-
-
-def special_ids(tokenizer: Any) -> SpecialIds:
-    """[CLS], [SEP] and [PAD] ids; an encoder without them cannot be used here."""
-    ids = (tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id)
-    if any(i is None for i in ids):
-        raise RankerError(
-            f"tokenizer {tokenizer.name_or_path!r} lacks [CLS]/[SEP]/[PAD] tokens (got {ids}); "
-            "use a BERT-style encoder"
-        )
-    return SpecialIds(*ids)
-
-
-def token_ids(tokenizer: Any, texts: Sequence[str], max_len: int) -> list[list[int]]:
-    """WordPiece ids without special tokens, each cut to ``max_len``."""
-    if not texts:
-        return []
-    enc = tokenizer(list(texts), add_special_tokens=False, truncation=True, max_length=max_len)
-    return [list(ids) for ids in enc["input_ids"]]
-
-
-def cut_counts(tokenizer: Any, texts: Sequence[str], max_len: int) -> dict[str, Any]:
-    """How many of ``texts`` exceed ``max_len`` WordPiece tokens (no special tokens) and the
-    share of all their tokens that the cut drops."""
-    lengths = [len(ids) for ids in tokenizer(list(texts), add_special_tokens=False)["input_ids"]]
-    cut = [n for n in lengths if n > max_len]
-    total = sum(lengths)
-    return {
-        "max_len": max_len,
-        "texts": len(lengths),
-        "cut": len(cut),
-        "tokens": total,
-        "tokens_lost": sum(n - max_len for n in cut),
-        "share_lost": sum(n - max_len for n in cut) / total if total else 0.0,
-    }
-
-
-def pad_array(rows: Sequence[Sequence[int]], value: int) -> np.ndarray:
-    """Right-pad integer rows into one (len(rows), longest) int64 array (host, for upload)."""
-    width = max((len(r) for r in rows), default=0)
-    out = np.full((len(rows), width), value, dtype=np.int64)
-    for i, r in enumerate(rows):
-        out[i, : len(r)] = r
-    return out
-
-
-def pad_rows(rows: Sequence[Sequence[int]], value: int) -> Tensor:
-    """Right-pad integer rows into one (len(rows), longest) tensor."""
-    return torch.from_numpy(pad_array(rows, value))
-
-
-def bucketed_scores(
-    rows: Sequence[Any],
-    list_sizes: Sequence[int],
-    batch_size: int,
-    score_batch: Callable[[list[Any]], Tensor],
-    length: Callable[[Any], int] = len,
-) -> list[np.ndarray]:
-    """Score pointwise rows in length-sorted batches and split the scores back per list.
-
-    Similar lengths share a batch, so padding stays small (a fair, fast pointwise baseline); the
-    stable sort keeps batching deterministic. ``score_batch`` gets the rows of one batch;
-    ``length`` gives a row's token count.
-    """
-    order = sorted(range(len(rows)), key=lambda i: length(rows[i]))
-    flat = np.zeros(len(rows), dtype=np.float32)
-    # the batches' scores stay on the device and come to the host in one copy per call
-    parts = [
-        score_batch([rows[i] for i in order[start : start + batch_size]]).float().reshape(-1)
-        for start in range(0, len(order), batch_size)
-    ]
-    if parts:
-        flat[order] = torch.cat(parts).cpu().numpy()
-    bounds = np.cumsum([0, *list_sizes])
-    return [flat[bounds[k] : bounds[k + 1]].copy() for k in range(len(list_sizes))]
-
-
-def check_positions(config: Any, longest: int, formula: str) -> None:
-    """Fail early when the longest input row would not fit the position embeddings of the
-    encoder whose config (``transformers.PretrainedConfig``) is ``config``."""
-    limit = int(getattr(config, "max_position_embeddings", longest))
-    if longest > limit:
-        raise RankerError(f"{formula} = {longest} exceeds the encoder's {limit} positions")
-
-
-def scatter_to_lists(
-    values: Tensor,
-    list_index: Tensor,
-    item_index: Tensor,
-    n_items: Sequence[int],
-    lengths: Tensor | None = None,
-) -> tuple[Tensor, Tensor]:
-    """Put per-item values back into (B, N_max) padded lists plus the boolean item mask.
-
-    ``lengths``: ``n_items`` already on the values' device (uploaded with the batch by
-    :func:`upload`), so a training step makes no copy of its own; without it they are copied."""
-    n_max = max(n_items, default=0)
-    out = values.new_zeros((len(n_items), n_max))
-    out = out.index_put((list_index, item_index), values)
-    if lengths is None:
-        lengths = torch.as_tensor(list(n_items), dtype=torch.long).to(values.device)
-    mask = torch.arange(n_max, device=values.device)[None, :] < lengths[:, None]
-    return out, mask
-
-
-def list_arrays(
-    pairs_per_list: Sequence[int],
-) -> dict[str, np.ndarray]:
-    """``list_index``, ``item_index`` (each pair's list and place in it) and ``lengths`` of lists
-    with ``pairs_per_list`` pairs: the scatter arrays a training batch uploads with its ids."""
-    sizes = np.asarray(pairs_per_list, dtype=np.int64)
-    starts = np.repeat(np.cumsum(sizes) - sizes, sizes)
-    return {
-        "list_index": np.repeat(np.arange(len(sizes), dtype=np.int64), sizes),
-        "item_index": np.arange(int(sizes.sum()), dtype=np.int64) - starts,
-        "lengths": sizes,
-    }
-
-
 #: the config class of an encoder ranker
 EC = TypeVar("EC", bound=EncoderConfig)
 
@@ -308,7 +184,7 @@ class EncoderRanker(Ranker[EC], Generic[EC]):
     #: (the ignore: see Ranker.Config)
     Config: type[EC] = EncoderConfig  # type: ignore[assignment]
     trainable: ClassVar[bool] = True
-    #: the list trainer (:func:`rankers.listtrain.fit_lists`) splits every batch over processes
+    #: the list trainer (:func:`rankers.fit.lists.fit_lists`) splits every batch over processes
     distributed_training: ClassVar[bool] = True
 
     def __init__(self, config: EC | None = None, device: str = "cpu") -> None:
@@ -428,9 +304,9 @@ class EncoderRanker(Ranker[EC], Generic[EC]):
 
     # -- training ------------------------------------------------------------------------------
     def fit(self, train: RankingSplit, dev: RankingSplit | None = None) -> TrainingSummary:
-        """Fine-tune on whole lists with ``config.loss`` (see :mod:`rankers.training`); with
+        """Fine-tune on whole lists with ``config.loss`` (see :mod:`rankers.fit.loop`); with
         :attr:`work_dir` set, checkpoints go there and an interrupted fit resumes from them."""
-        from rankers.listtrain import fit_lists
+        from rankers.fit.lists import fit_lists
 
         return fit_lists(self, train, dev, work_dir=self.work_dir)
 
@@ -613,8 +489,8 @@ class EncoderRanker(Ranker[EC], Generic[EC]):
         ``head.safetensors`` and the ranker's description as :data:`EXPORTED_RANKER`: no library
         has this ranker's input layout, so :meth:`from_exported` is the loader."""
         from bench.core.io import atomic_write_json
-        from rankers.export import Exported
-        from rankers.persist import saved_meta
+        from rankers.io.export import Exported
+        from rankers.io.persist import saved_meta
 
         self._write_parts(folder, folder / HEAD_FILE)
         atomic_write_json(folder / EXPORTED_RANKER, saved_meta(self))
@@ -634,7 +510,7 @@ class EncoderRanker(Ranker[EC], Generic[EC]):
         run: batch sizes, dtype), encoder and head."""
         from safetensors.torch import load_file
 
-        from rankers.persist import restored_config
+        from rankers.io.persist import restored_config
 
         folder = Path(folder)
         described = folder / EXPORTED_RANKER

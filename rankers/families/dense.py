@@ -3,7 +3,8 @@
 Both rankers are one SentenceTransformer scored the same way; they differ only in where training
 hard negatives come from (:meth:`DenseRanker._score_pool`):
 
-* **DPR** - BM25 (:class:`rankers.bm25.BM25Index` over the train split's collection), mined once.
+* **DPR** - BM25 (:class:`rankers.inputs.lexical.BM25Index` over the train split's collection),
+  mined once.
 * **ANCE** - the encoder being trained, re-mined at the start of every epoch with the current
   weights (the original refreshes an ANN index asynchronously; per-epoch refresh is the
   synchronous equivalent at this data size).
@@ -53,15 +54,15 @@ from rankers.base import (
     inherit_option,
     option,
 )
+from rankers.io.models import ModelRef, resolve_model, state_hash, weights_hash
 from rankers.itemorder import item_texts, sort_items_option
-from rankers.models import ModelRef, resolve_model, state_hash, weights_hash
 from rankers.trainconfig import ListTrainingConfig
 
 if TYPE_CHECKING:
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from rankers.export import Exported
+    from rankers.io.export import Exported
 
 log = logging.getLogger(__name__)
 
@@ -381,11 +382,11 @@ class DenseRanker(Ranker[DenseConfig]):
     # -- training ------------------------------------------------------------------------------
     def fit(self, train: RankingSplit, dev: RankingSplit | None = None) -> TrainingSummary:
         """Contrastive fine-tuning with in-batch + hard negatives by the shared loop
-        (:mod:`rankers.training`); the best dev AP@10 epoch is kept. With :attr:`work_dir` set,
+        (:mod:`rankers.fit.loop`); the best dev AP@10 epoch is kept. With :attr:`work_dir` set,
         the state (mined negatives included) is checkpointed there and an interrupted fit
         resumes from it."""
-        from rankers.resume import split_key
-        from rankers.training import LoopPlan, train_loop
+        from rankers.fit.loop import LoopPlan, train_loop
+        from rankers.fit.resume import split_key
 
         cfg = self.config
         self._items = None  # stale once the weights change; re-indexed at the end
@@ -433,7 +434,7 @@ class DenseRanker(Ranker[DenseConfig]):
         self.training_summary = summary
         return self.training_summary
 
-    # -- the training protocol of rankers.training.train_loop ----------------------------------
+    # -- the training protocol of rankers.fit.loop.train_loop ----------------------------------
     def training_module(self) -> SentenceTransformer:
         return self.model
 
@@ -521,7 +522,7 @@ class DenseRanker(Ranker[DenseConfig]):
         """A ``SentenceTransformer`` folder: the prefixes are its prompts ``query`` and
         ``document`` and the similarity its own, so ``encode_query``, ``encode_document`` and
         ``similarity`` give this ranker's scores."""
-        from rankers.export import Exported, refuse_sorted_items, sentence_transformer_folder
+        from rankers.io.export import Exported, refuse_sorted_items, sentence_transformer_folder
 
         refuse_sorted_items(self.name, self.config.sort_item_tokens)
         cfg = self.config
@@ -635,7 +636,7 @@ class DPRRanker(DenseRanker):
     def _score_pool(
         self, queries: Sequence[str], pools: Sequence[Sequence[str]], collection: dict[str, str]
     ) -> list[np.ndarray]:
-        from rankers.bm25 import BM25Index  # key: training (mines negatives in fit)
+        from rankers.inputs.lexical import BM25Index  # key: training (mines negatives in fit)
 
         bm25 = BM25Index(collection)
         return [bm25.score(q, pool) for q, pool in zip(queries, pools, strict=True)]
