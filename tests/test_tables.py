@@ -342,7 +342,7 @@ def test_input_errors(tmp_path: Path, records: list[ResultRecord]) -> None:
 
 
 def test_paper_reference_data() -> None:
-    from bench.reporting.reference import ABLATIONS, LATENCY, paper_reference
+    from bench.reporting.paper import ABLATIONS, LATENCY, paper_reference
 
     marco = {r.ranker: r for r in paper_reference("MSMARCO-Titles")}
     assert marco["crossjem"].metrics == {"RR@5": 0.3382, "RR@10": 0.3545}

@@ -14,8 +14,8 @@ reference_app = typer.Typer(
     help=(
         "Result tables of the README and docs/ rendered from records. Each table sits between "
         "`<!-- reference: NAME from RECORD[, RECORD] -->` and `<!-- /reference -->`; NAME is a "
-        "renderer registered in bench/reporting/published_tables.py, published_order.py or "
-        "published_scale.py, the records are files under results/ (paths from the repository "
+        "renderer registered in bench/reporting/figures_tables.py, figures_order.py or "
+        "figures_scale.py, the records are files under results/ (paths from the repository "
         "root). `render` rewrites the tables from their records; `check` "
         "exits 1 naming the first figure that differs from its record (part of `make test`)."
     ),
@@ -79,7 +79,7 @@ def reference_check(readme: DocumentPaths = None, root: RootPath = None) -> None
     """Exit 1 when a marked table of the README or docs/ differs from what its records give,
     naming the document, table, row, column, both values and the record files. Loads no
     model."""
-    from bench.reporting.published import find_blocks, in_document, read_document
+    from bench.reporting.figures import find_blocks, in_document, read_document
     from bench.reporting.reference_documents import check_document
 
     failed, tables = False, 0
@@ -125,9 +125,9 @@ def reference_frontier(
     """Plot test AP@10 against latency relative to monoBERT (1 / measured speed-up at N) for
     every CROSS-JEM row layout of the `crossjem-order-wikiqa` table (docs/results.md), from the
     records its marker names, with the Pareto front marked."""
+    from bench.reporting.figures import Records, find_blocks, in_document, read_document
+    from bench.reporting.figures_order import order_frontier
     from bench.reporting.plot import Point, plot_accuracy_latency
-    from bench.reporting.published import Records, find_blocks, in_document, read_document
-    from bench.reporting.published_order import order_frontier
 
     if n not in (100, 700):
         raise ValueError(f"--n must be 100 or 700 (the table's list sizes), not {n}")

@@ -1,9 +1,9 @@
 """Marked documents (README and docs/) rendered and checked against their records.
 
-The table modules (:mod:`bench.reporting.published_tables`, :mod:`bench.reporting.published_order`,
-:mod:`bench.reporting.published_scale`) register their renderers with
-:func:`bench.reporting.published.renderer`; this module imports them all, so it alone knows every
-table, and none of them imports it.
+The table modules (:mod:`bench.reporting.figures_tables`, :mod:`bench.reporting.figures_order`,
+:mod:`bench.reporting.figures_precision`, :mod:`bench.reporting.figures_scale`) register their
+renderers with :func:`bench.reporting.figures.renderer`; this module imports them all, so it alone
+knows every table, and none of them imports it.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from itertools import zip_longest
 from pathlib import Path
 
-import bench.reporting.published_order
-import bench.reporting.published_precision
-import bench.reporting.published_scale
-import bench.reporting.published_tables
+import bench.reporting.figures_order
+import bench.reporting.figures_precision
+import bench.reporting.figures_scale
+import bench.reporting.figures_tables
 from bench.core.io import atomic_write_text, check_file_writable
-from bench.reporting.published import (
+from bench.reporting.figures import (
     Block,
     Records,
     ReferenceError,
@@ -34,9 +34,10 @@ log = logging.getLogger(__name__)
 
 #: the modules that register tables (imported above for their registrations)
 TABLE_MODULES = (
-    bench.reporting.published_tables,
-    bench.reporting.published_order,
-    bench.reporting.published_scale,
+    bench.reporting.figures_tables,
+    bench.reporting.figures_order,
+    bench.reporting.figures_precision,
+    bench.reporting.figures_scale,
 )
 
 

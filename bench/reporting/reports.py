@@ -156,7 +156,7 @@ def _rows_cell(split: Any, tokenizer: Callable[[str], list[str]] | None) -> str:
     tokens cut as CROSS-JEM's settings for its dataset say); '-' without a tokenizer."""
     if tokenizer is None or not split.lists:
         return "-"
-    from bench.execution.runner import ranker_options
+    from bench.execution.ranker_settings import ranker_options
     from rankers.families.crossjem.inputs import Layout, pack_groups
     from rankers.families.crossjem.ranker import CrossJEMConfig
 

@@ -4,7 +4,7 @@
 significance against a baseline, the paper's reference block) and stores it in a
 :class:`ComparisonTable`; each renderer only lays that model out in its format, so the formats
 can never disagree. ``json`` holds the harness's own results only: the paper's rows are published
-numbers, not results, and stay out of it (they are in :mod:`bench.reporting.reference` as data).
+numbers, not results, and stay out of it (they are in :mod:`bench.reporting.paper` as data).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from bench.core.io import json_safe
 from bench.execution.policy import DEFAULT_BASELINE
 from bench.execution.selection import newest_per_row
-from bench.reporting.reference import PAPER, ReferenceRow, paper_reference
+from bench.reporting.paper import PAPER, PaperRow, paper_reference
 from bench.results.metrics import DEFAULT_MEASURES
 from bench.results.records import FAMILIES, ResultRecord, supervision
 from bench.results.significance import PairedResult, canonical_test, compare
@@ -69,7 +69,7 @@ class Row:
     source: str = HARNESS  # HARNESS or PAPER_SOURCE
     cells: dict[str, Cell] = field(default_factory=dict)
     record: ResultRecord | None = None
-    reference: ReferenceRow | None = None
+    reference: PaperRow | None = None
     #: what the ranker was trained on (:func:`bench.results.records.supervision`), "" for paper rows
     supervision: str = ""
     #: rankers needing no training that the row's trained model scored below on dev, as its

@@ -1,14 +1,14 @@
 """The README's rendered tables of cost as the work grows (synthetic data): the token store's and
 the BM25 index's indexing time and memory (``python -m bench.latency.storecost`` records) and
 latency against N for every ranker (a ``bench latency`` record). Registered like
-:mod:`bench.reporting.published_tables`; every figure comes from the record named in the marker."""
+:mod:`bench.reporting.figures_tables`; every figure comes from the record named in the marker."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from bench.reporting.figures import Records, renderer, table
 from bench.reporting.plot_growth import growth_series, growth_table
-from bench.reporting.published import Records, renderer, table
 
 #: the stores of each record, in the README's words
 _STORES = {

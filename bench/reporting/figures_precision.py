@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bench.reporting.published import (
+from bench.reporting.figures import (
     MISSING,
     ComparisonRow,
     Records,

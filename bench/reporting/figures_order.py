@@ -1,8 +1,8 @@
-"""The README's word-order tables (:mod:`bench.reporting.published`): the paper's order ablation,
+"""The README's word-order tables (:mod:`bench.reporting.figures`): the paper's order ablation,
 CROSS-JEM's row layouts on wikiqa and semeval16b, their accuracy vs speed-up frontier and DL19
 transfer.
 
-Apart from :mod:`bench.reporting.published_tables` because the layout rows (:class:`LayoutPoint`)
+Apart from :mod:`bench.reporting.figures_tables` because the layout rows (:class:`LayoutPoint`)
 also feed the frontier plot (`bench reference frontier`).
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bench.core.trained import TrainingSummary
-from bench.reporting.published import (
+from bench.reporting.figures import (
     MISSING,
     Pick,
     Records,
@@ -24,7 +24,7 @@ from bench.reporting.published import (
     table,
     times,
 )
-from bench.reporting.published_tables import CROSSJEM_CHOSEN, MONOBERT_CE, WIKIQA
+from bench.reporting.figures_tables import CROSSJEM_CHOSEN, MONOBERT_CE, WIKIQA
 from bench.results.records import ResultRecord
 
 # -- word order ------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""README figures rendered from records: `bench reference render|check` (bench.reporting.published).
+"""README figures rendered from records: `bench reference render|check` (bench.reporting.figures).
 
 The checkout's README must match its records, rendering must be idempotent and touch nothing
 outside the markers, and a one-digit change to any rendered figure must fail the check with a
@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bench.cli.main import app
-from bench.reporting.published import (
+from bench.reporting.figures import (
     Block,
     Records,
     ReferenceError,
@@ -352,8 +352,8 @@ def test_a_readme_that_is_not_utf8_is_named(tmp_path: Path) -> None:
 
 def test_frontier_plot_reads_the_order_tables_records(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
-    from bench.reporting.published import Records
-    from bench.reporting.published_order import order_frontier
+    from bench.reporting.figures import Records
+    from bench.reporting.figures_order import order_frontier
 
     block = next(
         b
@@ -495,8 +495,8 @@ def test_the_precision_table_picks_each_precision_by_device_and_options(tmp_path
     """CUDA cells are the fine-tuned rows, CPU cells the rows that load that model with
     checkpoint=; the change against float32 on the same device is beside each value; a
     precision without a row is shown missing."""
-    from bench.reporting.published import Records
-    from bench.reporting.published_precision import precision_table
+    from bench.reporting.figures import Records
+    from bench.reporting.figures_precision import precision_table
 
     head = "| Family | System | Supervision | AP@10 |\n|:---|:---|:---|---:|\n"
     rows = [

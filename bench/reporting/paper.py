@@ -35,7 +35,7 @@ _DATASET_ALIASES = {
 
 
 @dataclass(frozen=True)
-class ReferenceRow:
+class PaperRow:
     """One method's published result on one dataset (Table ``table_acad_main``)."""
 
     dataset: str
@@ -77,22 +77,22 @@ def _params(label: str) -> int | None:
     return int(float(label[:-1]) * scale[label[-1]]) if label[-1:] in scale else None
 
 
-def _main_rows() -> dict[str, list[ReferenceRow]]:
-    rows: dict[str, list[ReferenceRow]] = {name: [] for name in METRIC_NAMES}
+def _main_rows() -> dict[str, list[PaperRow]]:
+    rows: dict[str, list[PaperRow]] = {name: [] for name in METRIC_NAMES}
     for method, ranker, family, params, zero_shot, values in _MAIN:
         for (dataset, names), pair in zip(
             METRIC_NAMES.items(), (values[:2], values[2:]), strict=True
         ):
             metrics = {ours: _fraction(v) for ours, v in zip(names.values(), pair, strict=True)}
             rows[dataset].append(
-                ReferenceRow(
+                PaperRow(
                     dataset, method, ranker, family, _params(params), params, zero_shot, metrics
                 )
             )
     return rows
 
 
-MAIN_TABLE: dict[str, list[ReferenceRow]] = _main_rows()
+MAIN_TABLE: dict[str, list[PaperRow]] = _main_rows()
 
 
 def canonical_dataset(dataset: str) -> str:
@@ -100,7 +100,7 @@ def canonical_dataset(dataset: str) -> str:
     return _DATASET_ALIASES.get(key, key)
 
 
-def paper_reference(dataset: str) -> list[ReferenceRow]:
+def paper_reference(dataset: str) -> list[PaperRow]:
     """The paper's main-table rows for ``dataset`` (sodq, msmarco-titles), in its order; else []."""
     return list(MAIN_TABLE.get(canonical_dataset(dataset), []))
 

@@ -1,5 +1,5 @@
 """The README's rendered result tables: one registered function per table
-(:mod:`bench.reporting.published`).
+(:mod:`bench.reporting.figures`).
 
 Each function states which rows of which record it shows, in the README's words; every figure
 comes from the record. To add a table: write a function here decorated with
@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 
 from bench.latency.records import LatencyRecord
 from bench.reporting.checks import MetricExpectation
-from bench.reporting.published import (
+from bench.reporting.figures import (
     MISSING,
     ComparisonRow,
     Records,
