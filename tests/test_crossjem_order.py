@@ -497,7 +497,7 @@ def test_order_ablation_trains_every_layout_on_the_same_data(
     (folder / "crossjem.yaml").write_text(
         f"default:\n  model: {tiny_bert}\n  epochs: 1\n  min_steps: 0\n  teacher: null\n"
     )
-    monkeypatch.setattr("bench.execution.runner.CONFIG_DIR", folder)
+    monkeypatch.setattr("bench.execution.ranker_settings.CONFIG_DIR", folder)
     base = RunOptions(
         ranker="crossjem", dataset="toy", data_dir=data, warmup=0, progress=False, device="cpu"
     )

@@ -38,7 +38,8 @@ from bench.data.cards import get_card
 from bench.data.model import CandidateList, RankingSplit
 from bench.data.splits import load_split
 from bench.execution.keys import scoring_code
-from bench.execution.runner import RunOptions, fit_or_load, ranker_options, run, settings_file
+from bench.execution.ranker_settings import ranker_options, settings_file
+from bench.execution.runner import RunOptions, fit_or_load, run
 from bench.reporting.checks import MISSING, OK, run_checks
 from bench.results.cache import MANIFEST, entry_lock, manifest_problem, state_problem
 from bench.results.records import PER_QUERY, RECORD, RUN_FILE, file_sha256, load_records
@@ -1002,7 +1003,7 @@ def configs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A settings folder of its own (rankers/configs is never written by a test)."""
     folder = tmp_path / "configs"
     folder.mkdir()
-    monkeypatch.setattr("bench.execution.runner.CONFIG_DIR", folder)
+    monkeypatch.setattr("bench.execution.ranker_settings.CONFIG_DIR", folder)
     return folder
 
 

@@ -201,7 +201,7 @@ def toy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_bert: Path) -> Pat
     (folder / "monobert.yaml").write_text(
         f"default:\n  model: {tiny_bert}\n  epochs: 1\n  loss: bce\n"
     )
-    monkeypatch.setattr("bench.execution.runner.CONFIG_DIR", folder)
+    monkeypatch.setattr("bench.execution.ranker_settings.CONFIG_DIR", folder)
     return data
 
 

@@ -60,7 +60,7 @@ def edit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Edit:
 def configs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_bert: Path) -> Path:
     """Settings files: monoBERT on labels, CROSS-JEM distilled from monoBERT, tiny BERT."""
     folder = write_tiny_settings(tmp_path / "configs", tiny_bert, "min_steps: 0\n  ")
-    monkeypatch.setattr("bench.execution.runner.CONFIG_DIR", folder)
+    monkeypatch.setattr("bench.execution.ranker_settings.CONFIG_DIR", folder)
     return folder
 
 
@@ -289,7 +289,7 @@ def test_editing_the_encoder_base_rekeys_monobert_and_crossjem_only() -> None:
     the base changes."""
     import rankers
     from bench.execution.keys import scoring_code, training_code
-    from bench.execution.runner import settings_file
+    from bench.execution.ranker_settings import settings_file
 
     base = "rankers/families/encoder.py"
     with_base: dict[str, bool] = {}

@@ -7,8 +7,9 @@ import pytest
 from toymodels import CountingRanker
 
 from bench.core.timing import LatencyTracker, summarise
+from bench.data.batching import batches
 from bench.data.model import Candidate, CandidateList, Query, RankingSplit
-from bench.execution.runner import batches, score_split
+from bench.execution.scoring import score_split
 
 
 def test_summary_percentiles_and_throughput_from_known_calls() -> None:

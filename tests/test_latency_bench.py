@@ -14,7 +14,7 @@ from toymodels import CountingRanker
 
 import rankers
 from bench.data.model import Candidate, CandidateList, Query, RankingSplit
-from bench.execution.runner import ranker_options
+from bench.execution.ranker_settings import ranker_options
 from bench.latency import protocol
 from bench.latency.arch import ArchPreset
 from bench.latency.benchmark import run_benchmark

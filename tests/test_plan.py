@@ -37,7 +37,7 @@ def configs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_bert: Path) ->
         (folder / f"{name}.yaml").write_text(
             f"default:\n  model: {tiny_bert}\n  epochs: 1\n  min_steps: 0\n  {extra}\n"
         )
-    monkeypatch.setattr("bench.execution.runner.CONFIG_DIR", folder)
+    monkeypatch.setattr("bench.execution.ranker_settings.CONFIG_DIR", folder)
     return folder
 
 

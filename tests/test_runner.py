@@ -8,14 +8,8 @@ from pathlib import Path
 import pytest
 from toydata import write_tiny_settings, write_toy_mteb
 
-from bench.execution.runner import (
-    RunOptions,
-    baseline_verdict,
-    label_for,
-    ranker_options,
-    run,
-    train,
-)
+from bench.execution.ranker_settings import ranker_options
+from bench.execution.runner import RunOptions, baseline_verdict, label_for, run, train
 from bench.results.records import supervision
 from rankers import RankerError, create_ranker
 
@@ -33,7 +27,7 @@ def _toy_run(tmp_path: Path, ranker: str, **fields: object) -> RunOptions:
 def configs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_bert: Path) -> Path:
     """Config files pointing every encoder ranker at the tiny BERT, one epoch."""
     folder = write_tiny_settings(tmp_path / "configs", tiny_bert, "")
-    monkeypatch.setattr("bench.execution.runner.CONFIG_DIR", folder)
+    monkeypatch.setattr("bench.execution.ranker_settings.CONFIG_DIR", folder)
     return folder
 
 

@@ -31,7 +31,7 @@ def configs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_bert: Path) ->
         f"default:\n  model: {tiny_bert}\n  epochs: 1\n  loss: bce\n"
         "datasets:\n  # the toy set's items are short\n  toy: {max_item_len: 8}\n"
     )
-    monkeypatch.setattr("bench.execution.runner.CONFIG_DIR", folder)
+    monkeypatch.setattr("bench.execution.ranker_settings.CONFIG_DIR", folder)
     return folder
 
 

@@ -237,7 +237,7 @@ def _toy_monobert(tmp_path: Path, tiny_bert: Path, monkeypatch: pytest.MonkeyPat
     (folder / "monobert.yaml").write_text(
         f"default:\n  model: {tiny_bert}\n  epochs: 1\n  min_steps: 0\n  loss: bce\n"
     )
-    monkeypatch.setattr("bench.execution.runner.CONFIG_DIR", folder)
+    monkeypatch.setattr("bench.execution.ranker_settings.CONFIG_DIR", folder)
 
 
 def test_a_step_that_cannot_fit_is_refused_before_any_work(

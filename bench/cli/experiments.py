@@ -266,7 +266,7 @@ def sweep(
     changes speed (role runtime, e.g. batch_size) cannot be swept.
     """
     from bench.core.io import ensure_writable
-    from bench.execution.runner import settings_file
+    from bench.execution.ranker_settings import settings_file
     from bench.experiments.sweep import (
         check_settings_writable,
         parse_grid,

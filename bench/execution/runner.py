@@ -19,10 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
-import yaml
-
 from bench.core.io import RESULTS_HINT
-from bench.data.files import read_text
 from bench.data.model import RankingSplit
 from bench.data.splits import Dataset
 from bench.execution.context import RunContext
@@ -37,9 +34,9 @@ from bench.execution.keys import autocast_part, evaluation_stamp, scoring_code, 
 from bench.execution.memory import step_problem
 from bench.execution.plan import BASELINE, EVALUATE, SCORE, TEACHER, TRAIN, Executor, Job, Plan
 from bench.execution.policy import DEV_BASELINES
+from bench.execution.ranker_settings import ranker_options, settings_config, settings_file
 from bench.execution.scoring import (
     ScoreJob,
-    batches,
     evaluate_entry,
     evaluation_current,
     reusable_now,
@@ -54,7 +51,6 @@ from rankers import (
     RankerError,
     Role,
     canonical_name,
-    config_file,
     create_ranker,
     get_ranker_class,
     module_of,
@@ -65,15 +61,12 @@ __all__ = [
     "TRAINING_FILE",
     "RunOptions",
     "baseline_verdict",
-    "batches",
     "fit_or_load",
     "plan_run",
     "plan_runs",
     "plan_train",
-    "ranker_options",
     "run",
     "score_split",
-    "settings_file",
     "train",
     "training_advice",
 ]
@@ -169,45 +162,6 @@ def label_for(
     ]
     digest = input_digest(ranker.input_files())
     return RowKey(ranker.name, tuple(options), fitted, train_subset, subset, digest).label()
-
-
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "rankers" / "configs"
-
-
-def settings_file(name: str) -> Path:
-    """The settings file of ranker ``name`` (it need not exist): the one the ranker was
-    registered with, else ``CONFIG_DIR/<name>.yaml``."""
-    return config_file(name) or CONFIG_DIR / f"{name}.yaml"
-
-
-def ranker_options(
-    name: str, dataset: str, overrides: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
-    """Settings for ``name`` on ``dataset``: config file ``default``, then its ``datasets.<name>``
-    section, then ``overrides`` (the command line). Rankers without a file use their defaults.
-    The file is ``CONFIG_DIR/<name>.yaml``, or the one the ranker was registered with
-    (:func:`rankers.register`), so that a ranker kept outside this repository brings its own."""
-    path = settings_file(name)
-    options: dict[str, Any] = {}
-    if path.exists():
-        try:
-            data = yaml.safe_load(read_text(path)) or {}
-        except yaml.YAMLError as exc:
-            raise RankerError(f"{path}: not valid YAML ({exc})") from exc
-        unknown = set(data) - {"default", "datasets"}
-        if unknown or not isinstance(data.get("default", {}), dict):
-            raise RankerError(f"{path}: expected keys 'default' and 'datasets' (mappings)")
-        options.update(data.get("default") or {})
-        options.update((data.get("datasets") or {}).get(dataset) or {})
-    options.update(overrides or {})
-    return options
-
-
-def settings_config(name: str, dataset: str) -> dict[str, Any]:
-    """The full config a plain ``bench run -r NAME -d DATASET`` uses: the settings file's
-    ``default`` and ``datasets.DATASET`` sections over the class defaults. Labels and
-    ``overrides`` name what a run changes from it."""
-    return get_ranker_class(name).Config.from_options(ranker_options(name, dataset)).to_dict()
 
 
 def _load_splits_for_fit(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -25,6 +25,7 @@ from bench.core.device import device_info
 from bench.core.progress import progress_bar
 from bench.core.shard import current_role, from_main, gather_to_main, score_sharded
 from bench.core.timing import LatencyTracker
+from bench.data.batching import batches
 from bench.data.model import CandidateList, RankingSplit
 from bench.results.cache import CacheKey, entry_lock, explain_miss, move_aside
 from bench.results.metrics import evaluate
@@ -62,14 +63,6 @@ def input_notes(report: Mapping[str, Any]) -> list[str]:
             "split over several rows (their items do not attend to each other)"
         )
     return out
-
-
-def batches(lists: Sequence[CandidateList], size: int) -> Iterator[list[CandidateList]]:
-    """Whole candidate lists, ``size`` queries at a time (a list is never split)."""
-    if size < 1:
-        raise ValueError(f"batch size must be >= 1, not {size}")
-    for i in range(0, len(lists), size):
-        yield list(lists[i : i + size])
 
 
 def score_split(

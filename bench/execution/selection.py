@@ -77,7 +77,7 @@ class CurrentInputs:
         now (None: the ranker is not registered now)."""
         if (job, ranker) not in self._code:
             from bench.execution.keys import scoring_code, training_code
-            from bench.execution.runner import settings_file
+            from bench.execution.ranker_settings import settings_file
             from rankers import RankerError, module_of
 
             try:

@@ -23,14 +23,8 @@ from bench.core.io import atomic_write_json, atomic_write_text, check_file_writa
 from bench.core.trained import TrainingSummary
 from bench.data.files import read_text
 from bench.execution.context import RunContext
-from bench.execution.runner import (
-    RunOptions,
-    check_runs,
-    check_teacher,
-    ranker_options,
-    run,
-    settings_file,
-)
+from bench.execution.ranker_settings import ranker_options, settings_file
+from bench.execution.runner import RunOptions, check_runs, check_teacher, run
 from bench.results.metrics import DEFAULT_MEASURES
 from bench.results.records import ResultRecord, config_hash
 from rankers import RankerError, Role, canonical_name, get_ranker_class

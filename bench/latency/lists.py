@@ -161,7 +161,7 @@ def token_settings(dataset: str, options: Mapping[str, Mapping[str, Any]]) -> di
     """L_q, L_k, L_u, row layout and model of CROSS-JEM's configuration on ``dataset`` (monoBERT
     shares L_q and L_k): the cost model compares exactly these two, whichever rankers are
     timed."""
-    from bench.execution.runner import ranker_options
+    from bench.execution.ranker_settings import ranker_options
     from rankers.families.crossjem.ranker import CrossJEMConfig
 
     cfg = CrossJEMConfig.from_options(ranker_options("crossjem", dataset, options.get("crossjem")))

@@ -115,7 +115,7 @@ class BenchOptions:
             raise ValueError("--rankers: name at least one ranker")
         for name in [*self.rankers, *self.batch_sizes, *self.options, *self.checkpoints]:
             canonical_name(name)
-        from bench.execution.runner import ranker_options
+        from bench.execution.ranker_settings import ranker_options
         from rankers import get_ranker_class
 
         for name in self.rankers:
@@ -206,7 +206,7 @@ def entries_for(
     """The rows to time at list size ``n``: for each ranker, its resolved options (config file,
     then ``options``; ``batch_queries`` when its config has that field) and one entry per
     :meth:`~rankers.base.Ranker.latency_variants` (creating a ranker loads nothing)."""
-    from bench.execution.runner import ranker_options
+    from bench.execution.ranker_settings import ranker_options
     from rankers import canonical_name, get_ranker_class
 
     options = canonical_keys(options or {})
@@ -279,7 +279,7 @@ def _check_scores(ranker: Ranker, out: Sequence[Any], batch: Sequence[CandidateL
 
 
 def split_calls(lists: Sequence[CandidateList], batch_queries: int) -> list[list[CandidateList]]:
-    from bench.execution.runner import batches
+    from bench.data.batching import batches
 
     calls = list(batches(lists, batch_queries))
     if not calls:
