@@ -435,12 +435,38 @@ def plan_run(
     run; returns the id of the last (the evaluate job), whose result is the record. ``kind``
     names the scoring job in the table (``dev baseline`` for a training's comparison runs).
 
-    Everything is checked here, before any work: options, data, writable folders, teachers."""
+    Everything is checked here, before any work: options, model, data, then (through
+    :func:`plan_training`) teachers; the folders the jobs write are noted in the plan, which
+    checks them before its first job. One function per decision: the ranker and whether it must
+    be trained (:func:`_run_ranker`), the split (:func:`_run_split`), the key and the record
+    (:func:`_score_job`), the scoring and evaluate jobs (:func:`_add_run_jobs`)."""
     plan = plan if plan is not None else Plan()
-    root, device, threads = ctx.results_root, ctx.device, ctx.threads
+    root = ctx.results_root
     plan.writes_into(root / "runs", "results", RESULTS_HINT)
     name = canonical_name(opts.ranker)
-    # the ranker's options are checked before any data is read
+    ranker, untrained = _run_ranker(name, opts, ctx.device)
+    fit = opts.fit or untrained is not None
+    if fit:
+        plan.writes_into(root / "models", "models", RESULTS_HINT)
+    split = _run_split(opts, ctx)
+    if fit and not opts.fit:
+        log.info(
+            "%s: %s would be untrained, so it is trained first (or load trained weights with "
+            "--model or --set checkpoint=DIR)",
+            name,
+            untrained,
+        )
+    train_id = plan_training(ranker, replace(opts, fit=True), plan, ctx) if fit else None
+    model_key = plan.jobs[train_id].key if train_id else None
+    score = _score_job(ranker, split, opts, ctx, fit, untrained is not None, model_key)
+    return _add_run_jobs(plan, score, kind, train_id)
+
+
+def _run_ranker(name: str, opts: RunOptions, device: str) -> tuple[Ranker, str | None]:
+    """The ranker of a run, its options resolved (settings file, then the command line) and
+    checked before any data is read, with what it would score with untrained (None: it has
+    trained weights, or needs none). A ranker that would score untrained weights and cannot be
+    trained is refused here: its run would be meaningless, and the user can name a model."""
     ranker = create_ranker(name, ranker_options(name, opts.dataset, opts.options), device=device)
     ranker.check_model()
     untrained = ranker.untrained_weights()
@@ -449,9 +475,12 @@ def plan_run(
             f"{name} would score with {untrained}, and the harness cannot train it: give a "
             "trained model with --model or --set checkpoint=DIR"
         )
-    fit = opts.fit or untrained is not None
-    if fit:
-        plan.writes_into(root / "models", "models", RESULTS_HINT)
+    return ranker, untrained
+
+
+def _run_split(opts: RunOptions, ctx: RunContext) -> RankingSplit:
+    """The split a run ranks (``--subset``'s first queries when given); one with no candidate
+    lists is refused, saying why it has none, since every metric of it would be empty."""
     split = ctx.dataset(opts.dataset).load(opts.split)
     if opts.subset:
         split = split.subset(opts.subset)
@@ -459,21 +488,29 @@ def plan_run(
         raise RankerError(
             f"{split.dataset}/{split.split} has no candidate lists to rank: {split.empty_reason()}"
         )
-    if fit and not opts.fit:
-        log.info(
-            "%s: %s would be untrained, so it is trained first (or load trained weights with "
-            "--model or --set checkpoint=DIR)",
-            name,
-            untrained,
-        )
+    return split
+
+
+def _score_job(
+    ranker: Ranker,
+    split: RankingSplit,
+    opts: RunOptions,
+    ctx: RunContext,
+    fit: bool,
+    needs_training: bool,
+    model_key: str | None,
+) -> ScoreJob:
+    """The scoring job of a run: its key (the ranker's config, the run settings, the split's
+    data, the trained model's key, the scoring code), its entry folder and the record it
+    writes, all fixed now so that the plan shows them and nothing changes while it runs."""
+    name = ranker.name
     label = label_for(ranker, fit, opts.subset, opts.train_subset, dataset=opts.dataset)
     config = ranker.config.to_dict()
-    overrides = _overrides(name, config, opts, fit, untrained is not None)
-    train_id = plan_training(ranker, replace(opts, fit=True), plan, ctx) if fit else None
+    overrides = _overrides(name, config, opts, fit, needs_training)
     run_config = {
         "seed": opts.seed,
-        "device": device,
-        "threads": threads,
+        "device": ctx.device,
+        "threads": ctx.threads,
         "batch_queries": opts.batch_queries,
         "warmup": opts.warmup,
         "subset": opts.subset,
@@ -493,10 +530,9 @@ def plan_run(
             **({"inputs": inputs} if inputs else {}),
         },
         data=split.fingerprint(),
-        model=plan.jobs[train_id].key if train_id else None,
+        model=model_key,
         code=code,
     )
-    out_dir = run_dir(root, split.dataset, name, split.split, key.digest)
     record = ResultRecord(
         ranker=name,
         dataset=split.dataset,
@@ -514,28 +550,37 @@ def plan_run(
         overrides=overrides,
         inputs=ranker.input_files() or None,
     )
-    stamp = evaluation_stamp(opts.measures)
-    score = ScoreJob(
-        ranker, split, out_dir, key, code, record, opts.measures, stamp,
-        opts.batch_queries, opts.warmup, opts.progress, opts.force, opts.written_by,
+    out_dir = run_dir(ctx.results_root, split.dataset, name, split.split, key.digest)
+    return ScoreJob(
+        ranker, split, out_dir, key, code, record, opts.measures,
+        evaluation_stamp(opts.measures), opts.batch_queries, opts.warmup, opts.progress,
+        opts.force, opts.written_by,
     )  # fmt: skip
-    cached = not opts.force and reusable_now(out_dir)
-    what = f"{name} on {split.dataset}/{split.split}"
+
+
+def _add_run_jobs(plan: Plan, score: ScoreJob, kind: str, train_id: str | None) -> str:
+    """Add a run's scoring job (after ``train_id``'s training when there is one) and its
+    evaluate job to ``plan``; returns the evaluate job's id. Two jobs, so that a cached run
+    whose measures changed is evaluated again from its run file without scoring; a dev
+    baseline's (``kind`` BASELINE) are optional and run only when a training asks."""
+    out_dir, key, stamp = score.out_dir, score.key, score.stamp
+    cached = not score.force and reusable_now(out_dir)
+    baseline = kind == BASELINE
     score_id = plan.add(
         Job(
             id=str(out_dir),
             kind=SCORE if kind == EVALUATE else kind,
-            what=what,
+            what=score.what,
             key=key.digest,
             run=lambda inputs: score.run(
                 (lambda: inputs(train_id)) if train_id is not None else None
             ),
             deps=(train_id,) if train_id else (),
             cached=cached,
-            why="" if cached else _why(key, out_dir, RECORD, _record_code, code, opts.force),
-            optional=kind == BASELINE,
+            why="" if cached else _why(key, out_dir, RECORD, _record_code, score.code, score.force),
+            optional=baseline,
             entry=out_dir,
-            on_demand=kind == BASELINE,
+            on_demand=baseline,
         )
     )
     evaluated = cached and evaluation_current(read_record(out_dir), stamp)
@@ -544,16 +589,16 @@ def plan_run(
         Job(
             id=f"{out_dir}#evaluate",
             kind=EVALUATE,
-            what=f"{what}: {', '.join(opts.measures)}",
+            what=f"{score.what}: {', '.join(score.measures)}",
             key=component_hash("evaluation", stamp),
-            run=lambda inputs: evaluate_entry(inputs(score_id), split, opts.measures, stamp),
+            run=lambda inputs: evaluate_entry(inputs(score_id), score.split, score.measures, stamp),
             deps=(score_id,),
             cached=evaluated,
             why=measures,
-            optional=kind == BASELINE,
+            optional=baseline,
             entry=out_dir,
             reads_inputs=True,
-            on_demand=kind == BASELINE,
+            on_demand=baseline,
         )
     )
 

@@ -18,6 +18,8 @@ from typing import Any
 
 from bench.core import provenance
 from bench.core.io import ensure_writable
+from bench.core.shard import Role
+from bench.data.model import RankingSplit
 from bench.execution.context import RunContext
 from bench.latency import processes
 from bench.latency.arch import arch_model
@@ -79,23 +81,43 @@ def run_benchmark(opts: BenchOptions, ctx: RunContext | None = None) -> LatencyR
 
     Launched as several processes (``--processes``, torchrun), every rank runs this: each times
     its shard of the calls, all at once (:mod:`bench.latency.processes`); every rank returns the
-    same record, which the main rank alone writes.
+    same record, which the main rank alone writes. The steps - the split checked
+    (:func:`_benchmark_split`), the lists of every N timed (:func:`_time_blocks`), the record
+    (:func:`_latency_record`) - are apart so that what the record holds is read in one place.
     """
-    from bench.core.device import device_info
     from bench.core.shard import current_role
-    from bench.data.splits import load_split
     from rankers import canonical_name
-    from rankers.inputs.lexical import BM25Index
 
     opts.validate()
     rankers = list(dict.fromkeys(canonical_name(r) for r in opts.rankers))
     ctx = ctx or opts.context()
-    root, device, threads = ctx.results_root, ctx.device, ctx.threads
     ctx.seed_everything()
     role = current_role()
+    split, collection = _benchmark_split(opts, ctx)
+    model = processes.main_first(
+        lambda: arch_model(opts.arch, opts.seed, ctx.results_root),
+        role,
+        f"writing the {opts.arch} model",
+    )
+    # the cost model's encoder is CROSS-JEM's, so it takes the arch's model as well
+    options = _with_model(opts.options, [*rankers, "crossjem"], model)
+    blocks, rows = _time_blocks(opts, ctx, split, collection, rankers, options, role)
+    config = _record_config(opts, rankers, model, options, role)
+    record = _latency_record(split, len(collection), config, ctx, blocks, rows, role)
+    if role.main:
+        write_latency_record(record, ctx.results_root)
+        log.info("wrote %s", record.path)
+    return record
+
+
+def _benchmark_split(opts: BenchOptions, ctx: RunContext) -> tuple[RankingSplit, dict[str, str]]:
+    """The split whose collection the lists are drawn from, and that collection. Checked before
+    any timing: the record's folder is written only after the whole benchmark, and an N larger
+    than the collection cannot give lists of N items."""
+    from bench.data.splits import load_split
+
     split = load_split(opts.dataset, opts.split, ctx.data_root)
-    # the record is written after the whole benchmark, so its folder is checked before it starts
-    ensure_writable(latency_dir(root, split.dataset))
+    ensure_writable(latency_dir(ctx.results_root, split.dataset))
     collection = split.collection()
     too_big = [n for n in opts.n_values if n > len(collection)]
     if too_big:
@@ -103,15 +125,27 @@ def run_benchmark(opts: BenchOptions, ctx: RunContext | None = None) -> LatencyR
             f"{split.dataset}/{split.split}: the candidate collection has {len(collection)} "
             f"distinct items, fewer than N={too_big[0]}; choose N <= {len(collection)}"
         )
-    model = processes.main_first(
-        lambda: arch_model(opts.arch, opts.seed, root), role, f"writing the {opts.arch} model"
-    )
-    # the cost model's encoder is CROSS-JEM's, so it takes the arch's model as well
-    options = _with_model(opts.options, [*rankers, "crossjem"], model)
+    return split, collection
+
+
+def _time_blocks(
+    opts: BenchOptions,
+    ctx: RunContext,
+    split: RankingSplit,
+    collection: dict[str, str],
+    rankers: Sequence[str],
+    options: Mapping[str, Mapping[str, Any]],
+    role: Role,
+) -> tuple[list[ListBlock], list[LatencyRow]]:
+    """For each N: the BM25 top-N lists with their token statistics for the cost model (one
+    :class:`ListBlock`), and every ranker's entries timed on them, in this process or sharded
+    over the launch's (``role``). One BM25 index and one tokenizer serve every N."""
+    from rankers.inputs.lexical import BM25Index
+
     settings = token_settings(split.dataset, options)
     shape, tokenizer = encoder_shape_and_tokenizer(settings["model"])
     index = BM25Index(collection)
-    calibrations = Calibrations(root, device, fresh=opts.calibrate)
+    calibrations = Calibrations(ctx.results_root, ctx.device, fresh=opts.calibrate)
     blocks: list[ListBlock] = []
     rows: list[LatencyRow] = []
     for n in opts.n_values:
@@ -143,17 +177,30 @@ def run_benchmark(opts: BenchOptions, ctx: RunContext | None = None) -> LatencyR
             options=options,
         )
         if role.world == 1:
-            timed = time_entries(entries, lists, opts, device)
+            timed = time_entries(entries, lists, opts, ctx.device)
             add_costs(timed, calibrations.get)
             rows.extend(timed)
         else:
-            rows.extend(processes.time_entries_sharded(entries, lists, opts, device, role))
+            rows.extend(processes.time_entries_sharded(entries, lists, opts, ctx.device, role))
         mark_best(rows)
         block.speedup = speedup_summary(rows, block)
         blocks.append(block)
-    config = {
+    return blocks, rows
+
+
+def _record_config(
+    opts: BenchOptions,
+    rankers: Sequence[str],
+    model: Path | None,
+    options: Mapping[str, Mapping[str, Any]],
+    role: Role,
+) -> dict[str, Any]:
+    """What the record says was timed, as resolved (ranker names canonical, options with the
+    arch's model): part of the record's hash, so records of other settings never share a
+    table row."""
+    return {
         "n_values": list(opts.n_values),
-        "rankers": rankers,
+        "rankers": list(rankers),
         "batch_queries": opts.batch_queries,
         "queries": opts.queries,
         "repeats": opts.repeats,
@@ -172,7 +219,24 @@ def run_benchmark(opts: BenchOptions, ctx: RunContext | None = None) -> LatencyR
             else {}
         ),
     }
-    record = LatencyRecord(
+
+
+def _latency_record(
+    split: RankingSplit,
+    collection: int,
+    config: dict[str, Any],
+    ctx: RunContext,
+    blocks: list[ListBlock],
+    rows: list[LatencyRow],
+    role: Role,
+) -> LatencyRecord:
+    """The record of one benchmark: its hash covers the config, the data, the device and the
+    threads (what makes timings comparable); the provenance adds the machine and the thread
+    variables of the environment, which change timings without being options."""
+    from bench.core.device import device_info
+
+    device, threads = ctx.device, ctx.threads
+    return LatencyRecord(
         dataset=split.dataset,
         split=split.split,
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -182,10 +246,10 @@ def run_benchmark(opts: BenchOptions, ctx: RunContext | None = None) -> LatencyR
         ),
         device=device,
         threads=threads,
-        batch_queries=opts.batch_queries,
+        batch_queries=config["batch_queries"],
         blocks=blocks,
         rows=rows,
-        data={**split.info(), "collection": len(collection)},
+        data={**split.info(), "collection": collection},
         provenance={
             **provenance.collect(),
             "device": device_info(device),
@@ -193,10 +257,6 @@ def run_benchmark(opts: BenchOptions, ctx: RunContext | None = None) -> LatencyR
         },
         processes=role.world,
     )
-    if role.main:
-        write_latency_record(record, root)
-        log.info("wrote %s", record.path)
-    return record
 
 
 def latency_rank(
