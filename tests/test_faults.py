@@ -17,7 +17,6 @@ import os
 import shutil
 import stat
 import subprocess
-import sys
 import threading
 import time
 import zipfile
@@ -28,6 +27,7 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
+from commands import BENCH, PROJECT_ROOT, bench_env
 from toydata import write_toy_mteb
 from typer.testing import CliRunner
 
@@ -47,7 +47,6 @@ from rankers import RankerError, create_ranker
 from rankers.base import Ranker, RankerConfig
 from rankers.io.persist import read_saved
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 cli = CliRunner()
 
 
@@ -648,16 +647,9 @@ def test_two_identical_trainings_at_once_both_succeed(tmp_path: Path, tiny_bert:
     opts = RunOptions(ranker="monobert", dataset="toy", data_dir=data, device="cpu")
     key = fit_or_load(ranker, opts, tmp_path / "elsewhere")["key"]
     results = tmp_path / "results"
-    env = {
-        **os.environ,
-        "BENCH_DATA_DIR": str(data),
-        "BENCH_RESULTS_DIR": str(results),
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-    }
+    env = bench_env(data, results, TRANSFORMERS_OFFLINE="1")
     command = [
-        *(sys.executable, "-m", "bench.cli", "train", "-r", "monobert", "-d", "toy"),
+        *(*BENCH, "train", "-r", "monobert", "-d", "toy"),
         *("--model", str(tiny_bert), "--set", "epochs=1", "--set", "max_item_len=8"),
         *("--threads", "1", "--device", "cpu"),
     ]

@@ -12,13 +12,13 @@ semeval16b with bm25 and dpr (both DPR modes), 5 queries in calls of 2 lists, 2 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from commands import BENCH, PROJECT_ROOT, run_command
 
 from bench.core.timing import pool
 from bench.latency.processes import THROUGHPUT_DEFINITION
@@ -27,7 +27,6 @@ from bench.latency.tables import merge_records
 
 pytestmark = pytest.mark.processes
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 ARGS = ("-d", "semeval16b", "--rankers", "bm25,dpr", "--n-items", "10", "--queries", "5")
 ARGS += ("--batch-queries", "2", "--repeats", "2", "--warmup", "1", "--threads", "1")
 
@@ -35,21 +34,7 @@ ARGS += ("--batch-queries", "2", "--repeats", "2", "--warmup", "1", "--threads",
 def bench_latency(
     root: Path, data: Path, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "bench.cli", "latency", *args],
-        cwd=PROJECT_ROOT,
-        env={
-            **os.environ,
-            "BENCH_DATA_DIR": str(data),
-            "BENCH_RESULTS_DIR": str(root),
-            "HF_HUB_OFFLINE": "1",
-            "TOKENIZERS_PARALLELISM": "false",
-            **(env or {}),
-        },
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    return run_command(root, data, [*BENCH, "latency", *args], env, timeout=180)
 
 
 def record_of(root: Path) -> dict[str, Any]:
@@ -184,20 +169,13 @@ def test_the_same_under_torchrun(shared_data: Path, tmp_path: Path) -> None:
     """torchrun starts the ranks itself: the command uses them (one thread each by default)
     instead of spawning its own, and one record is written, by the main rank."""
     torchrun = Path(sys.executable).with_name("torchrun")
-    result = subprocess.run(
+    result = run_command(
+        tmp_path,
+        shared_data,
         [str(torchrun), "--nproc_per_node", "2", "-m", "bench.cli", "latency"]
         + ["-d", "semeval16b", "--rankers", "bm25", "--n-items", "10", "--queries", "3"]
         + ["--repeats", "1", "--warmup", "1", "--format", "markdown"],
-        cwd=PROJECT_ROOT,
-        env={
-            **os.environ,
-            "BENCH_DATA_DIR": str(shared_data),
-            "BENCH_RESULTS_DIR": str(tmp_path),
-            "HF_HUB_OFFLINE": "1",
-            "OMP_NUM_THREADS": "1",
-        },
-        capture_output=True,
-        text=True,
+        env={"OMP_NUM_THREADS": "1"},
         timeout=180,
     )
     assert result.returncode == 0, result.stderr[-3000:]

@@ -15,63 +15,21 @@ import sys
 from pathlib import Path
 
 import pytest
+from commands import BENCH, PROJECT_ROOT, bench_env, ok, run_command
 
 pytestmark = pytest.mark.processes
-
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-
-
-def bench_cli(
-    root: Path,
-    data: Path,
-    command: list[str],
-    env: dict[str, str] | None = None,
-    timeout: int = 300,
-) -> subprocess.CompletedProcess[str]:
-    """``command`` (a bench.cli.main command line, launched or not) on ``data``, writing to
-    ``root``."""
-    return subprocess.run(
-        command,
-        cwd=PROJECT_ROOT,
-        env={
-            **os.environ,
-            "BENCH_DATA_DIR": str(data),
-            "BENCH_RESULTS_DIR": str(root),
-            "HF_HUB_OFFLINE": "1",
-            "TOKENIZERS_PARALLELISM": "false",
-            **(env or {}),
-        },
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 def bench_run(
     root: Path, data: Path, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    command = [
-        sys.executable,
-        "-m",
-        "bench.cli.main",
-        "run",
-        "-d",
-        "wikiqa",
-        "--threads",
-        "1",
-        *args,
-    ]
-    return bench_cli(root, data, command, env, timeout=180)
+    command = [sys.executable, "-m", "bench.cli.main", "run", "-d", "wikiqa", "--threads", "1"]
+    return run_command(root, data, [*command, *args], env, timeout=180)
 
 
 def entry(root: Path) -> Path:
     (record,) = root.glob("runs/*/*/*/record.json")
     return record.parent
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
-    assert result.returncode == 0, result.stderr[-2000:]
-    return result
 
 
 @pytest.mark.parametrize("ranker", ["bm25", "dpr"])
@@ -224,7 +182,7 @@ def bench_launch(
 ) -> subprocess.CompletedProcess[str]:
     """``LAUNCHER -m bench.cli ARGS`` (a launcher's ranks; torchrun with 2 processes unless
     told)."""
-    return bench_cli(root, data, [*launcher, "-m", "bench.cli", *args], env, timeout)
+    return run_command(root, data, [*launcher, "-m", "bench.cli", *args], env, timeout)
 
 
 def test_a_launch_trains_data_parallel_under_its_own_key(
@@ -239,7 +197,7 @@ def test_a_launch_trains_data_parallel_under_its_own_key(
     args += ("--train-subset", "8")
     args += ("--set", "epochs=1", "--set", "min_steps=0")
     ok(bench_launch(tmp_path, shared_data, "train", *args))
-    ok(bench_cli(tmp_path, shared_data, [sys.executable, "-m", "bench.cli", "train", *args]))
+    ok(run_command(tmp_path, shared_data, [*BENCH, "train", *args]))
     summaries = [
         json.loads(path.read_text())
         for path in tmp_path.glob("models/wikiqa/monobert/*/training.json")
@@ -275,11 +233,11 @@ def test_a_sweep_with_processes_trains_in_one_process_and_prints_the_one_process
     dev and test splits, and these are its smallest (41 and 59 queries)."""
 
     def sweep(root: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "bench.cli", "sweep", "-r", "dpr", "-d", "semeval16b"]
+        command = [*BENCH, "sweep", "-r", "dpr", "-d", "semeval16b"]
         command += ["--set", "lr=1e-5", "--set", "epochs=1", "--train-subset", "8"]
         command += ["--set", f"model={tiny_bert}"]  # where the work runs, not what is learnt
         command += ["--threads", "1", "--no-write", *extra]
-        return bench_cli(root, shared_data, command, timeout=400)
+        return run_command(root, shared_data, command, timeout=400)
 
     one, two = tmp_path / "one", tmp_path / "two"
     table_one = ok(sweep(one)).stdout
@@ -387,16 +345,9 @@ def test_a_signal_stops_every_rank_and_writes_nothing(
 
     import psutil
 
-    command = [sys.executable, "-m", "bench.cli", "run", "-d", "wikiqa", "--threads", "1"]
+    command = [*BENCH, "run", "-d", "wikiqa", "--threads", "1"]
     command += ["-r", "dpr", "--processes", "2"]  # all 243 queries: tens of seconds of scoring
-    env = {
-        **os.environ,
-        "BENCH_DATA_DIR": str(shared_data),
-        "BENCH_RESULTS_DIR": str(tmp_path),
-        "HF_HUB_OFFLINE": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-        "COLUMNS": "200",
-    }
+    env = bench_env(shared_data, tmp_path, COLUMNS="200")
     # as from a terminal or a scheduler: SIGINT at its default (a shell that starts the tests in
     # the background, `cmd &`, passes SIGINT on ignored, and Python then keeps ignoring it)
     proc = subprocess.Popen(
