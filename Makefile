@@ -86,7 +86,7 @@ quick: lint
 	BENCH_DATA_DIR=$(TEST_DATA) HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m "not processes" --durations=10
 
 # monoBERT scoring throughput at N = 100 on CPU with 1 and with 2 processes, 1 thread each
-# (issue 20; `bench latency --processes`, throughput mode): two latency records under
+# (`bench latency --processes`, throughput mode): two latency records under
 # $(THROUGHPUT_RESULTS)/latency/wikiqa/, the aggregate pairs/s printed under each table. Several
 # minutes on 2 cores; run it on an otherwise idle machine.
 THROUGHPUT_RESULTS ?= $(abspath results)

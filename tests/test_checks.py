@@ -292,7 +292,7 @@ def test_directory_of_files(tmp_path: Path, records: list[ResultRecord]) -> None
 def test_a_file_that_checks_nothing_is_an_error(
     tmp_path: Path, records: list[ResultRecord], text: str, message: str
 ) -> None:
-    """Issue 24 item 2: no entries, or none about a recorded dataset, cannot pass vacuously."""
+    """No entries, or none about a recorded dataset, cannot pass vacuously."""
     write_yaml(tmp_path, BM25 % (0.6123, 0.005), "a.yaml")
     path = write_yaml(tmp_path, text, "b.yaml")
     with pytest.raises(NothingToCheck, match=re.escape(message)) as err:
@@ -308,7 +308,7 @@ def test_a_file_that_checks_nothing_is_an_error(
 def test_report_counts_records_no_expectation_covers(
     tmp_path: Path, records: list[ResultRecord]
 ) -> None:
-    """Issue 24 item 2: the summary names the run records no entry reads (a latency row is not
+    """The summary names the run records no entry reads (a latency row is not
     counted; a record with settings the entry does not name is not covered by it)."""
     path = write_yaml(tmp_path, BM25 % (0.6123, 0.005))
     latency_row = dataclasses.replace(records[0], kind=LATENCY_KIND)

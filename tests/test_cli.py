@@ -214,7 +214,7 @@ def test_latency_and_plot_commands(env: Path) -> None:
 
 
 def test_check_ignores_latency_records_for_run_expectations(env: Path, tmp_path: Path) -> None:
-    """Issue 17: a `bench latency` record is no run; after one, a passing expectation still
+    """A `bench latency` record is no run; after one, a passing expectation still
     passes and a failing one still fails (it used to read MISSING, from the latency record)."""
     bench("run", "-r", "bm25", "-d", "wikiqa")
     expected = tmp_path / "exp.yaml"
@@ -244,7 +244,7 @@ def test_check_ignores_latency_records_for_run_expectations(env: Path, tmp_path:
 def test_readers_show_the_record_of_the_data_as_it_is_now(
     env: Path, tmp_path: Path, shared_data: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 24 item 1: run, delete lines of the split, run (a new record), restore, run (the
+    """Run, delete lines of the split, run (a new record), restore, run (the
     first record, reused): compare and check read the first record, not the newest one, and say
     that one record of other data was left out; --all-records shows it again."""
     data = tmp_path / "data"
@@ -309,7 +309,8 @@ def test_readers_show_the_record_of_the_data_as_it_is_now(
 def test_check_that_checks_nothing_exits_1(
     env: Path, tmp_path: Path, text: str, message: str
 ) -> None:
-    """Issue 24 item 2: `bench check` cannot pass while checking nothing."""
+    """`bench check` cannot pass while checking nothing: a green check must mean that values
+    were compared."""
     bench("run", "-r", "bm25", "-d", "semeval16b")
     expected = tmp_path / "e.yaml"
     expected.write_text(text)

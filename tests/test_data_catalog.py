@@ -68,7 +68,7 @@ def test_default_card_for_a_folder_without_card(
         "mine: no dataset card, so binary measures (AP, RR, P) count grade >= 1 as relevant "
         f"(layout mteb, default split test); to change that, write {card_file}"
     )
-    # issue 24 item 5: binary data's positives have grade 1, so the suggestion keeps them
+    # binary data's positives have grade 1, so the suggested relevance level keeps them
     assert record.getMessage().endswith(
         "with e.g. `layout: mteb` and `relevance_level: 1` (the highest level that keeps a "
         "relevant item for every query: its positives have grade 1)"
@@ -329,7 +329,7 @@ def test_datasets_without_wordpiece_say_the_cut_is_counted_in_words(tmp_path: Pa
 
 
 def test_datasets_reports_cut_items_and_rows_per_layout(shared_data: Path) -> None:
-    """The wikiqa test figures of issues 31 and 32: 32% of items cut at 32 WordPiece tokens,
+    """The wikiqa test figures docs/results.md reports: 32% of items cut at 32 WordPiece tokens,
     10.7% of their tokens lost; lists over several rows: union 9, concat 73, hybrid 10."""
     from bench.reporting.reports import _cut_cell, _rows_cell, wordpiece_tokenizer
 

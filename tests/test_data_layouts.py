@@ -1,4 +1,4 @@
-"""A new dataset layout is one module plus one registration (issue 19 item 5).
+"""A new dataset layout is one module plus one registration.
 
 The toy layout below lives in a module written under ``tmp_path`` (no file of this repository
 changes) and is registered with one :func:`bench.data.register_layout` call. A card may then

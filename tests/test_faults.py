@@ -1,10 +1,10 @@
-"""Fault injection: every defect class of issues 10 and 17, pinned by its reproduction.
+"""Fault injection: every defect class found so far, pinned by its reproduction.
 
 Stale or half-present cache entries, changed code, cards and relevance levels, concurrent runs,
 unwritable and full folders, damaged models and checkpoints, out-of-range options and the small
-misleading messages. Each test names the class it pins (1-14). The CLI tests use the real shared
-data where the issue did; cache mechanics use a toy dataset and a fake trainable ranker, so
-they need no model weights.
+misleading messages. Each test names the class it pins (1-19). The CLI tests use the real shared
+data where the defect showed on it; cache mechanics use a toy dataset and a fake trainable
+ranker, so they need no model weights.
 """
 
 from __future__ import annotations
@@ -637,7 +637,7 @@ def test_second_identical_run_waits_for_the_running_one_then_reuses_it(
 @pytest.mark.slow
 @pytest.mark.processes
 def test_two_identical_trainings_at_once_both_succeed(tmp_path: Path, tiny_bert: Path) -> None:
-    """The issue's reproduction: two `bench train` processes for the same model. Both wait while
+    """The reproduction: two `bench train` processes for the same model. Both wait while
     the entry is locked (here by the test, so they surely overlap) and say so with the holder's
     pid; then one trains while the other keeps waiting, and loads the result."""
     data = write_toy_mteb(tmp_path / "data" / "toy").parent
@@ -884,8 +884,7 @@ def test_datasets_caption_without_wordpiece_says_words(env: Path) -> None:
     assert "lengths: mean words;" in out and "words tokens" not in out
 
 
-# == issue 17 =====================================================================================
-# -- 17.2. `bench latency --threads` has bench run's declared range -------------------------------
+# -- 15. `bench latency --threads` has bench run's declared range ----------------------------------
 @pytest.mark.parametrize("threads", ["0", "-1"])
 def test_latency_threads_out_of_range_is_rejected_before_any_work(env: Path, threads: str) -> None:
     out = flat(
@@ -902,7 +901,7 @@ def test_latency_options_reject_zero_threads() -> None:
         BenchOptions(dataset="semeval16b", threads=0).validate()
 
 
-# -- 17.3. a `--set` key given twice --------------------------------------------------------------
+# -- 16. a `--set` key given twice -----------------------------------------------------------------
 def test_sweep_merges_the_values_of_a_repeated_set_key(env: Path) -> None:
     out = invoke(
         "-q", "sweep", "-r", "bm25", "-d", "semeval16b", "--no-write",
@@ -947,7 +946,7 @@ def test_a_repeated_set_key_or_value_is_rejected_naming_it(
     assert not env.exists() or not list(env.glob("runs/*/*/*"))
 
 
-# -- 17.5. every input, path and permission is checked before the first job ----------------------
+# -- 17. every input, path and permission is checked before the first job -------------------------
 @pytest.fixture()
 def no_training(monkeypatch: pytest.MonkeyPatch) -> None:
     """Any training fails the test: what is checked here must stop before the first one."""
@@ -989,7 +988,7 @@ def test_latency_into_an_unwritable_results_folder_fails_before_timing(
     assert "Permission denied" in out
 
 
-# -- 17.4. what a sweep writes into the settings file --------------------------------------------
+# -- 18. what a sweep writes into the settings file -----------------------------------------------
 @pytest.fixture()
 def configs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A settings folder of its own (rankers/configs is never written by a test)."""
@@ -1098,7 +1097,7 @@ def test_a_sweep_over_a_runtime_option_is_refused_before_it_trains(
     assert "so a sweep over it has nothing to choose" in out
 
 
-# -- 17.6. messages that say what is wrong --------------------------------------------------------
+# -- 19. messages that say what is wrong (commands of many runs) ----------------------------------
 def _jsonl(folder: Path, rows: Sequence[dict[str, Any]], split: str = "test") -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{split}.jsonl"
@@ -1178,7 +1177,7 @@ def test_sweep_into_an_unwritable_sweeps_folder_fails_before_any_run(
 def test_dev_baselines_follow_the_results_root_given(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 24 item 6: the dev baselines a training scores go under the results root the model
+    """The dev baselines a training scores go under the results root the model
     is trained under, not under $BENCH_RESULTS_DIR or the checkout's results/."""
     import bench.core.settings
 

@@ -1,4 +1,4 @@
-"""The GPU suite (issue 23): ``pytest -m gpu`` on a machine with CUDA; without one the same
+"""The GPU suite: ``pytest -m gpu`` on a machine with CUDA; without one the same
 tests run on the CPU (low-precision scoring against float32, training), all but the CUDA-event
 timing test.
 

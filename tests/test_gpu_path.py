@@ -1,8 +1,9 @@
-"""The CUDA code paths, reached without a GPU (issue 23).
+"""The CUDA code paths, reached without a GPU, so a CPU-only CI still guards them.
 
-Each test pins one defect of the review's table (rows 1-7): it reaches the branch a CUDA run takes
-(through the low-precision scoring copy on CPU, fakes of the CUDA and Accelerate calls, or a count
-of the host reads the project's code makes) and fails on the code before the fix. The real thing
+Each test pins one defect found in the CUDA paths (the numbered sections below): it reaches the
+branch a CUDA run takes (through the low-precision scoring copy on CPU, fakes of the CUDA and
+Accelerate calls, or a count of the host reads the project's code makes) and fails on the code
+before the fix. The real thing
 runs in tests/test_gpu.py (``pytest -m gpu``) when a GPU is there.
 """
 
@@ -19,7 +20,7 @@ from toydata import WORDS
 from bench.data.model import Candidate, CandidateList, Query
 from rankers.base import Ranker
 
-# -- row 1: the latency tracker's CUDA events are on its own device's stream ---------------------
+# -- 1. the latency tracker's CUDA events are on its own device's stream ---------------------------
 
 
 class FakeEvent:
@@ -61,7 +62,7 @@ def test_tracker_records_events_on_its_devices_stream(monkeypatch: pytest.Monkey
     assert tracker.device_s == [0.005]
 
 
-# -- row 2: training honours cuda:N ---------------------------------------------------------------
+# -- 2. training honours cuda:N --------------------------------------------------------------------
 
 
 class FakeAccelerator:
@@ -120,7 +121,7 @@ def test_training_refuses_a_gpu_other_than_the_requested_one(fake_cuda: list[str
         training.make_accelerator("cuda:1", "float32")
 
 
-# -- row 3: the bf16 scoring copy keeps pooling, head and logits in float32 ----------------------
+# -- 3. the bf16 scoring copy keeps pooling, head and logits in float32 ----------------------------
 
 #: the pre-trained MiniLM: its items differ by more than bf16 encoder noise (a random tiny BERT
 #: gives near-equal scores whose order that noise alone decides)
@@ -201,7 +202,7 @@ def test_bfloat16_crossjem_copy_keeps_item_positions_float32() -> None:
     torch.testing.assert_close(copy.item_position.table, ranker.module.item_position.table)  # type: ignore[attr-defined]
 
 
-# -- row 4: a count of host reads made by the project's code in one training step --------------
+# -- 4. a count of host reads made by the project's code in one training step ----------------------
 
 #: tensor methods that copy a value from the tensor's device to the host
 READS = ("item", "tolist", "cpu", "numpy", "__float__", "__int__", "__bool__", "__index__")
@@ -539,7 +540,7 @@ def test_a_training_steps_batch_with_its_targets_reaches_the_gpu_in_one_copy(
         assert batch.mask[row].tolist() == [real] * n + [False] * (batch.mask.shape[1] - n)
 
 
-# -- row 5: scores reach the host once per call ---------------------------------------------------
+# -- 5. scores reach the host once per call --------------------------------------------------------
 
 
 def _stcross(model: str, device: str = "cpu", **options: object) -> Ranker:
@@ -578,7 +579,7 @@ def test_scores_reach_the_host_once_per_call(
     assert counts[0] == counts[1] and len(counts[0]) <= 2, counts
 
 
-# -- row 7: dtype auto follows the GPU's native bf16 ----------------------------------------------
+# -- 7. dtype auto follows the GPU's native bf16 ---------------------------------------------------
 
 
 @pytest.mark.parametrize(

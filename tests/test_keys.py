@@ -1,4 +1,4 @@
-"""Cache keys follow the code a result depends on (issue 19 item 2): an edit recomputes what
+"""Cache keys follow the code a result depends on: an edit recomputes what
 imports the edited file and nothing else, and new measures are computed from the stored run.
 
 The code the keys read is a copy of ``bench/`` and ``rankers/`` in ``tmp_path``

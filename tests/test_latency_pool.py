@@ -1,5 +1,4 @@
-"""Raw per-call timings kept in latency summaries; pooling and throughput over processes
-(issue 19 item 5, issue 20 item 5)."""
+"""Raw per-call timings kept in latency summaries; pooling and throughput over processes."""
 
 from __future__ import annotations
 

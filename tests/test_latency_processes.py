@@ -1,4 +1,4 @@
-"""`bench latency --processes N` (issue 20 item 5): the throughput mode.
+"""`bench latency --processes N`: the throughput mode.
 
 Two gloo processes time their shards of the calls at once. The record keeps both processes' raw
 calls (pooled, they are the calls one process makes), the aggregate pairs/s is all pairs over the

@@ -303,7 +303,7 @@ def test_bench_rankers_shows_role_range_and_help() -> None:
     assert "[CLS] [Q] and [SEP]" in result.output  # help text is not read as rich markup
 
 
-# -- issue 19 item 3: the list-training options are declared once ------------------------------
+# -- the list-training options are declared once (ListTrainingConfig): every trainer checks alike
 @pytest.mark.parametrize("ranker", ["monobert", "crossjem", "rankt5", "dpr"])
 def test_warmup_ratio_is_range_checked_in_every_config(ranker: str) -> None:
     config = get_ranker_class(ranker).Config

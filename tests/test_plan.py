@@ -1,4 +1,4 @@
-"""A command is a plan of jobs, then one executor loop (issue 19 item 1): ``--plan`` lists the
+"""A command is a plan of jobs, then one executor loop: ``--plan`` lists the
 jobs, their keys, cached or to compute and why, and does no work."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Latency against N (``bench plot --growth``, issue 20 item 4): series from records, the
+"""Latency against N (``bench plot --growth``): series from records, the
 table, the slope, a real PNG."""
 
 from __future__ import annotations

@@ -59,7 +59,7 @@ def test_crossjem_trains_its_teacher_then_itself_then_reuses_both(
     assert models == ["crossjem", "monobert"]
     assert not list((results_dir / "models").rglob("checkpoint"))  # resumable state removed
     assert record.data["queries"] == 4 and set(record.metrics) >= {"AP@10", "RR@10"}
-    # everything set comes from the settings file: the label names no option (issue 24 item 4)
+    # everything set comes from the settings file: the label names no option
     assert record.label == f"crossjem ({Path(record.config['model']).name}, fine-tuned)"
     assert record.overrides == {}
     assert str(tmp_path) not in record.label  # paths (checkpoint, teacher folder) stay out
@@ -105,7 +105,7 @@ def test_trained_checkpoint_skips_training(
 
 
 def test_label_names_what_differs_from_the_settings_file_for_the_dataset() -> None:
-    """Issue 24 item 4: a default run's label names no option (the settings file's ``min_steps``
+    """A default run's label names no option (the settings file's ``min_steps``
     and ``patience`` and wikiqa's ``loss: ce`` are its defaults); an option set on top is named,
     as is one that differs from the file for that dataset."""
     options = ranker_options("monobert", "wikiqa")
@@ -217,7 +217,7 @@ def test_advice_names_patience_when_patience_stopped_the_run(
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Issue 24 item 5: a model below a baseline whose training patience stopped is told so,
+    """A model below a baseline whose training patience stopped is told so,
     with the step, and not to raise min_steps (which changes nothing then)."""
     _oracle_baseline(monkeypatch)
     options = {"lr": 1e-9, "epochs": 4, "patience": 1}

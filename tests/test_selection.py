@@ -57,8 +57,8 @@ def test_runs_of_any_options_are_current_and_others_are_counted(
 def test_a_card_changed_and_changed_back_selects_the_first_record(
     shared_data: Path, tmp_path: Path, results_dir: Path
 ) -> None:
-    """Issue 24 item 1, second case: the record made under a card since changed back is left out,
-    though it is the newest."""
+    """The record made under a card since changed back is left out, though it is the newest: it
+    describes data that is not the data now."""
     import shutil
     import time
 

@@ -1,4 +1,4 @@
-"""Shard assignment balanced by candidate count and the gather (issue 20 items 1-2)."""
+"""Shard assignment balanced by candidate count and the gather."""
 
 from __future__ import annotations
 

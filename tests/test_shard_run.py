@@ -1,4 +1,4 @@
-"""`bench run --processes N` end to end (issue 20 items 1-3): the run file and metrics do not
+"""`bench run --processes N` end to end: the run file and metrics do not
 depend on the process count, one cache entry serves any count, a shard may be empty, and a
 failed rank ends the run with one line naming it and nothing cached.
 

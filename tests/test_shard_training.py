@@ -1,4 +1,4 @@
-"""Scoring inside training, sharded over a launch's processes (issue 20 item 1): teacher scores
+"""Scoring inside training, sharded over a launch's processes: teacher scores
 and dev scores made by 2 gloo processes, each scoring only its shard, equal the one-process
 values exactly, and the teacher-score cache is written once (by the main process) and then
 read by all.

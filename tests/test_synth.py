@@ -1,4 +1,4 @@
-"""The synthetic data set (``bench datasets synth``, issue 20 item 4): deterministic for a seed,
+"""The synthetic data set (``bench datasets synth``): deterministic for a seed,
 read by the normal adapters, lengths as measured on the real sets, bad options refused."""
 
 from __future__ import annotations

@@ -385,7 +385,8 @@ def test_supervision_says_what_each_row_was_trained_on() -> None:
 def test_a_model_below_a_no_training_baseline_on_dev_is_marked(
     records: list[ResultRecord],
 ) -> None:
-    """Issue 24 item 3: what training found (training.dev_baselines) is in every format."""
+    """What training found (training.dev_baselines) is in every format, so no format hides a
+    model that did not beat its baselines."""
     verdict = {"below": ["bm25", "dpr"], "not_significantly_above": [], "kept": 0.5}
     (crossjem,) = [r for r in records if r.ranker == "crossjem"]
     flagged = dataclasses.replace(crossjem, training={"dev_baselines": verdict, "loss_name": "bce"})

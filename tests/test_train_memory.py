@@ -1,4 +1,4 @@
-"""A training step is bounded by what it holds, not by a count of lists (issue 31): option
+"""A training step is bounded by what it holds, not by a count of lists: option
 ``train_max_items`` keeps each train list's positives and a seeded sample of its negatives, so a
 step holds at most ``train_batch_queries x train_max_items`` items however long the lists are."""
 

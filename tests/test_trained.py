@@ -1,4 +1,4 @@
-"""The typed training summary reads and writes the JSON the untyped dict had (issue 19 item 3):
+"""The typed training summary reads and writes the JSON the untyped dict had:
 records written before it still read, field for field, and a written summary has the old names."""
 
 from __future__ import annotations

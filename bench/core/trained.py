@@ -1,4 +1,4 @@
-"""The training summary as a typed record (issue 19 item 3).
+"""The training summary as a typed record.
 
 Every trainer returns a :class:`TrainingSummary` (the one loop of :mod:`rankers.fit.loop` fills
 the shared fields, the list trainer :class:`ListTraining`, a ranker its own ``extra``); the

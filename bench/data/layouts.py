@@ -1,4 +1,4 @@
-"""On-disk dataset layouts, registered like the rankers (issue 19 item 5).
+"""On-disk dataset layouts, registered like the rankers.
 
 A layout says which files make a split and how to read them into a :class:`RankingSplit`. The
 harness asks the registry, never a name: a dataset card's ``layout:`` is checked against it,

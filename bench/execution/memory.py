@@ -1,4 +1,4 @@
-"""The memory a training step needs, estimated before training (issue 31).
+"""The memory a training step needs, estimated before training.
 
 A step's activation memory follows the sequences it holds, so the plan estimates the largest
 step from the train lists' lengths and the ranker's step shape

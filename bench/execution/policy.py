@@ -1,5 +1,5 @@
 """The paper's policy in one place: which rankers are compared with which, and the defaults a
-command starts from when the user gives none (issue 19 item 5).
+command starts from when the user gives none.
 
 These are choices about the study, not facts about a ranker or a data set; keeping them here
 makes them one edit (and one review) instead of a constant in each of five modules.

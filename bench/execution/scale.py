@@ -1,4 +1,4 @@
-"""A command's work over several processes (issue 20 item 1): started here (``--processes N``
+"""A command's work over several processes: started here (``--processes N``
 on `bench run`, `demo`, `ablate` and `sweep`) or by a launcher (``torchrun --nproc_per_node N``
 or ``accelerate launch --num_processes N`` with ``-m bench.cli ...``), one code path for both.
 

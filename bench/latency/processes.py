@@ -1,4 +1,4 @@
-"""Throughput mode of `bench latency` (issue 20 item 5): several processes timed at once.
+"""Throughput mode of `bench latency`: several processes timed at once.
 
 Started by ``bench latency --processes N`` (N local processes, torch.multiprocessing spawn, gloo)
 or by a launcher (``torchrun --nproc_per_node N -m bench.cli latency ...``), one code path for

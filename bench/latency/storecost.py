@@ -1,4 +1,4 @@
-"""Indexing time and peak memory of the collection's token stores at 10^5-10^6 items (issue 20).
+"""Indexing time and peak memory of the collection's token stores at 10^5-10^6 items.
 
 ``python -m bench.latency.storecost --collection collection.tsv --items 100000,1000000`` indexes the
 first N items of a TREC ``collection.tsv`` (e.g. one ``bench datasets synth`` wrote) into each

@@ -1,4 +1,4 @@
-"""How latency grows with the list size N: one line per ranker column, one figure (issue 20).
+"""How latency grows with the list size N: one line per ranker column, one figure.
 
 `bench latency --n-items 10,30,100,300,700` times every ranker at each N on the same lists; this
 draws the best row of each column at each N (``LatencyRow.best``: the fastest configuration,
