@@ -302,3 +302,27 @@ def test_editing_the_encoder_base_rekeys_monobert_and_crossjem_only() -> None:
         with_base[name] = scored
     assert {name for name, has in with_base.items() if has} == {"monobert", "crossjem"}
     assert not with_base["dpr"] and not with_base["colbert"] and not with_base["rankt5"]
+
+
+#: the packages that only read results (tables, the paper's numbers, the documents' figures,
+#: plots, the command line, the latency benchmark and experiments that drive runs)
+READERS = ("bench/reporting/", "bench/cli/", "bench/latency/", "bench/experiments/")
+
+
+def test_no_key_covers_the_code_that_only_reads_or_drives_results() -> None:
+    """Editing a table, the paper's numbers, a rendered figure or the CLI recomputes nothing:
+    no ranker's scoring or training key covers a file of those packages, nor the runner that
+    plans the jobs."""
+    import rankers
+    from bench.execution.keys import scoring_code, training_code
+    from bench.execution.ranker_settings import settings_file
+
+    covered = {}
+    for name in rankers.available():
+        module, settings = rankers.module_of(name), settings_file(name)
+        for job, code in (("score", scoring_code), ("train", training_code)):
+            files = code(module, settings)["files"]
+            covered[name, job] = sorted(
+                f for f in files if f.startswith(READERS) or f == "bench/execution/runner.py"
+            )
+    assert covered == {k: [] for k in covered}

@@ -397,3 +397,40 @@ def test_an_injected_upward_import_is_caught(module: str, source: str) -> None:
     mine = layer_of(module)
     ups = [t for _, t, _ in source_imports(source, module) if (layer_of(t) or 0) > (mine or 0)]
     assert ups, f"{source!r} in {module} was not seen as an import up"
+
+
+#: the most lines a function's body may take (its signature aside, so a Typer command's option
+#: declarations do not count): past that it does several things, which get names of their own
+LONGEST_BODY = 100
+
+
+def long_functions(source: str, label: str) -> list[str]:
+    """``label:line name (N lines)`` for each function of ``source`` whose body (docstring
+    included, signature aside) is longer than :data:`LONGEST_BODY` lines."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            lines = (node.end_lineno or node.lineno) - node.body[0].lineno + 1
+            if lines > LONGEST_BODY:
+                out.append(f"{label}:{node.lineno} {node.name} ({lines} lines)")
+    return out
+
+
+def test_no_function_in_bench_is_over_100_lines() -> None:
+    """A function of ``bench`` reads as one step: one that grows past :data:`LONGEST_BODY` lines
+    is split into steps named for what they decide."""
+    long = [
+        found
+        for path in sorted((ROOT / "bench").rglob("*.py"))
+        for found in long_functions(path.read_text(encoding="utf-8"), str(path.relative_to(ROOT)))
+    ]
+    assert long == []
+
+
+def test_a_long_body_is_caught_and_a_long_signature_is_not() -> None:
+    body = "".join(f"    x{i} = {i}\n" for i in range(LONGEST_BODY))
+    options = "".join(f"    o{i}: int = {i},\n" for i in range(2 * LONGEST_BODY))
+    assert long_functions(f"def f(\n{options}) -> None:\n{body}", "m.py") == []
+    assert long_functions(f"def f() -> None:\n{body}    return None\n", "m.py") == [
+        f"m.py:1 f ({LONGEST_BODY + 1} lines)"
+    ]
