@@ -60,6 +60,7 @@ from rankers import (
     module_of,
 )
 from rankers.fit.targets import ENSEMBLE_SEPARATOR, teacher_parts
+from rankers.hooks import fits, input_checks
 
 __all__ = [
     "TRAINING_FILE",
@@ -167,7 +168,7 @@ def label_for(
         for k, v in config.items()
         if k != "model" and v != defaults.get(k)
     ]
-    digest = input_digest(ranker.input_files())
+    digest = input_digest(input_checks(ranker).input_files())
     return RowKey(ranker.name, tuple(options), fitted, train_subset, subset, digest).label()
 
 
@@ -488,8 +489,8 @@ def plan_run(
     name = canonical_name(opts.ranker)
     # the ranker's options are checked before any data is read
     ranker = create_ranker(name, ranker_options(name, opts.dataset, opts.options), device=device)
-    ranker.check_model()
-    untrained = ranker.untrained_weights()
+    input_checks(ranker).check_model()
+    untrained = fits(ranker).untrained_weights()
     if untrained is not None and not ranker.trainable:
         raise RankerError(
             f"{name} would score with {untrained}, and the harness cannot train it: give a "
@@ -527,7 +528,7 @@ def plan_run(
         "train_subset": opts.train_subset if fit else None,
     }
     code = scoring_code(_code_root(ranker), settings_file(name))
-    inputs = ranker.input_fingerprint()
+    inputs = input_checks(ranker).input_fingerprint()
     key = CacheKey.of(
         # the measures are not in the key: a stored run is evaluated again (bench.execution.keys)
         config={
@@ -558,7 +559,7 @@ def plan_run(
         provenance={},
         key_parts=key.parts,
         overrides=overrides,
-        inputs=ranker.input_files() or None,
+        inputs=input_checks(ranker).input_files() or None,
     )
     stamp = evaluation_stamp(opts.measures)
     score = ScoreJob(
@@ -645,7 +646,7 @@ def plan_train(opts: RunOptions, ctx: RunContext, plan: Plan | None = None) -> P
     ranker = create_ranker(
         name, ranker_options(name, opts.dataset, opts.options), device=ctx.device
     )
-    ranker.check_model()
+    input_checks(ranker).check_model()
     if not ranker.trainable:
         raise RankerError(
             f"ranker {ranker.name!r} is not trainable, so `bench train` has nothing to do "
