@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rankers.base import FAMILIES, Ranker, RankerConfig, RankerError, Role
+from rankers.hooks import fits
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ ALIASES: dict[str, str] = {
 _EXTRAS: dict[str, str] = {"colbert": "colbert"}
 
 # name -> settings file, for rankers registered with one of their own (default:
-# rankers/configs/<name>.yaml, see bench.execution.runner.ranker_options)
+# rankers/configs/<name>.yaml, see bench.execution.ranker_settings.ranker_options)
 _CONFIG_FILES: dict[str, Path] = {}
 
 
@@ -136,7 +137,7 @@ def open_ranker(
         opened.load(folder)
         return opened
     opened = create_ranker(str(ranker), dict(options or {}), device=device)
-    untrained = opened.untrained_weights()
+    untrained = fits(opened).untrained_weights()
     if untrained:
         log.warning(
             "%s: %s is untrained here; give a trained folder (a `bench train` model) to re-rank",

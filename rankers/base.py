@@ -20,20 +20,16 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
-from bench.core.trained import TrainingSummary
 from bench.data.model import CandidateList, RankingSplit
 from bench.results.records import FAMILIES as FAMILIES  # re-exported: rankers.base.FAMILIES
 from rankers.errors import RankerError as RankerError  # re-exported: raised by every ranker
 from rankers.io.persist import (
-    WEIGHTS_FILE,
     load_ranker,
-    read_module,
     save_ranker,
-    write_module,
 )
 
 if TYPE_CHECKING:
-    from rankers.io.export import Exported
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -399,36 +395,12 @@ def _convert(name: str, value: Any, hint: Any) -> Any:
     return value
 
 
-@dataclasses.dataclass(frozen=True)
-class LatencyVariant:
-    """One configuration of a ranker that ``bench latency`` times: its row label, the option
-    overrides that make it, and the table column it competes in (the fastest row of a column is
-    the column's figure, e.g. monoBERT's best batch size)."""
-
-    label: str
-    options: dict[str, Any]
-    column: str
-
-
-@dataclasses.dataclass(frozen=True)
-class EncoderCall:
-    """One transformer encoder forward pass a scoring call makes, as shapes only: ``rows``
-    sequences padded to ``width`` tokens through ``layers`` layers. ``masked``: the attention
-    gets a padding mask (some row is shorter than ``width``), which changes the kernel's speed;
-    ``attention``: which attention implementation runs (a name the latency cost model
-    calibrates, :data:`bench.latency.calibration.ATTENTIONS`). The latency cost model predicts
-    time from these, so it times exactly the batches the ranker runs."""
-
-    rows: int
-    width: int
-    layers: int
-    masked: bool
-    attention: str = "sdpa"
-
-
 class Ranker(ABC, Generic[C]):
-    """Scores candidate lists. Subclasses set ``name``, ``family`` and ``Config``, and give the
-    config class as the type parameter, so that :attr:`config` (alias :attr:`cfg`) has its type."""
+    """Scores candidate lists. Subclasses set ``name``, ``family`` and ``Config``, give the config
+    class as the type parameter, so that :attr:`config` (alias :attr:`cfg`) has its type, and
+    implement :meth:`score`. That is all a ranker must give; the optional parts (latency parts,
+    input checks, training, export, persistence) are hook groups with defaults
+    (:mod:`rankers.hooks`), which a family takes by naming the protocol among its bases."""
 
     name: ClassVar[str]
     family: ClassVar[str]
@@ -437,15 +409,15 @@ class Ranker(ABC, Generic[C]):
     Config: type[C] = RankerConfig  # type: ignore[assignment]
     #: True when scores of one candidate never depend on the others (lists may then be split).
     pointwise: ClassVar[bool] = False
-    #: True when :meth:`fit` trains something.
+    #: True when ``fit`` (:class:`rankers.hooks.Fits`) trains something.
     trainable: ClassVar[bool] = False
-    #: True when :meth:`fit` runs on every process of a launch (DDP, each process a slice of
+    #: True when ``fit`` runs on every process of a launch (DDP, each process a slice of
     #: every batch); False: it trains in one process, so a multi-process command trains it
     #: before the processes start (``bench run --processes``) or refuses (under a launcher).
     distributed_training: ClassVar[bool] = False
-    #: what :meth:`prepare_scoring` does on the host before the model runs (tokenisation,
-    #: packing, copies to the device); None: no separate host step, so latency reports only
-    #: whole ``score()`` calls for this ranker.
+    #: what ``prepare_scoring`` (:class:`rankers.hooks.LatencyParts`) does on the host before
+    #: the model runs (tokenisation, packing, copies to the device); None: no separate host
+    #: step, so latency reports only whole ``score()`` calls for this ranker.
     host_step: ClassVar[str | None] = None
     #: another ranker whose trained checkpoint this one scores with in ``bench latency`` (the
     #: sentence-transformers peer times monoBERT's encoder); None: its own checkpoint only
@@ -457,19 +429,13 @@ class Ranker(ABC, Generic[C]):
     def __init__(self, config: C | None = None, device: str = "cpu") -> None:
         self.config: C = config if config is not None else self.Config()
         self.device = device
-        #: where :meth:`fit` may keep resumable checkpoints (set by the runner; None: nowhere)
+        #: where ``fit`` may keep resumable checkpoints (set by the runner; None: nowhere)
         self.work_dir: Path | None = None
 
     @property
     def cfg(self) -> C:
         """:attr:`config`, typed as this ranker's config class."""
         return self.config
-
-    def untrained_weights(self) -> str | None:
-        """Which weights would start untrained (a fresh head, projection, cross-attention), so
-        scores mean nothing yet and `bench run` trains first; None when the model can score as
-        configured. Decided from the configuration, without loading the model."""
-        return None
 
     # -- scoring -------------------------------------------------------------------------------
     def index(self, split: RankingSplit) -> None:  # noqa: B027 - optional hook
@@ -487,149 +453,18 @@ class Ranker(ABC, Generic[C]):
         candidates = tuple(Candidate(str(i), text) for i, text in enumerate(items))
         return self.score([CandidateList(Query("0", query), candidates)])[0]
 
-    def prepare_scoring(self, lists: Sequence[CandidateList]) -> Any:
-        """The host-side half of :meth:`score` (see :attr:`host_step`): everything before the
-        model runs. ``score(lists) == score_prepared(prepare_scoring(lists))`` always holds, so
-        the latency benchmark can time the two halves apart. Default: nothing to prepare."""
-        return lists
-
-    def score_prepared(self, prepared: Any) -> list[np.ndarray]:
-        """The model half of :meth:`score`, on what :meth:`prepare_scoring` returned."""
-        return self.score(prepared)
-
-    def encoder_calls(self, prepared: Any) -> list[EncoderCall] | None:
-        """The encoder forward passes :meth:`score_prepared` makes on ``prepared`` (the latency
-        cost model predicts their time); None: the ranker runs no transformer encoder the model
-        knows, so no time is predicted for it."""
-        return None
-
-    # -- latency benchmark hooks ---------------------------------------------------------------
-    def latency_variants(self, batch_sizes: Sequence[int] | None = None) -> list[LatencyVariant]:
-        """The configurations ``bench latency`` times for this ranker. ``batch_sizes``: the
-        batch sizes asked for this ranker (``--batch-sizes``), for rankers with ``batch_size``.
-        Default: one row per batch size when the config has ``batch_size``, else one row."""
-        fields = {f.name for f in dataclasses.fields(self.config)}
-        if batch_sizes and "batch_size" in fields:
-            return [
-                LatencyVariant(f"{self.name} (batch_size={bs})", {"batch_size": bs}, self.name)
-                for bs in dict.fromkeys(batch_sizes)
-            ]
-        return [LatencyVariant(self.name, {}, self.name)]
-
-    def scoring_mode(self) -> str:
-        """``pre-tokenised`` when :meth:`index` tokenised the items so that scoring only
-        tokenises the query (as a production ranker holds its items), else ``end-to-end``
-        (texts in, all tokenisation inside the timed call)."""
-        return "end-to-end"
-
-    def input_fingerprint(self) -> dict[str, Any] | None:
-        """What the scores depend on beyond the options, as checksums (a run file's SHA-256):
-        part of the scoring key, so a changed input is scored anew. None: nothing."""
-        return None
-
-    def check_model(self) -> None:  # noqa: B027 - optional hook
-        """Check the options against the model's own config (its layer count, its positions),
-        read without loading weights: called while planning, so a value the model cannot take
-        stops the command and ``--plan`` before any work. The base checks nothing."""
-
-    def input_files(self) -> dict[str, str]:
-        """The files the scores are read from (absolute path -> SHA-256 of the bytes read), kept
-        in the result record so that readers count it current only while each file still has
-        those bytes, and shown in its label. Empty: the scores depend on no file of the user's."""
-        return {}
-
-    def compute_dtype(self) -> str:
-        """The dtype the scoring computation runs in: a config's ``dtype`` option as latency
-        records name it (:func:`rankers.precision.dtype_label`), 'n/a' without one."""
-        dtype = getattr(self.config, "dtype", None)
-        if dtype is None:
-            return "n/a"
-        from rankers.precision import dtype_label
-
-        return dtype_label(str(dtype), self.device)
-
-    def weights_note(self, checkpoint: str | None) -> str:
-        """How trained the scoring weights are, for latency records (timing does not depend
-        on it, but a reader must know what was timed)."""
-        if checkpoint:
-            return f"trained ({checkpoint})"
-        return "n/a"
-
-    # -- training ------------------------------------------------------------------------------
-    def fit(self, train: RankingSplit, dev: RankingSplit | None = None) -> TrainingSummary:
-        """Train on ``train``, select on ``dev``; returns a summary recorded with results."""
-        raise RankerError(f"ranker {self.name!r} is not trainable")
-
     # -- persistence (one helper for every ranker: rankers.io.persist) ----------------------------
     def save(self, path: Path) -> None:
-        """Persist what :meth:`load` needs: weights (:meth:`write_weights`), ``ranker.json`` and
-        the manifest, written atomically by :func:`rankers.io.persist.save_ranker`."""
+        """Persist what :meth:`load` needs: weights (the hook group
+        :class:`rankers.io.persist.Persistent`), ``ranker.json`` and the manifest, written
+        atomically by :func:`rankers.io.persist.save_ranker`."""
         save_ranker(self, Path(path))
 
     def load(self, path: Path) -> None:
         """Restore a :meth:`save` folder into this (already configured) ranker by the one restore
-        rule of :func:`rankers.io.persist.load_ranker`, then :meth:`read_weights`."""
+        rule of :func:`rankers.io.persist.load_ranker`, then reads the weights."""
         load_ranker(self, Path(path))
-
-    # -- export (`bench export`; the formats live in rankers.io.export)
-    # -----------------------------
-    def export(self, folder: Path) -> Exported:
-        """Write this ranker's model into the empty ``folder`` in a format another library loads
-        (a sentence-transformers ``CrossEncoder``, a ``SentenceTransformer``...), so a model
-        trained here serves outside the harness; returns how to load it. Default: no format."""
-        raise RankerError(
-            f"ranker {self.name!r} has no export format (`bench export --help` lists the "
-            "rankers that have one)"
-        )
-
-    def exports(self) -> bool:
-        """Whether :meth:`export` writes a folder for this ranker."""
-        return type(self).export is not Ranker.export
-
-    def _trainable(self) -> bool:
-        return callable(getattr(self, "training_module", None))
-
-    def saved_parts(self) -> tuple[str, ...]:
-        """The files and folders a saved folder must hold besides ``ranker.json``."""
-        return (WEIGHTS_FILE,) if self._trainable() else ()
-
-    def write_weights(self, folder: Path) -> None:
-        """Write the weights into ``folder``. Default: a trainable ranker's ``training_module()``
-        state dict and tokenizer (:func:`rankers.io.persist.write_module`); nothing when stateless.
-        A ranker with its own format (a Hugging Face folder) overrides this and
-        :meth:`read_weights`, never :meth:`save`/:meth:`load`."""
-        if self._trainable():
-            write_module(self, folder)
-
-    def read_weights(self, folder: Path, meta: dict[str, Any]) -> None:
-        """Read what :meth:`write_weights` wrote (the config is restored already); ``meta`` is the
-        folder's ``ranker.json``."""
-        if self._trainable():
-            read_module(self, folder)
-
-    def restored_options(self, meta: dict[str, Any], folder: Path) -> dict[str, Any]:
-        """Options a loaded folder sets beyond its saved config (e.g. ``model`` pointing into the
-        folder): applied after the restore rule. Default: none."""
-        return {}
-
-    # -- provenance ----------------------------------------------------------------------------
-    def training_step_shape(self, list_lengths: Sequence[int]) -> tuple[int, int] | None:
-        """The largest training step on train lists of ``list_lengths`` items, as (encoder
-        sequences, tokens each, an upper bound) for the step-memory estimate of the plan
-        (:mod:`bench.execution.memory`); None: not an encoder trained on whole lists."""
-        return None
-
-    def input_report(self, lists: Sequence[CandidateList]) -> dict[str, Any]:
-        """What this ranker does to ``lists`` before its model sees them (text cut to a length
-        limit, lists split over several encoder rows), with counts, so a run never changes its
-        inputs silently. Default: nothing (the ranker reads every text whole)."""
-        return {}
 
     def describe(self) -> dict[str, Any]:
         """Name, family and config; model-backed rankers add model id and weight hash."""
         return {"name": self.name, "family": self.family, "config": self.config.to_dict()}
-
-    def warmup(self, lists: Sequence[CandidateList]) -> None:
-        """Run a few scoring calls whose time is not recorded (lazy init, kernels, caches)."""
-        for cl in lists:
-            self.score([cl])

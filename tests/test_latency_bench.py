@@ -41,7 +41,8 @@ from bench.latency.records import (
 )
 from bench.latency.tables import build_latency_table, merge_records, render_latency
 from bench.reporting.checks import OK, run_checks
-from rankers.base import LatencyVariant, Ranker, RankerConfig, RankerError
+from rankers.base import Ranker, RankerConfig, RankerError
+from rankers.hooks import LatencyParts, LatencyVariant
 from rankers.io.models import write_random_bert
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -192,7 +193,7 @@ class ToyConfig(RankerConfig):
     batch_size: int = 4
 
 
-class ToyRanker(Ranker):
+class ToyRanker(Ranker, LatencyParts):
     """Two scoring modes, each its own column, at every batch size asked for."""
 
     name = "toy"
@@ -236,13 +237,13 @@ class ToyRanker(Ranker):
 
 
 class BareToyRanker(ToyRanker):
-    """No host step and the base class's variants (one row per batch size)."""
+    """No host step and the default variants (one row per batch size)."""
 
     name = "toy-bare"
     host_step = None
 
     def latency_variants(self, batch_sizes=None):  # type: ignore[override]
-        return Ranker.latency_variants(self, batch_sizes)
+        return LatencyParts.latency_variants(self, batch_sizes)
 
 
 @pytest.fixture()

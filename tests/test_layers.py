@@ -211,10 +211,21 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("core", ("bench", "bench.core", "bench.core.*")),
     ("data", ("bench.data", "bench.data.*")),
     ("results", ("bench.results", "bench.results.*")),
-    # rankers/: what every family needs and nothing of a family (errors, losses, weights in and
-    # out, inputs), then the ranker contract (the registry, Ranker and its configs, precision and
-    # runtimes), then training (only a trained model's key covers it), then the families
-    ("rankers.inputs", ("rankers.errors", "rankers.losses", "rankers.io*", "rankers.inputs*")),
+    # rankers/: what every family needs and nothing of a family (errors, losses, the hook groups,
+    # precision, weights in and out, inputs), then the ranker contract (the registry, Ranker and
+    # its configs, runtimes), then training (only a trained model's key covers it), then the
+    # families
+    (
+        "rankers.parts",
+        (
+            "rankers.errors",
+            "rankers.losses",
+            "rankers.hooks",
+            "rankers.precision",
+            "rankers.io*",
+            "rankers.inputs*",
+        ),
+    ),
     (
         "rankers.contract",
         (
@@ -222,7 +233,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "rankers.base",
             "rankers.trainconfig",
             "rankers.itemorder",
-            "rankers.precision",
             "rankers.runtimes",
         ),
     ),
@@ -388,6 +398,7 @@ def test_rankers_top_level_stays_small() -> None:
         ("rankers.fit.loop", "from rankers.families.monobert import MonoBERTRanker\n"),
         ("rankers.base", "def f():\n    from rankers.fit.lists import fit_lists\n"),
         ("rankers.inputs.batching", "from rankers.base import Ranker\n"),
+        ("rankers.hooks", "from rankers.fit.loop import Trainable\n"),
         ("rankers.io.persist", "import rankers.families.encoder\n"),
         ("bench.results.records", "from rankers.base import Ranker\n"),
     ],

@@ -36,7 +36,7 @@ from bench.latency.timemodel import (
     row_cost,
 )
 from rankers import create_ranker
-from rankers.base import EncoderCall
+from rankers.hooks import EncoderCall
 
 # d = 4, d_ff = 8, 2 heads: a layer's linears are 4 x (4x4), 4x8 and 8x4
 SHAPE = EncoderShape(layers=2, hidden=4, intermediate=8, heads=2)

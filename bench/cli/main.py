@@ -483,11 +483,12 @@ def export(
     """
     from bench.core.settings import results_root
     from rankers import RankerError, open_ranker
+    from rankers.hooks import Exportable
     from rankers.io.export import export_target, staged, write_description
 
     out = export_target(out, source, [results_root(results_dir)], overwrite)
     ranker = open_ranker(source, device="cpu")  # a folder without ranker.json is refused
-    if not ranker.exports():
+    if not isinstance(ranker, Exportable):
         raise RankerError(
             f"{source}: ranker {ranker.name!r} has no export format (monobert, dpr, ance and "
             "crossjem have one)"

@@ -1,8 +1,10 @@
 """Old module paths and where each lives now: one table for ``bench`` and ``rankers``.
 
 **Which old paths get a shim.** A path that code kept outside this repository is documented to
-import: the foundation's modules (a ranker may import :mod:`bench.core`, :mod:`bench.data` and
-:mod:`bench.results`, so their paths from before bench/ was split into layers) and the rankers
+import: every module now in the foundation, at its path from before bench/ was split into layers
+where that path is free (a ranker may import :mod:`bench.core`, :mod:`bench.data` and
+:mod:`bench.results`; ``bench.results``, the old records module, is now that package, and the
+old ``bench.data`` loader functions moved into :mod:`bench.data.splits`) and the rankers
 modules docs/extending.md names for rankers defined elsewhere (the training loop, list training,
 resume, persistence, model aliases). A ranker family's module gets none: rankers are reached by
 their registered name (``rankers.create_ranker("monobert")``), never by module path.
@@ -36,7 +38,9 @@ MOVED: dict[str, str] = {
     "bench.ranking": "bench.results.ranking",
     "bench.settings": "bench.core.settings",
     "bench.shard": "bench.core.shard",
+    "bench.significance": "bench.results.significance",
     "bench.trained": "bench.core.trained",
+    "bench.latency.tracker": "bench.core.timing",
     # rankers/ split into machinery packages and families (0.2.0)
     "rankers.training": "rankers.fit.loop",
     "rankers.listtrain": "rankers.fit.lists",

@@ -35,6 +35,7 @@ from bench.results.cache import (
 )
 from bench.results.records import ResultRecord
 from rankers import Ranker, RankerError
+from rankers.hooks import fits
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +164,7 @@ def _train(
             work.mkdir(parents=True, exist_ok=True)
     wait()
     ranker.work_dir = work  # a resumable trainer keeps its checkpoints here
-    fitted = TrainingSummary.of(ranker.fit(train, dev))
+    fitted = TrainingSummary.of(fits(ranker).fit(train, dev))
     summary = fitted.to_json()
     # every process takes part (the baselines' runs and the dev scores are sharded); main keeps it
     verdict = dev_baselines(ranker, fitted, job.dataset, dev, baselines)

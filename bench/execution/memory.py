@@ -2,7 +2,7 @@
 
 A step's activation memory follows the sequences it holds, so the plan estimates the largest
 step from the train lists' lengths and the ranker's step shape
-(:meth:`rankers.base.Ranker.training_step_shape`) and refuses one that cannot fit, before any
+(:meth:`rankers.hooks.Fits.training_step_shape`) and refuses one that cannot fit, before any
 work, naming the options that bound it. The estimate is the activations a transformer layer
 keeps for the backward pass (Korthikanti et al., 2022: ``34 s h + 5 a s^2`` bytes per sequence
 in 16 bits, twice that in float32), times the layers, plus the weights, their gradients and
@@ -17,6 +17,8 @@ import dataclasses
 import logging
 from collections.abc import Sequence
 from typing import Any
+
+from rankers.hooks import fits
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +104,7 @@ def step_problem(ranker: Any, list_lengths: Sequence[int], device: str) -> tuple
     """The plan's line about ``ranker``'s largest training step on lists of ``list_lengths``
     items, and why it cannot fit (None: it can, or nothing is known). ``("", None)`` for a
     ranker without a step shape."""
-    shape = ranker.training_step_shape(list_lengths)
+    shape = fits(ranker).training_step_shape(list_lengths)
     if shape is None:
         return "", None
     try:

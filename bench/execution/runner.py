@@ -56,6 +56,7 @@ from rankers import (
     module_of,
 )
 from rankers.fit.targets import ENSEMBLE_SEPARATOR, teacher_parts
+from rankers.hooks import fits, input_checks
 
 __all__ = [
     "TRAINING_FILE",
@@ -160,7 +161,7 @@ def label_for(
         for k, v in config.items()
         if k != "model" and v != defaults.get(k)
     ]
-    digest = input_digest(ranker.input_files())
+    digest = input_digest(input_checks(ranker).input_files())
     return RowKey(ranker.name, tuple(options), fitted, train_subset, subset, digest).label()
 
 
@@ -468,8 +469,8 @@ def _run_ranker(name: str, opts: RunOptions, device: str) -> tuple[Ranker, str |
     trained weights, or needs none). A ranker that would score untrained weights and cannot be
     trained is refused here: its run would be meaningless, and the user can name a model."""
     ranker = create_ranker(name, ranker_options(name, opts.dataset, opts.options), device=device)
-    ranker.check_model()
-    untrained = ranker.untrained_weights()
+    input_checks(ranker).check_model()
+    untrained = fits(ranker).untrained_weights()
     if untrained is not None and not ranker.trainable:
         raise RankerError(
             f"{name} would score with {untrained}, and the harness cannot train it: give a "
@@ -518,7 +519,7 @@ def _score_job(
         "train_subset": opts.train_subset if fit else None,
     }
     code = scoring_code(_code_root(ranker), settings_file(name))
-    inputs = ranker.input_fingerprint()
+    inputs = input_checks(ranker).input_fingerprint()
     key = CacheKey.of(
         # the measures are not in the key: a stored run is evaluated again (bench.execution.keys)
         config={
@@ -548,7 +549,7 @@ def _score_job(
         provenance={},
         key_parts=key.parts,
         overrides=overrides,
-        inputs=ranker.input_files() or None,
+        inputs=input_checks(ranker).input_files() or None,
     )
     out_dir = run_dir(ctx.results_root, split.dataset, name, split.split, key.digest)
     return ScoreJob(
@@ -644,7 +645,7 @@ def plan_train(opts: RunOptions, ctx: RunContext, plan: Plan | None = None) -> P
     ranker = create_ranker(
         name, ranker_options(name, opts.dataset, opts.options), device=ctx.device
     )
-    ranker.check_model()
+    input_checks(ranker).check_model()
     if not ranker.trainable:
         raise RankerError(
             f"ranker {ranker.name!r} is not trainable, so `bench train` has nothing to do "

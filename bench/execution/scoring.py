@@ -39,12 +39,13 @@ from bench.results.records import (
     write_result,
 )
 from rankers import Ranker, RankerError
+from rankers.hooks import input_checks, latency_parts
 
 log = logging.getLogger(__name__)
 
 
 def input_notes(report: Mapping[str, Any]) -> list[str]:
-    """Lines that say what :meth:`~rankers.base.Ranker.input_report` counted: texts cut to the
+    """Lines that say what :meth:`~rankers.hooks.InputChecks.input_report` counted: texts cut to the
     length limit (and the share of tokens lost), lists split over several encoder rows."""
     out = []
     for what, key in (("queries", "queries_cut"), ("items", "items_cut")):
@@ -75,7 +76,7 @@ def score_split(
 ) -> tuple[list[np.ndarray], LatencyTracker]:
     """Warm up on the first lists (untimed), then score every list under the latency tracker."""
     if warmup:
-        ranker.warmup(split.lists[:warmup])
+        latency_parts(ranker).warmup(split.lists[:warmup])
     tracker = LatencyTracker(ranker.device)
     scores: list[np.ndarray] = []
     bar = progress_bar(
@@ -260,8 +261,8 @@ class ScoreJob:
             device=device,
             threads=threads,
             scope="ranker.score per call (tokenisation included)",
-            mode=ranker.scoring_mode(),
-            dtype=ranker.compute_dtype(),
+            mode=latency_parts(ranker).scoring_mode(),
+            dtype=latency_parts(ranker).compute_dtype(),
         ).to_dict()
         record.provenance = {
             **provenance.collect(),
@@ -272,7 +273,7 @@ class ScoreJob:
             # how many processes scored it (not in the key: any count gives the same run file)
             "processes": role.world,
             # texts cut and lists split over encoder rows (bench.reporting.reports.input_notes)
-            "inputs": ranker.input_report(split.lists),
+            "inputs": input_checks(ranker).input_report(split.lists),
         }
         for note in input_notes(record.provenance["inputs"]):
             log.info("%s on %s/%s: %s", ranker.name, split.dataset, split.split, note)

@@ -2,7 +2,7 @@
 
 Per N and ranker (:func:`bench.latency.benchmark.run_benchmark` drives it): each ranker of
 ``--rankers`` is created with its resolved options and asked for its
-:meth:`~rankers.base.Ranker.latency_variants` (batch sizes, scoring modes); every variant is
+:meth:`~rankers.hooks.LatencyParts.latency_variants` (batch sizes, scoring modes); every variant is
 one :class:`Entry`, created, ``index()``-ed on the lists, given ``warmup`` untimed calls, then
 timed over ``repeats`` passes with
 :class:`~bench.core.timing.LatencyTracker`, ``batch_queries`` lists per ``score()`` call, the
@@ -39,6 +39,7 @@ from bench.latency.records import (
 )
 from bench.latency.rows import entry_rows
 from rankers.base import Ranker, RankerConfig, RankerError
+from rankers.hooks import latency_parts
 
 log = logging.getLogger(__name__)
 
@@ -205,7 +206,7 @@ def entries_for(
 ) -> list[Entry]:
     """The rows to time at list size ``n``: for each ranker, its resolved options (config file,
     then ``options``; ``batch_queries`` when its config has that field) and one entry per
-    :meth:`~rankers.base.Ranker.latency_variants` (creating a ranker loads nothing)."""
+    :meth:`~rankers.hooks.LatencyParts.latency_variants` (creating a ranker loads nothing)."""
     from bench.execution.ranker_settings import ranker_options
     from rankers import canonical_name, get_ranker_class
 
@@ -219,7 +220,7 @@ def entries_for(
             base["batch_queries"] = batch_queries
         ranker = cls(cls.Config.from_options(base), device="cpu")
         wanted = resolve_batch_sizes(sizes[key], n * batch_queries, key) if key in sizes else None
-        for variant in ranker.latency_variants(wanted):
+        for variant in latency_parts(ranker).latency_variants(wanted):
             out.append(Entry(variant.label, key, {**base, **variant.options}, variant.column))
     return out
 
@@ -266,7 +267,7 @@ def column_for(ranker: str, config: Mapping[str, Any]) -> str:
         log.debug("column of %s: %s", ranker, exc)
         return ranker
     resolved = probe.config.to_dict()
-    for variant in probe.latency_variants(None):
+    for variant in latency_parts(probe).latency_variants(None):
         if all(resolved.get(k) == v for k, v in variant.options.items()):
             return variant.column
     return ranker
@@ -305,11 +306,12 @@ def _call(
     """One call of ``ranker`` on ``batch``, recorded in ``trackers`` (None: a warm-up call) for
     each of ``names`` (:data:`PARTS`); in its two steps under one clock when a step is asked."""
     in_steps = "host" in names or "model" in names
+    parts = latency_parts(ranker)  # before the clock starts: a protocol check reads attributes
     with timed_call(ranker.device) as clock:
         if in_steps:
-            prepared = ranker.prepare_scoring(batch)
+            prepared = parts.prepare_scoring(batch)
             clock.mark()
-            out = ranker.score_prepared(prepared)
+            out = parts.score_prepared(prepared)
         else:
             out = ranker.score(batch)
     _check_scores(ranker, out, batch)
@@ -480,7 +482,7 @@ def encoder_work(
 ) -> dict[str, Any]:
     """What the cost model needs of ``ranker``'s timed calls (untimed, after the timing): its
     scoring dtype, its encoder's shape and the encoder calls of one pass over ``lists``
-    (:meth:`~rankers.base.Ranker.encoder_calls` of each call's prepared inputs); empty for a
+    (:meth:`~rankers.hooks.LatencyParts.encoder_calls` of each call's prepared inputs); empty for a
     ranker that declares none."""
     from bench.latency.efficiency import EncoderShape
     from bench.latency.timemodel import compress_calls
@@ -493,7 +495,7 @@ def encoder_work(
         return {}  # likewise any runtime other than PyTorch
     calls = []
     for batch in split_calls(lists, batch_queries):
-        found = ranker.encoder_calls(ranker.prepare_scoring(batch))
+        found = ranker.encoder_calls(ranker.prepare_scoring(batch))  # an EncoderRanker
         if found is None:
             return {}
         calls.extend(found)

@@ -51,12 +51,12 @@ class LatencyRow:
     n: int
     batch_queries: int
     options: dict[str, Any]
-    weights: str  # Ranker.weights_note(): how trained the timed weights are
-    dtype: str  # Ranker.compute_dtype()
+    weights: str  # LatencyParts.weights_note(): how trained the timed weights are
+    dtype: str  # LatencyParts.compute_dtype()
     latency: dict[str, Any]  # LatencySummary.to_dict() of whole score() calls
     tokenisation: dict[str, Any] | None = None  # the host step alone, with "covers"
     model_only: dict[str, Any] | None = None  # score_prepared alone
-    mode: str = ""  # Ranker.scoring_mode(); "" in records older than the field
+    mode: str = ""  # LatencyParts.scoring_mode(); "" in records older than the field
     best: bool = False  # fastest (p50) row of its column at this N
     ranker_info: dict[str, Any] = field(default_factory=dict)  # describe()
     #: throughput mode (several processes timed at once, :mod:`bench.latency.processes`): each

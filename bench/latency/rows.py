@@ -15,6 +15,7 @@ from bench.core.timing import LatencySummary, LatencyTracker
 from bench.latency.arch import ARCHS, random_weights_note
 from bench.latency.records import LatencyRow
 from rankers.base import Ranker
+from rankers.hooks import latency_parts
 
 if TYPE_CHECKING:
     from bench.latency.protocol import BenchOptions, Loaded
@@ -52,7 +53,7 @@ def _weights(ranker: Ranker, checkpoint: str | None, arch: str) -> str:
     fields = {f.name for f in dataclasses.fields(type(ranker.config))}
     if ARCHS.get(arch) is not None and "model" in fields:
         return random_weights_note(arch)
-    return ranker.weights_note(checkpoint)
+    return latency_parts(ranker).weights_note(checkpoint)
 
 
 def entry_rows(
@@ -96,11 +97,11 @@ def entry_rows(
                 batch_queries=opts.batch_queries,
                 options=ranker.config.to_dict(),
                 weights=_weights(ranker, checkpoint, opts.arch),
-                dtype=ranker.compute_dtype(),
+                dtype=latency_parts(ranker).compute_dtype(),
                 latency=latency,
                 tokenisation=host,
                 model_only=model_only,
-                mode=ranker.scoring_mode(),
+                mode=latency_parts(ranker).scoring_mode(),
                 ranker_info=ranker.describe(),
             )
         )

@@ -1,6 +1,6 @@
 """The latency cost model in time: a ranker's encoder time per query predicted from the machine's
 kernel rates (:mod:`bench.latency.calibration`) and the encoder calls it makes
-(:meth:`rankers.base.Ranker.encoder_calls`).
+(:meth:`rankers.hooks.LatencyParts.encoder_calls`).
 
 The FLOP model (:mod:`bench.latency.efficiency`) predicts the same CROSS-JEM speed-up in every
 precision; measured, it is not the same, because the kernels do not speed up alike (on a CPU
@@ -33,7 +33,7 @@ import numpy as np
 from bench.latency.calibration import Calibration, linear_shapes
 from bench.latency.efficiency import EncoderShape, sequence_flops
 from bench.latency.records import LatencyRow
-from rankers.base import EncoderCall
+from rankers.hooks import EncoderCall
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ import numpy as np
 
 from bench.data.model import CandidateList, RankingSplit
 from rankers.base import SCORE, Ranker, RankerConfig, RankerError, option
+from rankers.hooks import LatencyParts
 from rankers.inputs.lexical import BM25Index, tokenize
 
 
@@ -30,7 +31,7 @@ class BM25Config(RankerConfig):
     b: float = option(0.4, role=SCORE, min=0, max=1, help="document-length normalisation")
 
 
-class BM25Ranker(Ranker[BM25Config]):
+class BM25Ranker(Ranker[BM25Config], LatencyParts):
     name = "bm25"
     family = "sparse"
     Config = BM25Config

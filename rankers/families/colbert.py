@@ -63,7 +63,9 @@ from rankers.base import (
     option,
 )
 from rankers.families import colbert_compat
+from rankers.hooks import Fits, LatencyParts
 from rankers.io.models import expected_new_weights, resolve_model, weights_hash
+from rankers.io.persist import Persistent
 from rankers.itemorder import item_texts, sort_items_option
 from rankers.trainconfig import ListTrainingConfig
 
@@ -244,7 +246,7 @@ def _has_projection(path: str) -> bool | None:
     return False
 
 
-class ColBERTRanker(Ranker[ColBERTRankerConfig]):
+class ColBERTRanker(Ranker[ColBERTRankerConfig], LatencyParts, Fits, Persistent):
     """MaxSim re-ranking with a colbert-ai model; candidates are encoded at query time."""
 
     name: ClassVar[str] = "colbert"

@@ -47,14 +47,15 @@ from rankers.base import (
     RUNTIME,
     SCORE,
     TRAINING,
-    LatencyVariant,
     Ranker,
     RankerError,
     TrainingConfig,
     inherit_option,
     option,
 )
+from rankers.hooks import Exportable, Fits, LatencyParts, LatencyVariant
 from rankers.io.models import ModelRef, resolve_model, state_hash, weights_hash
+from rankers.io.persist import Persistent
 from rankers.itemorder import item_texts, sort_items_option
 from rankers.trainconfig import ListTrainingConfig
 
@@ -166,7 +167,7 @@ class _FitData:
     collection: dict[str, str]
 
 
-class DenseRanker(Ranker[DenseConfig]):
+class DenseRanker(Ranker[DenseConfig], LatencyParts, Fits, Persistent, Exportable):
     """A SentenceTransformer bi-encoder; subclasses only choose how hard negatives are scored."""
 
     family = "dual"

@@ -35,16 +35,17 @@ from rankers.base import (
     RUNTIME,
     SCORE,
     TRAINING,
-    LatencyVariant,
     Ranker,
     RankerError,
     TrainingConfig,
     inherit_option,
     option,
 )
+from rankers.hooks import Exportable, Fits, InputChecks, LatencyParts, LatencyVariant
 from rankers.inputs.batching import SpecialIds, cut_counts, special_ids, token_ids
 from rankers.inputs.tokens import ItemTokens
 from rankers.io.models import resolve_model, state_hash, weights_hash
+from rankers.io.persist import Persistent
 from rankers.itemorder import item_texts
 from rankers.losses import ANY_REAL_TARGETS, TEACHER_SCORES
 from rankers.precision import INT8, CastCache, scoring_dtype
@@ -173,7 +174,9 @@ class EncoderConfig(ListTrainingConfig):
 EC = TypeVar("EC", bound=EncoderConfig)
 
 
-class EncoderRanker(Ranker[EC], Generic[EC]):
+class EncoderRanker(
+    Ranker[EC], LatencyParts, InputChecks, Fits, Persistent, Exportable, Generic[EC]
+):
     """A ranker whose module is ``encoder`` (Hugging Face AutoModel) plus a small head.
 
     Subclasses build the module in :meth:`_build_module` and implement scoring; the encoder,

@@ -24,8 +24,9 @@ import torch
 from torch import Tensor, nn
 
 from bench.data.model import CandidateList
-from rankers.base import RUNTIME, SCORE, TRAINING, EncoderCall, RankerError, inherit_option, option
+from rankers.base import RUNTIME, SCORE, TRAINING, RankerError, inherit_option, option
 from rankers.families.encoder import EncoderConfig, EncoderRanker
+from rankers.hooks import EncoderCall
 from rankers.inputs.batching import (
     check_positions,
     list_arrays,

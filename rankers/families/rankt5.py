@@ -43,7 +43,9 @@ from rankers.base import (
     inherit_option,
     option,
 )
+from rankers.hooks import Fits, LatencyParts
 from rankers.io.models import expected_new_weights, resolve_model, weights_hash
+from rankers.io.persist import Persistent
 from rankers.itemorder import item_texts, sort_items_option
 from rankers.trainconfig import ListTrainingConfig
 
@@ -129,7 +131,7 @@ class RankT5Config(ListTrainingConfig):
             )
 
 
-class RankT5Ranker(Ranker[RankT5Config]):
+class RankT5Ranker(Ranker[RankT5Config], LatencyParts, Fits, Persistent):
     """Pointwise seq2seq scorer (one pair per encoder pass), trained listwise."""
 
     name: ClassVar[str] = "rankt5"

@@ -31,6 +31,7 @@ from bench.data.files import DatasetError, read_bytes
 from bench.data.model import CandidateList, RankingSplit
 from bench.data.trec import RunEntry, read_run
 from rankers.base import SCORE, Ranker, RankerConfig, RankerError, option
+from rankers.hooks import InputChecks
 
 
 @dataclass
@@ -45,7 +46,7 @@ class RunFileConfig(RankerConfig):
     )
 
 
-class RunFileRanker(Ranker[RunFileConfig]):
+class RunFileRanker(Ranker[RunFileConfig], InputChecks):
     """Scores read from a run file; higher is more relevant, as in TREC runs."""
 
     name = "runfile"

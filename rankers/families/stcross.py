@@ -26,6 +26,7 @@ import numpy as np
 
 from bench.data.model import CandidateList
 from rankers.base import RUNTIME, SCORE, Ranker, RankerConfig, RankerError, option
+from rankers.hooks import Fits, LatencyParts
 from rankers.io.models import ModelRef, resolve_model
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,7 @@ def _has_trained_head(ref: ModelRef) -> bool | None:
     return any(str(a).endswith("ForSequenceClassification") for a in architectures or [])
 
 
-class STCrossEncoderRanker(Ranker[STCrossEncoderConfig]):
+class STCrossEncoderRanker(Ranker[STCrossEncoderConfig], LatencyParts, Fits):
     """``CrossEncoder.predict`` over the (query, item) pairs of each call."""
 
     name: ClassVar[str] = "st-crossencoder"

@@ -13,12 +13,12 @@ index instead of a Python loop over tokens:
 * ``distinct``: its distinct ids sorted ascending (what CROSS-JEM's union and pooling use), with
   ``first``: the position in the item of each one's first occurrence (CROSS-JEM item positions).
 
-The store itself holds no Python object per token and no padding (issue 20: a collection of 10^6
-items): flat int32 arrays of every item's ids and of its distinct ids and first positions, with
-int64 offsets per item, filled chunk by chunk so that the tokenizer's Python lists exist for one
-chunk at a time. The one Python object per item is the text -> row dictionary. The simple padded
-store it replaced, :class:`PaddedItemTokens`, is kept as the test oracle: both give the same
-arrays for every lookup.
+The store itself holds no Python object per token and no padding (so that a collection of 10^6 items
+fits in memory): flat int32 arrays of every item's ids and of its distinct ids and first positions,
+with int64 offsets per item, filled chunk by chunk so that the tokenizer's Python lists exist for
+one chunk at a time. The one Python object per item is the text -> row dictionary. The simple padded
+store it replaced, :class:`PaddedItemTokens`, is kept as the test oracle: both give the same arrays
+for every lookup.
 """
 
 from __future__ import annotations

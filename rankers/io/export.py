@@ -1,6 +1,6 @@
 """Models out: a ranker's weights as a folder another library loads (``bench export``).
 
-Each exporting ranker implements :meth:`rankers.base.Ranker.export` with the builders here, so
+Each exporting ranker implements :meth:`rankers.hooks.Exportable.export` with the builders here, so
 the format code sits in one place and each ranker says only what its model is:
 
 * monoBERT -> a sentence-transformers ``CrossEncoder`` folder (:func:`cross_encoder_folder`):
@@ -54,7 +54,7 @@ IDENTITY = "torch.nn.modules.linear.Identity"
 
 @dataclass(frozen=True)
 class Exported:
-    """What :meth:`~rankers.base.Ranker.export` wrote."""
+    """What :meth:`~rankers.hooks.Exportable.export` wrote."""
 
     #: the library and class that load the folder
     loads_with: str

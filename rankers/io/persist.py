@@ -1,4 +1,4 @@
-"""One way to save and restore a ranker (issue 19 item 4).
+"""One way to save and restore a ranker, so every ranker's folder has the same shape.
 
 Every ranker's :meth:`~rankers.base.Ranker.save` and :meth:`~rankers.base.Ranker.load` run
 :func:`save_ranker` and :func:`load_ranker`; a ranker says only how its *weights* are written
@@ -35,12 +35,13 @@ import logging
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from bench.core.io import atomic_write_json
 from bench.core.trained import TrainingSummary
 from bench.results.cache import MANIFEST, manifest_problem, safetensors_problem, write_manifest
 from rankers.errors import RankerError
+from rankers.hooks import view_as
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +94,45 @@ TOKENIZER_DIR = "tokenizer"
 _STAGING = ".saving"
 
 
+@runtime_checkable
+class TrainsAModule(Protocol):
+    """A ranker whose weights are one ``torch.nn.Module`` (the :class:`rankers.fit.loop.Trainable`
+    ones): the default weights hooks save and load its state dict."""
+
+    def training_module(self) -> Any: ...
+
+
+@runtime_checkable
+class Persistent(Protocol):
+    """How a ranker's weights are written and read (the hook group of persistence; the rest of a
+    save is the same for every ranker). The bodies are the defaults: a :class:`TrainsAModule`
+    ranker's state dict and tokenizer, nothing for a stateless one. A ranker with its own format
+    (a Hugging Face folder) overrides :meth:`write_weights` and :meth:`read_weights`, never
+    ``save``/``load``."""
+
+    name: ClassVar[str]
+
+    def saved_parts(self) -> tuple[str, ...]:
+        """The files and folders a saved folder must hold besides ``ranker.json``."""
+        return (WEIGHTS_FILE,) if isinstance(self, TrainsAModule) else ()
+
+    def write_weights(self, folder: Path) -> None:
+        """Write the weights into ``folder`` (default: :func:`write_module`)."""
+        if isinstance(self, TrainsAModule):
+            write_module(self, folder)
+
+    def read_weights(self, folder: Path, meta: dict[str, Any]) -> None:
+        """Read what :meth:`write_weights` wrote (the config is restored already); ``meta`` is
+        the folder's ``ranker.json``."""
+        if isinstance(self, TrainsAModule):
+            read_module(self, folder)
+
+    def restored_options(self, meta: dict[str, Any], folder: Path) -> dict[str, Any]:
+        """Options a loaded folder sets beyond its saved config (e.g. ``model`` pointing into
+        the folder): applied after the restore rule. Default: none."""
+        return {}
+
+
 def saved_meta(ranker: Any) -> dict[str, Any]:
     """What ``ranker.json`` holds: ``describe()`` and, for a ranker that keeps one, its training
     summary (under ``training``)."""
@@ -115,7 +155,7 @@ def save_ranker(ranker: Any, path: Path) -> None:
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     try:
-        ranker.write_weights(staging)
+        view_as(ranker, Persistent).write_weights(staging)
         # after the weights: a ranker may record their file hash in describe()
         atomic_write_json(staging / RANKER_FILE, saved_meta(ranker))
         # unpublish the previous save first: a crash from here on leaves no ranker.json
@@ -145,7 +185,7 @@ def restored_config(ranker: Any, meta: dict[str, Any], path: Path) -> Any:
     if unknown:
         log.info("%s: ignoring saved option(s) this version lacks: %s", path, ", ".join(unknown))
     restored = {k: v for k, v in saved.items() if k in fields and k not in runtime}
-    restored.update(ranker.restored_options(meta, path))
+    restored.update(view_as(ranker, Persistent).restored_options(meta, path))
     current = config.to_dict()
     changed = {k: (current.get(k), v) for k, v in restored.items() if current.get(k) != v}
     if changed:
@@ -167,14 +207,15 @@ def load_ranker(ranker: Any, path: Path) -> None:
         problem = manifest_problem(path)
         if problem:
             raise RankerError(f"{path}: damaged {ranker.name} checkpoint: {problem}")
-    meta = read_saved(path, ranker.name, *ranker.saved_parts())
+    weights = view_as(ranker, Persistent)
+    meta = read_saved(path, ranker.name, *weights.saved_parts())
     ranker.config = restored_config(ranker, meta, path)
     if hasattr(ranker, "training_summary"):
         saved = meta.get("training")
         ranker.training_summary = (
             TrainingSummary.from_json(saved) if isinstance(saved, dict) else None
         )
-    ranker.read_weights(path, meta)
+    weights.read_weights(path, meta)
 
 
 # -- the default weights hooks -------------------------------------------------------------------
@@ -200,10 +241,9 @@ def read_module(ranker: Any, folder: Path) -> None:
 
 
 def _module(ranker: Any) -> Any:
-    make = getattr(ranker, "training_module", None)
-    if not callable(make):
+    if not isinstance(ranker, TrainsAModule):
         raise RankerError(
             f"{ranker.name}: has no training_module(), so the default weights hooks cannot save "
             "it; give it write_weights/read_weights"
         )
-    return make()
+    return ranker.training_module()

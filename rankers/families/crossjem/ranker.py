@@ -16,8 +16,6 @@ from rankers.base import (
     RUNTIME,
     SCORE,
     TRAINING,
-    EncoderCall,
-    LatencyVariant,
     RankerError,
     inherit_option,
     option,
@@ -26,6 +24,7 @@ from rankers.families.crossjem.inputs import ORDERS, POSITIONS, SHARES, Layout, 
 from rankers.families.crossjem.model import CrossJEMBatch, CrossJEMModule, collate
 from rankers.families.crossjem.packed import PackedRows, pack_lists
 from rankers.families.encoder import EncoderConfig, EncoderRanker
+from rankers.hooks import EncoderCall, LatencyVariant
 from rankers.inputs.batching import check_positions, token_ids
 
 if TYPE_CHECKING:
