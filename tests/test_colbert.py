@@ -15,6 +15,7 @@ from crashing import Crash, die_after_checkpoint
 from bench.data.model import Candidate, CandidateList, Query, RankingSplit
 from rankers.base import RankerError
 from rankers.families.colbert import ColBERTRanker, ColBERTRankerConfig, _no_cpp_extension
+from rankers.fit.colbert import ColBERTSteps
 from rankers.io.models import resolve_model, state_hash
 
 # bert-base-uncased vocabulary ids (MiniLM's): colbert-ai's markers are [unused0]/[unused1]
@@ -193,7 +194,7 @@ def test_triples_take_negatives_from_the_list_and_respect_the_relevance_level(
     tiny_bert: Path,
 ) -> None:
     ranker = _ranker(tiny_bert, nway=3)
-    triples = ranker.triples(TRAIN)
+    triples = ColBERTSteps(ranker).triples(TRAIN)
     assert len(triples) == 6  # one per (query, relevant candidate)
     bike = [t for t in triples if t.qid == "t2"]
     # one negative in the list: cycled to fill nway - 1 = 2
@@ -202,7 +203,7 @@ def test_triples_take_negatives_from_the_list_and_respect_the_relevance_level(
     graded = _split("g", [("q", ["grade one"], ["grade zero"])])
     graded.qrels["g0"]["g0p0"] = 1
     graded.relevance_level = 2  # grade 1 no longer counts: no positive, no triple
-    assert ranker.triples(graded) == []
+    assert ColBERTSteps(ranker).triples(graded) == []
     with pytest.raises(RankerError, match="nothing to train on"):
         ranker.fit(graded)
 
@@ -214,9 +215,9 @@ def test_fit_changes_weights_lowers_the_loss_and_round_trips(
     ranker = _ranker(tiny_bert, **options)
     assert ranker.untrained_weights() == "the ColBERT projection on a bare BERT"
     before_hash = ranker.describe()["weights_hash"]
-    before_loss = ranker.training_loss(TRAIN)
+    before_loss = ColBERTSteps(ranker).training_loss(TRAIN)
     summary = ranker.fit(TRAIN, dev=TRAIN).to_json()
-    after_loss = ranker.training_loss(TRAIN)
+    after_loss = ColBERTSteps(ranker).training_loss(TRAIN)
     assert after_loss < before_loss - 0.05
     assert summary["weights_hash"] != before_hash
     assert summary["weights_hash"] == ranker.describe()["weights_hash"]

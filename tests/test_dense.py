@@ -241,7 +241,9 @@ def test_ance_fine_tunes_and_remines_with_current_weights(tmp_path: Path) -> Non
     assert rounds[0].weights == before
     assert rounds[1].weights == summary["epoch_weights_hash"][0] != before
     # the mining function ranks by the weights it is given: compare with an independent ranking
-    mined = ranker.mine_negatives(TRAIN, epoch=3)
+    from rankers.fit.dense import mine_negatives
+
+    mined = mine_negatives(ranker, TRAIN, epoch=3)
     assert mined.weights == state_hash(ranker.model)
     pools = {
         "train-0": [text_id(t, "d") for t in TRAIN.lists[0].texts[2:]],
@@ -299,7 +301,7 @@ def test_interrupted_fit_resumes_to_identical_weights(
 
 def test_loss_masks_in_batch_positives_of_the_same_query(zero_shot: DPRRanker) -> None:
     """Two pairs of one query in a batch: each pair's other positive is no negative for it."""
-    from rankers.families.dense import _Pair
+    from rankers.fit.dense import Pair, contrastive_loss
 
     texts = TRAIN.collection()
     q0, q1 = TRAIN.lists[0].query, TRAIN.lists[1].query
@@ -310,13 +312,13 @@ def test_loss_masks_in_batch_positives_of_the_same_query(zero_shot: DPRRanker) -
     )
     prices = "bread prices rise in supermarkets"
     batch = [
-        _Pair(q0.qid, q0.text, text_id(bake, "d"), bake),
-        _Pair(q0.qid, q0.text, text_id(loaves, "d"), loaves),
-        _Pair(q1.qid, q1.text, text_id(PYTHON, "d"), PYTHON),
+        Pair(q0.qid, q0.text, text_id(bake, "d"), bake),
+        Pair(q0.qid, q0.text, text_id(loaves, "d"), loaves),
+        Pair(q1.qid, q1.text, text_id(PYTHON, "d"), PYTHON),
     ]
     negatives = {q0.qid: [text_id(prices, "d")], q1.qid: [text_id(java, "d")]}
     positives = {q: {d for d, g in r.items() if g >= 1} for q, r in TRAIN.qrels.items()}
-    loss = zero_shot._loss(batch, negatives, positives, texts, scale=20.0)
+    loss = contrastive_loss(zero_shot, batch, negatives, positives, texts, scale=20.0)
     # expected by hand: columns [bake, loaves, python, prices, prices, java]
     emb = zero_shot.model.encode(
         [q0.text, q0.text, q1.text, bake, loaves, PYTHON, prices, prices, java]

@@ -326,3 +326,41 @@ def test_no_key_covers_the_code_that_only_reads_or_drives_results() -> None:
                 f for f in files if f.startswith(READERS) or f == "bench/execution/runner.py"
             )
     assert covered == {k: [] for k in covered}
+
+
+@pytest.mark.parametrize(
+    ("name", "steps"),
+    [
+        ("dpr", "rankers/fit/dense.py"),
+        ("ance", "rankers/fit/dense.py"),
+        ("colbert", "rankers/fit/colbert.py"),
+    ],
+)
+def test_a_trainers_steps_key_its_training_only(name: str, steps: str) -> None:
+    """DPR's, ANCE's and ColBERT's training steps (pairs, mining, triples, the loss) live in the
+    training-only package: editing them re-keys their trained models but neither their zero-shot
+    runs nor another ranker's training."""
+    import rankers
+    from bench.execution.keys import scoring_code, training_code
+    from bench.execution.ranker_settings import settings_file
+
+    module, settings = rankers.module_of(name), settings_file(name)
+    assert steps in training_code(module, settings)["files"]
+    assert steps not in scoring_code(module, settings)["files"]
+    for other in ("monobert", "rankt5", "dpr" if name == "colbert" else "colbert"):
+        trained = training_code(rankers.module_of(other), settings_file(other))["files"]
+        assert steps not in trained, other
+
+
+def test_no_ranker_is_its_own_training_steps() -> None:
+    """One way into the training loop: every in-tree trainable ranker hands ``train_loop`` a steps
+    object (``ListSteps``, ``DenseSteps``, ``ColBERTSteps``), so no ranker class carries the
+    :class:`~rankers.fit.loop.Trainable` hooks or their training-only state."""
+    import rankers
+
+    hooks = ("training_module", "epoch_batches", "batch_loss", "on_epoch_start", "training_state")
+    carried = {
+        name: [h for h in hooks if hasattr(rankers.get_ranker_class(name), h)]
+        for name in rankers.available()
+    }
+    assert {name: found for name, found in carried.items() if found} == {}

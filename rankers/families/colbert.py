@@ -13,10 +13,10 @@ Everything that defines ColBERT comes from colbert-ai 0.2.x, not from a copy:
   documents, L2 normalisation) and scores from ``ColBERT.score`` = ``colbert_score`` (MaxSim:
   for each query vector the best document vector, summed);
 * training calls ``ColBERT.forward`` - the ``nway``-way softmax cross-entropy over (positive,
-  negatives) of each query, plus colbert-ai's in-batch loss when ``use_ib_negatives`` - in a small
-  loop of our own (colbert-ai's ``Trainer`` wants its own file formats and launcher) on
-  Accelerate, checkpointed by :class:`rankers.fit.resume.Resumable` like the list trainer, so an
-  interrupted fine-tuning resumes where it stopped.
+  negatives) of each query, plus colbert-ai's in-batch loss when ``use_ib_negatives`` - as the
+  steps :class:`rankers.fit.colbert.ColBERTSteps` of the shared loop (colbert-ai's ``Trainer``
+  wants its own file formats and launcher), checkpointed like every trainer, so an interrupted
+  fine-tuning resumes where it stopped.
 
 No index: candidates are encoded at query time and scored against the query directly. colbert-ai
 compiles a C++ extension (``segmented_maxsim``) whenever a model is built on a machine without
@@ -40,7 +40,6 @@ import dataclasses
 import io
 import json
 import logging
-import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,7 +49,7 @@ import numpy as np
 
 from bench.core.device import resolve_device
 from bench.core.trained import TrainingSummary
-from bench.data.model import CandidateList, RankingSplit, relevant
+from bench.data.model import CandidateList, RankingSplit
 from rankers.base import (
     DTYPE_NAMES,
     RUNTIME,
@@ -175,26 +174,6 @@ class ColBERTRankerConfig(TrainingConfig):
         0,
         help="projection init (new projections), negative sampling, shuffling and dropout",
     )
-
-
-@dataclass(frozen=True)
-class Triple:
-    """One training example: a query, a positive and ``nway - 1`` negatives (texts)."""
-
-    qid: str
-    query: str
-    positive: str
-    negatives: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class _Group:
-    """A train query with its relevant and non-relevant candidate texts."""
-
-    qid: str
-    query: str
-    positives: tuple[str, ...]
-    negatives: tuple[str, ...]
 
 
 # -- colbert-ai glue -------------------------------------------------------------------------------
@@ -375,7 +354,7 @@ class ColBERTRanker(Ranker[ColBERTRankerConfig], LatencyParts, Fits, Persistent)
         log.info("colbert: loaded %s on %s (projection %s)", path, self.device, self._provenance)
 
     @contextlib.contextmanager
-    def _inference(self) -> Iterator[None]:
+    def inference(self) -> Iterator[None]:
         """eval mode and no autograd, restoring the previous mode afterwards."""
         import torch
 
@@ -398,7 +377,7 @@ class ColBERTRanker(Ranker[ColBERTRankerConfig], LatencyParts, Fits, Persistent)
             return torch.zeros(0, self.cfg.query_maxlen, model.colbert_config.dim)
         ids, mask = self.query_tokenizer.tensorize(list(queries))
         step = self.cfg.batch_size
-        with self._inference():
+        with self.inference():
             parts = [
                 model.query(ids[i : i + step], mask[i : i + step])
                 for i in range(0, len(queries), step)
@@ -418,7 +397,7 @@ class ColBERTRanker(Ranker[ColBERTRankerConfig], LatencyParts, Fits, Persistent)
     def encode_documents(self, docs: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """(n, longest, dim) document vectors and (n, longest) mask (False: padding/punctuation)."""
         ids, mask = self.tensorize_documents(docs)
-        with self._inference():
+        with self.inference():
             D, D_mask = self.scoring_model().doc(ids, mask, keep_dims="return_mask")
         return D, D_mask.squeeze(-1)
 
@@ -447,7 +426,7 @@ class ColBERTRanker(Ranker[ColBERTRankerConfig], LatencyParts, Fits, Persistent)
             owner = np.repeat(np.arange(len(lists)), [len(cl) for cl in lists])
             owner_dev = upload({"owner": owner[order]}, str(Q.device))["owner"]
             parts = []
-            with self._inference():
+            with self.inference():
                 for start in range(0, len(order), self.cfg.batch_size):
                     idx = torch.from_numpy(order[start : start + self.cfg.batch_size])
                     width = int(lengths[idx.numpy()].max())
@@ -461,115 +440,16 @@ class ColBERTRanker(Ranker[ColBERTRankerConfig], LatencyParts, Fits, Persistent)
         return [flat[bounds[k] : bounds[k + 1]].copy() for k in range(len(lists))]
 
     # -- training ------------------------------------------------------------------------------
-    def triples(self, split: RankingSplit, rng: random.Random | None = None) -> list[Triple]:
-        """One triple per (query, relevant candidate): ``nway - 1`` negatives from the query's
-        non-relevant candidates - sampled with ``rng`` (without replacement while there are
-        enough), else the first ones in list order, cycled when the list has too few."""
-        k = self.cfg.nway - 1
-        out: list[Triple] = []
-        for g in _groups(split):
-            for pos in g.positives:
-                if rng is None:
-                    negs = [g.negatives[i % len(g.negatives)] for i in range(k)]
-                elif len(g.negatives) >= k:
-                    negs = rng.sample(g.negatives, k)
-                else:
-                    negs = [rng.choice(g.negatives) for _ in range(k)]
-                out.append(Triple(g.qid, g.query, pos, tuple(negs)))
-        return out
-
-    def batch_loss(self, batch: Sequence[Triple], module: Any = None) -> torch.Tensor:
-        """colbert-ai's objective on ``batch``: ``ColBERT.forward`` scores each query against its
-        [positive, negatives], cross-entropy with the positive as target (+ in-batch loss).
-        ``module``: the model to run (the training loop's prepared one; default :attr:`colbert`).
-        """
-        import torch
-        import torch.nn.functional as F
-
-        model = self.colbert if module is None else module
-        Q = self.query_tokenizer.tensorize([t.query for t in batch])
-        D = self.tensorize_documents([d for t in batch for d in (t.positive, *t.negatives)])
-        out = model(Q, D)
-        scores, ib_loss = out if self.cfg.use_ib_negatives else (out, None)
-        scores = scores.view(-1, self.cfg.nway).float()
-        labels = torch.zeros(scores.size(0), dtype=torch.long, device=scores.device)
-        loss = F.cross_entropy(scores, labels)
-        return loss + ib_loss if ib_loss is not None else loss
-
-    def training_loss(self, split: RankingSplit) -> float:
-        """Mean objective over ``split``'s deterministic triples (eval mode, no sampling)."""
-        triples = self.triples(split)
-        if not triples:
-            raise RankerError(f"{split.dataset}/{split.split}: no (positive, negative) triple")
-        total, step = 0.0, self.cfg.train_batch_size
-        with self._inference():
-            for i in range(0, len(triples), step):
-                batch = triples[i : i + step]
-                total += float(self.batch_loss(batch)) * len(batch)
-        return total / len(triples)
-
-    def epoch_triples(self, train: RankingSplit, epoch: int) -> list[Triple]:
-        """Epoch ``epoch``'s training order: negatives sampled and triples shuffled by a generator
-        seeded with (seed, epoch), so a resumed epoch sees the same batches again."""
-        rng = random.Random(self.cfg.seed * 100_003 + epoch)
-        triples = self.triples(train, rng)
-        rng.shuffle(triples)
-        return triples
-
-    # -- the training protocol of rankers.fit.loop.train_loop ----------------------------------
-    def training_module(self) -> ColBERT:
-        return self.colbert
-
-    def epoch_batches(self, train: RankingSplit, epoch: int) -> list[list[Triple]]:
-        """:meth:`epoch_triples` cut into ``train_batch_size`` triples a step."""
-        triples, size = self.epoch_triples(train, epoch), self.cfg.train_batch_size
-        return [triples[b : b + size] for b in range(0, len(triples), size)]
-
     def fit(self, train: RankingSplit, dev: RankingSplit | None = None) -> TrainingSummary:
-        """Fine-tune with colbert-ai's objective by the shared loop (:mod:`rankers.fit.loop`);
-        the epoch with the best dev AP@10 is kept.
+        """Fine-tune with colbert-ai's objective by the shared loop
+        (:func:`rankers.fit.colbert.fit_colbert`); the epoch with the best dev AP@10 is kept.
 
         With :attr:`work_dir` set, the full state is checkpointed there at every epoch end (and
         every ``checkpoint_steps`` steps) and an interrupted fit resumes from it.
         """
-        from rankers.fit.loop import LoopPlan, train_loop
-        from rankers.fit.resume import split_key
+        from rankers.fit.colbert import fit_colbert
 
-        cfg = self.cfg
-        groups = _groups(train)
-        if not groups:
-            raise RankerError(
-                f"{train.dataset}/{train.split}: no query has both a relevant (grade >= "
-                f"{train.relevance_level}) and a non-relevant candidate: nothing to train on"
-            )
-        n_triples = sum(len(g.positives) for g in groups)
-        plan = LoopPlan.of(
-            cfg,
-            # colbert-ai: linear warm-up and decay when warmup is set, else a constant lr; its
-            # AdamW decays every weight (biases and LayerNorm too)
-            schedule="linear" if cfg.warmup_steps else "constant",
-            warmup_steps=cfg.warmup_steps,
-            no_decay=(),
-            max_steps=cfg.max_steps,
-            data=split_key(train),
-            describe=(
-                f"{len(groups)} queries, {n_triples} triples/epoch, nway {cfg.nway}, lr {cfg.lr:g}"
-            ),
-        )
-        summary = train_loop(self, self, train, dev, plan)
-        summary.skipped_queries = len(train.lists) - len(groups)
-        summary.extra.update(
-            {
-                "objective": (
-                    f"colbert-ai ColBERT.forward: {cfg.nway}-way softmax CE (positive + "
-                    f"{cfg.nway - 1} list negatives)"
-                    + (" + in-batch negatives CE" if cfg.use_ib_negatives else "")
-                ),
-                "train_queries": len(groups),
-                "triples_per_epoch": n_triples,
-            }
-        )
-        self.training_summary = summary
+        self.training_summary = fit_colbert(self, train, dev)
         return self.training_summary
 
     # -- persistence ---------------------------------------------------------------------------
@@ -627,16 +507,4 @@ class ColBERTRanker(Ranker[ColBERTRankerConfig], LatencyParts, Fits, Persistent)
         }
 
 
-def _groups(split: RankingSplit) -> list[_Group]:
-    """Queries with at least one relevant and one non-relevant candidate (texts, list order)."""
-    out: list[_Group] = []
-    for cl in split.lists:
-        rel = relevant(split.qrels, cl.query.qid, split.relevance_level)
-        pos = tuple(dict.fromkeys(c.text for c in cl.candidates if c.docid in rel))
-        neg = tuple(dict.fromkeys(c.text for c in cl.candidates if c.docid not in rel))
-        if pos and neg:
-            out.append(_Group(cl.query.qid, cl.query.text, pos, neg))
-    return out
-
-
-__all__ = ["ColBERTRanker", "ColBERTRankerConfig", "Triple"]
+__all__ = ["ColBERTRanker", "ColBERTRankerConfig"]

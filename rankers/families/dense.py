@@ -1,7 +1,7 @@
 """Dual encoders (DPR, ANCE): query and item embedded separately, scored by their similarity.
 
 Both rankers are one SentenceTransformer scored the same way; they differ only in where training
-hard negatives come from (:meth:`DenseRanker._score_pool`):
+hard negatives come from (:attr:`DenseRanker.miner`):
 
 * **DPR** - BM25 (:class:`rankers.inputs.lexical.BM25Index` over the train split's collection),
   mined once.
@@ -9,16 +9,8 @@ hard negatives come from (:meth:`DenseRanker._score_pool`):
   weights (the original refreshes an ANN index asynchronously; per-epoch refresh is the
   synchronous equivalent at this data size).
 
-Negatives for a query are its *own* non-relevant candidates ranked by that scorer - these are the
-distractors a re-ranker has to push down. A query whose list holds no non-relevant candidate falls
-back to the whole train collection minus its positives, ranked by the same scorer (for BM25 that is
-``BM25Index.top_k`` with the positives excluded).
-
-The loss is MultipleNegativesRankingLoss-style cross-entropy over [all positives of the batch + all
-hard negatives of the batch], logits = ``scale * similarity`` (scale 20 on cosine = temperature
-0.05). Unlike sentence-transformers' own loss, in-batch columns that are *also relevant* to a row's
-query (two pairs of one query in a batch, a shared positive) are masked out rather than treated as
-negatives.
+Training (pairs, mining, the in-batch contrastive loss) is :class:`rankers.fit.dense.DenseSteps`,
+imported only inside :meth:`DenseRanker.fit`, so a zero-shot run's key leaves it out.
 
 Scoring modes: ``precompute=false`` encodes query and items at query time (what a re-ranker facing
 unseen items pays); ``precompute=true`` embeds every distinct candidate of the split once in
@@ -28,9 +20,7 @@ precomputed", the production setting of the paper's ANCE latency).
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -40,8 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 import numpy as np
 
 from bench.core.trained import TrainingSummary
-from bench.data.model import CandidateList, RankingSplit, relevant
-from bench.results.ranking import rank_order
+from bench.data.model import CandidateList, RankingSplit
 from rankers.base import (
     DTYPE_NAMES,
     RUNTIME,
@@ -63,6 +52,7 @@ if TYPE_CHECKING:
     import torch
     from sentence_transformers import SentenceTransformer
 
+    from rankers.fit.dense import MiningRound
     from rankers.io.export import Exported
 
 log = logging.getLogger(__name__)
@@ -71,8 +61,6 @@ log = logging.getLogger(__name__)
 MODEL_DIR = "model"
 
 SIMILARITIES: tuple[str, ...] = ("cosine", "dot")
-#: default logit scale per similarity (MultipleNegativesRankingLoss uses 20 on cosine)
-DEFAULT_SCALE: dict[str, float] = {"cosine": 20.0, "dot": 1.0}
 
 
 @dataclass
@@ -139,42 +127,15 @@ class DenseConfig(TrainingConfig):
     seed: int = inherit_option(TrainingConfig, "seed", 42, help="shuffling and dropout")
 
 
-@dataclass
-class MiningRound:
-    """One hard-negative mining pass: which weights mined it and what it chose (qid -> docids)."""
-
-    epoch: int
-    weights: str
-    negatives: dict[str, list[str]]
-    collection_fallback: int
-
-
-@dataclass(frozen=True)
-class _Pair:
-    qid: str
-    query: str
-    docid: str
-    text: str
-
-
-@dataclass(frozen=True)
-class _FitData:
-    """What one fit's training hooks read: its pairs, each query's positives and the texts."""
-
-    split: RankingSplit
-    pairs: list[_Pair]
-    positives: dict[str, set[str]]
-    collection: dict[str, str]
-
-
 class DenseRanker(Ranker[DenseConfig], LatencyParts, Fits, Persistent, Exportable):
-    """A SentenceTransformer bi-encoder; subclasses only choose how hard negatives are scored."""
+    """A SentenceTransformer bi-encoder; subclasses only choose how hard negatives are mined."""
 
     family = "dual"
     Config = DenseConfig
     pointwise = True
     trainable = True
-    #: what ranks hard-negative candidates (recorded in the training summary)
+    #: what ranks hard-negative candidates, a key of :data:`rankers.fit.dense.POOL_SCORERS`
+    #: (recorded in the training summary)
     miner: ClassVar[str] = ""
     #: re-mine with the current weights at every epoch start (ANCE)
     refresh_negatives: ClassVar[bool] = False
@@ -191,8 +152,8 @@ class DenseRanker(Ranker[DenseConfig], LatencyParts, Fits, Persistent, Exportabl
         self._items: tuple[dict[str, int], torch.Tensor] | None = None
         self._indexed: RankingSplit | None = None
         self.training_summary: TrainingSummary | None = None
+        #: the hard negatives the last fit trained on, a record like :attr:`training_summary`
         self.mining_rounds: list[MiningRound] = []
-        self._fit: _FitData | None = None
         self._fitting = False
         from rankers.precision import CastCache
 
@@ -271,17 +232,17 @@ class DenseRanker(Ranker[DenseConfig], LatencyParts, Fits, Persistent, Exportabl
             .float()
         )
 
-    def _encode_documents(self, texts: Sequence[str]) -> torch.Tensor:
+    def encode_queries(self, queries: Sequence[str]) -> torch.Tensor:
+        """Query embeddings (no gradients) after the query prefix."""
+        return self._encode(queries, self.config.query_prefix)
+
+    def encode_documents(self, texts: Sequence[str]) -> torch.Tensor:
         """Item embeddings (no gradients): the document prefix and, for the order ablation,
         :func:`rankers.itemorder.item_texts`, in the one place scoring, indexing and ANCE mining
-        encode items (:meth:`_forward_documents` is the training twin)."""
+        encode items (:func:`rankers.fit.dense.contrastive_loss` reads them alike)."""
         return self._encode(item_texts(self.config, texts), self.config.document_prefix)
 
-    def _forward_documents(self, texts: Sequence[str], module: Any = None) -> torch.Tensor:
-        """Item embeddings with gradients, read as :meth:`_encode_documents` reads them."""
-        return self._forward(item_texts(self.config, texts), self.config.document_prefix, module)
-
-    def _similarities(self, queries: torch.Tensor, items: torch.Tensor) -> torch.Tensor:
+    def similarities(self, queries: torch.Tensor, items: torch.Tensor) -> torch.Tensor:
         """[n_queries, n_items] similarity matrix (differentiable: training uses it too)."""
         import torch.nn.functional as F
 
@@ -298,7 +259,7 @@ class DenseRanker(Ranker[DenseConfig], LatencyParts, Fits, Persistent, Exportabl
         collection = split.collection()
         docids = list(collection)
         start = time.perf_counter()
-        emb = self._encode_documents([collection[d] for d in docids])
+        emb = self.encode_documents([collection[d] for d in docids])
         self._items = ({d: i for i, d in enumerate(docids)}, emb)
         log.info(
             "precomputed %d item embeddings in %.1fs", len(docids), time.perf_counter() - start
@@ -316,7 +277,7 @@ class DenseRanker(Ranker[DenseConfig], LatencyParts, Fits, Persistent, Exportabl
     def _score(self, lists: Sequence[CandidateList], use_cache: bool) -> list[np.ndarray]:
         if not lists:
             return []
-        q_emb = self._encode([cl.query.text for cl in lists], self.config.query_prefix)
+        q_emb = self.encode_queries([cl.query.text for cl in lists])
         if use_cache:
             assert self._items is not None
             rows, emb = self._items
@@ -328,195 +289,37 @@ class DenseRanker(Ranker[DenseConfig], LatencyParts, Fits, Persistent, Exportabl
             item_emb = emb[[rows[d] for cl in lists for d in cl.docids]]
         else:
             texts = [t for cl in lists for t in cl.texts]
-            item_emb = self._encode_documents(texts)
+            item_emb = self.encode_documents(texts)
         import torch
 
         parts, start = [], 0
         for i, cl in enumerate(lists):
             block = item_emb[start : start + len(cl)]
             start += len(cl)
-            parts.append(self._similarities(q_emb[i : i + 1], block)[0].detach().double())
+            parts.append(self.similarities(q_emb[i : i + 1], block)[0].detach().double())
         flat = torch.cat(parts).cpu().numpy()  # one device-to-host copy per call
         bounds = np.cumsum([0, *[len(cl) for cl in lists]])
         return [flat[bounds[k] : bounds[k + 1]].copy() for k in range(len(lists))]
 
-    # -- hard negatives ------------------------------------------------------------------------
-    def _score_pool(
-        self, queries: Sequence[str], pools: Sequence[Sequence[str]], collection: dict[str, str]
-    ) -> list[np.ndarray]:
-        """Scores of each query's negative pool (docids into ``collection``); higher = harder."""
-        raise NotImplementedError
-
-    def mine_negatives(self, train: RankingSplit, epoch: int = 0) -> MiningRound:
-        """Top ``hard_negatives`` non-relevant docids per query with positives, by the miner.
-
-        Pool: the query's own non-relevant candidates; if it has none, the train collection
-        minus the query's positives. Ties are broken by docid (the harness's rule).
-        """
-        collection = train.collection()
-        qids: list[str] = []
-        queries: list[str] = []
-        pools: list[list[str]] = []
-        fallback = 0
-        for cl in train.lists:
-            pos = relevant(train.qrels, cl.query.qid, train.relevance_level)
-            if not pos.intersection(cl.docids):
-                continue
-            pool = list(dict.fromkeys(d for d in cl.docids if d not in pos))
-            if not pool:
-                pool = [d for d in collection if d not in pos]
-                fallback += 1
-            qids.append(cl.query.qid)
-            queries.append(cl.query.text)
-            pools.append(pool)
-        k = self.config.hard_negatives
-        negatives: dict[str, list[str]] = {}
-        if k > 0 and qids:
-            for qid, pool, scores in zip(
-                qids, pools, self._score_pool(queries, pools, collection), strict=True
-            ):
-                negatives[qid] = [pool[i] for i in rank_order(pool, scores)[:k]]
-        else:
-            negatives = {q: [] for q in qids}
-        return MiningRound(epoch, state_hash(self.model), negatives, fallback)
-
     # -- training ------------------------------------------------------------------------------
     def fit(self, train: RankingSplit, dev: RankingSplit | None = None) -> TrainingSummary:
         """Contrastive fine-tuning with in-batch + hard negatives by the shared loop
-        (:mod:`rankers.fit.loop`); the best dev AP@10 epoch is kept. With :attr:`work_dir` set,
-        the state (mined negatives included) is checkpointed there and an interrupted fit
-        resumes from it."""
-        from rankers.fit.loop import LoopPlan, train_loop
-        from rankers.fit.resume import split_key
+        (:func:`rankers.fit.dense.fit_dense`); the best dev AP@10 epoch is kept. With
+        :attr:`work_dir` set, the state (mined negatives included) is checkpointed there and an
+        interrupted fit resumes from it."""
+        from rankers.fit.dense import fit_dense
 
-        cfg = self.config
         self._items = None  # stale once the weights change; re-indexed at the end
-        pairs = _pairs(train)
-        if not pairs:
-            raise RankerError(
-                f"train split {train.dataset}/{train.split} has no relevant candidate "
-                f"(grade >= {train.relevance_level}): nothing to train on"
-            )
-        positives = {
-            cl.query.qid: relevant(train.qrels, cl.query.qid, train.relevance_level)
-            for cl in train.lists
-        }
-        self._fit = _FitData(train, pairs, positives, train.collection())
-        self.mining_rounds = []
-        plan = LoopPlan.of(
-            cfg,
-            warmup_ratio=cfg.warmup_ratio,
-            data=split_key(train),
-            describe=(
-                f"{len(pairs)} pairs, {cfg.train_batch_size} a step, {self.miner} negatives x "
-                f"{cfg.hard_negatives}"
-            ),
-        )
         self._fitting = True  # dev scoring encodes items at query time (no stale index)
         try:
-            summary = train_loop(self, self, train, dev, plan)
+            summary, self.mining_rounds = fit_dense(self, train, dev)
         finally:
             self._fitting = False
         self._weights_hash, self._weights_of = summary.weights_hash, "state dict (fine-tuned)"
         self._base_model_id = self._base_model_id or self._ref.model_id
         self._reindex()
-        summary.extra.update(
-            {
-                "train_queries": len({p.qid for p in pairs}),
-                "train_pairs": len(pairs),
-                "hard_negatives_per_query": cfg.hard_negatives,
-                "negatives": self.miner,
-                "negatives_refreshed_per_epoch": self.refresh_negatives,
-                "collection_fallback_queries": self.mining_rounds[0].collection_fallback,
-                "scale": self._scale(),
-                "similarity": self._similarity,
-            }
-        )
         self.training_summary = summary
-        return self.training_summary
-
-    # -- the training protocol of rankers.fit.loop.train_loop ----------------------------------
-    def training_module(self) -> SentenceTransformer:
-        return self.model
-
-    def on_epoch_start(self, epoch: int) -> None:
-        """Mine hard negatives: once (DPR), or with the current weights every epoch (ANCE)."""
-        if not self.mining_rounds or self.refresh_negatives:
-            self.mining_rounds.append(self.mine_negatives(self._fit_data().split, epoch))
-
-    def epoch_batches(self, train: RankingSplit, epoch: int) -> list[list[_Pair]]:
-        """The (query, positive) pairs shuffled by (seed, epoch), ``train_batch_size`` a step."""
-        order = list(self._fit_data().pairs)
-        random.Random(self.config.seed + epoch).shuffle(order)
-        size = self.config.train_batch_size
-        return [order[b : b + size] for b in range(0, len(order), size)]
-
-    def batch_loss(self, batch: Sequence[_Pair], module: Any = None) -> torch.Tensor:
-        """:meth:`_loss` against the latest mining round's negatives."""
-        data = self._fit_data()
-        negatives = self.mining_rounds[-1].negatives
-        return self._loss(batch, negatives, data.positives, data.collection, self._scale(), module)
-
-    def training_state(self) -> dict[str, Any]:
-        """The mining rounds so far: a resumed ANCE epoch trains on the negatives its start mined
-        (the weights that mined them are gone by a mid-epoch checkpoint)."""
-        return {"mining_rounds": [dataclasses.asdict(r) for r in self.mining_rounds]}
-
-    def load_training_state(self, state: dict[str, Any]) -> None:
-        self.mining_rounds = [MiningRound(**r) for r in state["mining_rounds"]]
-
-    def _fit_data(self) -> _FitData:
-        if self._fit is None:
-            raise RankerError(f"{self.name}: training hooks called outside fit()")
-        return self._fit
-
-    def _scale(self) -> float:
-        """The logit multiplier: the option, else the similarity's default."""
-        cfg = self.config
-        return cfg.scale if cfg.scale is not None else DEFAULT_SCALE[self.similarity]
-
-    def _loss(
-        self,
-        batch: Sequence[_Pair],
-        negatives: dict[str, list[str]],
-        positives: dict[str, set[str]],
-        collection: dict[str, str],
-        scale: float,
-        module: Any = None,
-    ) -> torch.Tensor:
-        """Cross-entropy of each query over [batch positives + batch hard negatives]; ``module``
-        runs the encoder (the training loop's prepared model; default :attr:`model`)."""
-        import torch
-        import torch.nn.functional as F
-
-        docids = [p.docid for p in batch] + [d for p in batch for d in negatives.get(p.qid, [])]
-        texts = [p.text for p in batch] + [collection[d] for d in docids[len(batch) :]]
-        q = self._forward([p.query for p in batch], self.config.query_prefix, module)
-        d = self._forward_documents(texts, module)
-        logits = scale * self._similarities(q, d)
-        # a column relevant to the row's query is no negative for it (except its own target)
-        mask = torch.tensor(
-            [
-                [j != i and dj in positives[p.qid] for j, dj in enumerate(docids)]
-                for i, p in enumerate(batch)
-            ],
-            device=logits.device,
-        )
-        logits = logits.masked_fill(mask, torch.finfo(logits.dtype).min)
-        return F.cross_entropy(logits, torch.arange(len(batch), device=logits.device))
-
-    def _forward(self, texts: Sequence[str], prefix: str, module: Any = None) -> torch.Tensor:
-        """Embeddings with gradients: tokenize, move to the model's device, forward."""
-        import torch
-
-        model = self.model
-        inputs = [prefix + t for t in texts]
-        prep = getattr(model, "preprocess", None) or model.tokenize
-        features = {
-            k: v.to(model.device) if isinstance(v, torch.Tensor) else v
-            for k, v in prep(inputs).items()
-        }
-        return (model if module is None else module)(features)["sentence_embedding"]
+        return summary
 
     # -- export ------------------------------------------------------------------------------
     def export(self, folder: Path) -> Exported:
@@ -614,33 +417,12 @@ class DenseRanker(Ranker[DenseConfig], LatencyParts, Fits, Persistent, Exportabl
         }
 
 
-def _pairs(train: RankingSplit) -> list[_Pair]:
-    """(query, positive) pairs: every candidate with grade >= the split's relevance level."""
-    out: list[_Pair] = []
-    for cl in train.lists:
-        pos = relevant(train.qrels, cl.query.qid, train.relevance_level)
-        seen: set[str] = set()
-        for c in cl.candidates:
-            if c.docid in pos and c.docid not in seen:
-                seen.add(c.docid)
-                out.append(_Pair(cl.query.qid, cl.query.text, c.docid, c.text))
-    return out
-
-
 class DPRRanker(DenseRanker):
     """DPR: in-batch negatives plus BM25 hard negatives, mined once before training."""
 
     name = "dpr"
     miner = "bm25"
     refresh_negatives = False
-
-    def _score_pool(
-        self, queries: Sequence[str], pools: Sequence[Sequence[str]], collection: dict[str, str]
-    ) -> list[np.ndarray]:
-        from rankers.inputs.lexical import BM25Index  # key: training (mines negatives in fit)
-
-        bm25 = BM25Index(collection)
-        return [bm25.score(q, pool) for q, pool in zip(queries, pools, strict=True)]
 
 
 class ANCERanker(DenseRanker):
@@ -650,22 +432,11 @@ class ANCERanker(DenseRanker):
     miner = "self (current encoder)"
     refresh_negatives = True
 
-    def _score_pool(
-        self, queries: Sequence[str], pools: Sequence[Sequence[str]], collection: dict[str, str]
-    ) -> list[np.ndarray]:
-        docids = list(dict.fromkeys(d for pool in pools for d in pool))
-        rows = {d: i for i, d in enumerate(docids)}
-        items = self._encode_documents([collection[d] for d in docids])
-        q = self._encode(queries, self.config.query_prefix)
-        sims = self._similarities(q, items).double().cpu().numpy()
-        return [sims[i, [rows[d] for d in pool]] for i, pool in enumerate(pools)]
-
 
 __all__ = [
     "ANCERanker",
     "DPRRanker",
     "DenseConfig",
     "DenseRanker",
-    "MiningRound",
     "state_hash",
 ]
