@@ -1,15 +1,19 @@
-"""One training loop for every trainable ranker, and the list trainer built on it.
+"""One training loop for every trainable ranker.
 
-**The loop** (:func:`train_loop`). A ranker declares its training step through the small
+**The loop** (:func:`train_loop`). A trainer declares its training step through the small
 :class:`Trainable` protocol - ``training_module()``, ``epoch_batches(train, epoch)``,
 ``batch_loss(batch, module)``, optionally ``on_epoch_start(epoch)`` and a
 ``training_state()``/``load_training_state()`` pair - and its settings as a :class:`LoopPlan`.
-Everything around the step is shared, so it behaves the same for monoBERT, CROSS-JEM and RankT5
-(:class:`ListSteps`), ColBERT (colbert-ai's objective on triples) and the dual encoders DPR and
-ANCE (pairs with hard negatives): AdamW (no decay on biases and LayerNorm unless the plan says
-otherwise), a linear warm-up/decay or constant schedule, gradient clipping, dev AP@10 through
-``ranker.score`` after every epoch, the best epoch's weights kept, checkpoints and resume, and
-the training summary.
+Every in-tree ranker hands the loop a steps object that implements it: monoBERT, CROSS-JEM and
+RankT5 :class:`rankers.fit.lists.ListSteps`, ColBERT :class:`rankers.fit.colbert.ColBERTSteps`
+(colbert-ai's objective on triples), the dual encoders DPR and ANCE
+:class:`rankers.fit.dense.DenseSteps` (pairs with hard negatives); a ranker kept elsewhere may
+implement it itself. Everything around the step is shared, so it behaves the same for all of
+them: AdamW (no decay on biases and LayerNorm unless the plan says otherwise), a linear
+warm-up/decay or constant schedule, gradient clipping, dev AP@10 through ``ranker.score`` after
+every epoch, the best epoch's weights kept, checkpoints and resume, and the training summary. The
+loop is named steps on one :class:`LoopState`: :func:`setup_loop`, then per epoch
+:func:`run_epoch` (its :func:`train_step` calls) and :func:`end_epoch`, then :func:`summarise`.
 
 **Accelerate.** The same loop runs on CPU, one GPU or many GPUs/nodes (``accelerate launch``):
 the model, optimizer and scheduler go through ``Accelerator.prepare``; bf16/fp16 autocast follows
@@ -27,8 +31,9 @@ and evaluation run on the main process and are broadcast.
 
 **Parts.** The loop and optimisation live here; the resumable state and checkpoints in
 :mod:`rankers.fit.resume`, teacher and qrels targets in :mod:`rankers.fit.targets`, the list trainer
-(:func:`rankers.fit.lists.fit_lists`) and the list rankers' shared options in
-:mod:`rankers.fit.lists`.
+(:func:`rankers.fit.lists.fit_lists`) and the list rankers' steps in :mod:`rankers.fit.lists` (their
+shared options in :mod:`rankers.trainconfig`), the dual encoders' and ColBERT's steps in
+:mod:`rankers.fit.dense` and :mod:`rankers.fit.colbert`.
 """
 
 from __future__ import annotations
@@ -55,12 +60,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: config dtype -> Accelerate mixed precision on CUDA (CPU always trains in float32); ``auto`` is
-#: resolved per GPU by :func:`mixed_precision` (its entry is the answer on Ampere or later)
 #: training losses stay on the device and are read this many steps at a time (and at each epoch's
 #: end and checkpoint): a read per step makes the host wait for the GPU before packing the next
 #: batch, so host preparation never overlaps the device's work
 LOSS_READ_STEPS = 16
+#: config dtype -> Accelerate mixed precision on CUDA (CPU always trains in float32); ``auto`` is
+#: resolved per GPU by :func:`mixed_precision` (its entry is the answer on Ampere or later)
 MIXED_PRECISION = {"auto": "bf16", "bfloat16": "bf16", "float16": "fp16", "float32": "no"}
 
 
@@ -233,15 +238,17 @@ class BatchLoss:
 
 @runtime_checkable
 class Trainable(Protocol):
-    """The training step a ranker declares; :func:`train_loop` owns everything around it.
+    """The training step a trainer declares; :func:`train_loop` owns everything around it.
 
-    In the manner of lightning-ir's one training step with a loss hook: the ranker says what
-    module is trained, which batches an epoch has and what one batch's loss is; the loop does
-    the optimiser, schedule, Accelerate, dev scoring, best-epoch selection, checkpoints and
-    resume the same way for every ranker. ``epoch_batches`` must depend on (seed, epoch) only,
-    so a resumed run sees the same batches and skips the ones already trained. Optional hooks,
-    looked up by name: ``on_epoch_start(epoch)`` before a fresh (not resumed mid-way) epoch, and
-    ``training_state()``/``load_training_state(state)`` for state the ranker keeps across epochs
+    In the manner of lightning-ir's one training step with a loss hook, kept apart from the
+    model: the trainer (an in-tree ranker's steps object in this package, or a ranker kept
+    elsewhere that implements it itself) says what module is trained, which batches an epoch has
+    and what one batch's loss is; the loop does the optimiser, schedule, Accelerate, dev scoring,
+    best-epoch selection, checkpoints and resume the same way for every ranker.
+    ``epoch_batches`` must depend on (seed, epoch) only, so a resumed run sees the same batches
+    and skips the ones already trained. Optional hooks, looked up by name:
+    ``on_epoch_start(epoch)`` before a fresh (not resumed mid-way) epoch, and
+    ``training_state()``/``load_training_state(state)`` for state the trainer keeps across epochs
     (the dual encoders' mined negatives), saved with every checkpoint.
     """
 
@@ -348,6 +355,54 @@ def train_loop(
         )
 
 
+@dataclasses.dataclass
+class LoopState:
+    """One training run between its setup (:func:`setup_loop`), its epochs (:func:`run_epoch`,
+    :func:`end_epoch`) and its summary (:func:`summarise`): what the steps train and with what,
+    and the resumable progress (``run.progress``)."""
+
+    ranker: Ranker
+    steps: Trainable
+    train: RankingSplit
+    dev: RankingSplit | None
+    plan: LoopPlan
+    accelerator: Accelerator
+    #: the module the steps train, and its prepared form (a DDP wrapper under several processes)
+    module: nn.Module
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    run: Resumable
+    epochs: int
+    steps_per_epoch: int
+    #: optimizer steps planned in all (``plan.max_steps`` applied)
+    total: int
+    warmup: int
+
+    @property
+    def progress(self) -> Progress:
+        return self.run.progress
+
+    @property
+    def main(self) -> bool:
+        return bool(self.accelerator.is_main_process)
+
+    def announce(self) -> None:
+        """One log line on the main process: what is trained on what, for how long, how."""
+        if self.main:
+            log.info(
+                "%s fine-tuning: %s; %d epochs x %d steps (%d in all), %d process(es), "
+                "mixed precision %s",
+                self.ranker.name,
+                self.plan.describe,
+                self.epochs,
+                self.steps_per_epoch,
+                self.total,
+                self.accelerator.num_processes,
+                self.accelerator.mixed_precision,
+            )
+
+
 def _train_loop(
     ranker: Ranker,
     steps: Trainable,
@@ -359,43 +414,109 @@ def _train_loop(
     work_dir: str | Path | None = None,
     on_checkpoint: Callable[[dict[str, int]], None] | None = None,
 ) -> TrainingSummary:
-    """Train ``steps`` (often ``ranker`` itself) in place; returns the shared training summary.
+    """Train ``steps`` in place; returns the shared training summary.
 
-    One loop for every trainable ranker: seed, AdamW and schedule, ``accelerator.prepare``,
-    resume from ``work_dir``'s checkpoint, then per epoch ``on_epoch_start``, the steps (each
-    process takes an equal contiguous slice of every global batch, as Accelerate's split
-    batches do), checkpoints every ``plan.checkpoint_steps`` steps, dev AP@10 through
-    ``ranker.score`` on the main process and the epoch-end checkpoint; at the end the best
-    epoch's weights are restored. Without ``accelerator``, one is made in float32 on the
+    ``steps`` is a ranker's steps object (:class:`rankers.fit.lists.ListSteps`,
+    :class:`rankers.fit.dense.DenseSteps`, :class:`rankers.fit.colbert.ColBERTSteps`) or, for a
+    ranker kept elsewhere, the ranker itself. One loop for every trainable ranker: the setup
+    (:func:`setup_loop`: seed, AdamW and schedule, ``accelerator.prepare``, resume from
+    ``work_dir``'s checkpoint), then per epoch :func:`run_epoch` (``on_epoch_start``, the steps -
+    each process takes an equal contiguous slice of every global batch, as Accelerate's split
+    batches do - and checkpoints every ``plan.checkpoint_steps`` steps) and :func:`end_epoch` (dev
+    AP@10 through ``ranker.score``, the epoch-end checkpoint), and at the end :func:`summarise`
+    (the best epoch's weights restored). Without ``accelerator``, one is made in float32 on the
     ranker's device. ``on_checkpoint`` is called on every process after each published
     checkpoint with ``{"epoch", "step"}``.
     """
-    from accelerate.utils import broadcast_object_list, gather_object
-
-    from bench.core.device import deterministic_kernels, seed_everything
+    from bench.core.device import deterministic_kernels
     from bench.core.progress import progress_bar
-    from rankers.io.models import state_hash
 
-    if not isinstance(steps, Trainable):
-        raise RankerError(
-            f"{ranker.name}: {type(steps).__name__} lacks training_module, epoch_batches or "
-            "batch_loss, so the training loop cannot drive it"
-        )
-    if accelerator is None:
-        accelerator = make_accelerator(ranker.device, "float32")
-    main, world = accelerator.is_main_process, accelerator.num_processes
-    if world > 1 and not plan.distributed:
-        raise RankerError(
-            f"{ranker.name}: fine-tuning runs in one process; start it without a launcher"
-        )
+    state = setup_loop(
+        ranker,
+        steps,
+        train_split,
+        dev,
+        plan,
+        accelerator=accelerator,
+        work_dir=work_dir,
+        on_checkpoint=on_checkpoint,
+    )
+    bar = progress_bar(
+        state.total, f"{ranker.name} fit", "step", initial=state.progress.step, enabled=state.main
+    )
+    # the same weights whatever else runs on the machine (CPU kernels that add in thread order
+    # run in index order)
+    with bar, deterministic_kernels(ranker.device):
+        for epoch in range(state.progress.epochs_done + 1, state.epochs + 1):
+            if stops_before_epoch(state):
+                break
+            run_epoch(state, epoch, bar)
+            end_epoch(state, epoch)
+    return summarise(state)
 
-    def on_main(compute: Callable[[], Any]) -> Any:
-        """Run on the main process only; every process gets the result."""
-        return broadcast_object_list([compute() if main else None])[0]
 
+def setup_loop(
+    ranker: Ranker,
+    steps: Trainable,
+    train: RankingSplit,
+    dev: RankingSplit | None,
+    plan: LoopPlan,
+    *,
+    accelerator: Accelerator | None = None,
+    work_dir: str | Path | None = None,
+    on_checkpoint: Callable[[dict[str, int]], None] | None = None,
+) -> LoopState:
+    """Everything before the first step: the checks, the seed, the epochs and steps planned, AdamW
+    and its schedule through ``accelerator.prepare``, the resumable state registered, then either
+    the resumed checkpoint or the dev score before training (every process scores its shard)."""
+    from bench.core.device import seed_everything
+
+    accelerator = _checked_accelerator(ranker, steps, plan, accelerator)
     seed_everything(plan.seed + accelerator.process_index)
     module = steps.training_module()
-    steps_per_epoch = len(steps.epoch_batches(train_split, 1))
+    steps_per_epoch = len(steps.epoch_batches(train, 1))
+    epochs, total, warmup = _schedule(ranker, plan, steps_per_epoch, accelerator.is_main_process)
+    optimizer, scheduler = adamw(
+        module, plan.lr, plan.weight_decay, total, warmup, plan.schedule, plan.no_decay
+    )
+    model, optimizer, scheduler = accelerator.prepare(module, optimizer, scheduler)
+    if accelerator.unwrap_model(model) is not module:
+        raise RankerError(f"{ranker.name}: Accelerate returned another module than it was given")
+    world = accelerator.num_processes
+    key = checkpoint_key(ranker, plan.data, dev, world, accelerator.mixed_precision)
+    work = work_dir if work_dir is not None else ranker.work_dir
+    run = Resumable(accelerator, module, work, key, ranker.name, on_checkpoint)
+    if callable(getattr(steps, "training_state", None)):
+        # after Progress, so every checkpoint holds them in the same order
+        accelerator.register_for_checkpointing(_HookState(steps))
+    if not run.resume():
+        run.progress.dev_before = dev_score(ranker, dev)  # every process scores its shard
+    state = LoopState(
+        ranker=ranker,
+        steps=steps,
+        train=train,
+        dev=dev,
+        plan=plan,
+        accelerator=accelerator,
+        module=module,
+        model=model,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        run=run,
+        epochs=epochs,
+        steps_per_epoch=steps_per_epoch,
+        total=total,
+        warmup=warmup,
+    )
+    state.announce()
+    return state
+
+
+def _schedule(
+    ranker: Ranker, plan: LoopPlan, steps_per_epoch: int, main: bool
+) -> tuple[int, int, int]:
+    """(epochs, optimizer steps in all, warm-up steps) of ``plan`` at ``steps_per_epoch``: epochs
+    raised to reach ``min_steps`` (said on the main process), steps cut at ``max_steps``."""
     epochs = planned_epochs(plan, steps_per_epoch)
     if epochs != plan.epochs and main:
         log.info(
@@ -412,132 +533,171 @@ def _train_loop(
     if plan.max_steps is not None:
         total = min(total, plan.max_steps)
     warmup = plan.warmup_steps if plan.warmup_steps is not None else int(plan.warmup_ratio * total)
-    optimizer, scheduler = adamw(
-        module, plan.lr, plan.weight_decay, total, warmup, plan.schedule, plan.no_decay
-    )
-    model, optimizer, scheduler = accelerator.prepare(module, optimizer, scheduler)
-    if accelerator.unwrap_model(model) is not module:
-        raise RankerError(f"{ranker.name}: Accelerate returned another module than it was given")
-    key = checkpoint_key(ranker, plan.data, dev, world, accelerator.mixed_precision)
-    work = work_dir if work_dir is not None else ranker.work_dir
-    run = Resumable(accelerator, module, work, key, ranker.name, on_checkpoint)
-    if callable(getattr(steps, "training_state", None)):
-        # after Progress, so every checkpoint holds them in the same order
-        accelerator.register_for_checkpointing(_HookState(steps))
-    progress = run.progress
-    if not run.resume():
-        progress.dev_before = dev_score(ranker, dev)  # every process scores its shard
-    if main:
-        log.info(
-            "%s fine-tuning: %s; %d epochs x %d steps (%d in all), %d process(es), "
-            "mixed precision %s",
-            ranker.name,
-            plan.describe,
-            epochs,
-            steps_per_epoch,
-            total,
-            world,
-            accelerator.mixed_precision,
+    return epochs, total, warmup
+
+
+def _checked_accelerator(
+    ranker: Ranker, steps: Any, plan: LoopPlan, accelerator: Accelerator | None
+) -> Accelerator:
+    """``accelerator`` (default: float32 on the ranker's device), once ``steps`` is known to be
+    :class:`Trainable` and the launch fits the plan: a trainer without slicing of its own runs in
+    one process."""
+    if not isinstance(steps, Trainable):
+        raise RankerError(
+            f"{ranker.name}: {type(steps).__name__} lacks training_module, epoch_batches or "
+            "batch_loss, so the training loop cannot drive it"
         )
+    if accelerator is None:
+        accelerator = make_accelerator(ranker.device, "float32")
+    if accelerator.num_processes > 1 and not plan.distributed:
+        raise RankerError(
+            f"{ranker.name}: fine-tuning runs in one process; start it without a launcher"
+        )
+    return accelerator
+
+
+def stops_before_epoch(state: LoopState) -> bool:
+    """Whether training ends before the next epoch: every planned step taken, or ``patience``
+    epochs without a better dev score (logged)."""
+    progress, plan = state.progress, state.plan
+    if progress.step >= state.total:
+        return True
+    if not out_of_patience(plan, progress, state.dev is not None):
+        return False
+    if state.main:
+        log.info(
+            "%s: no better dev %s for %d epochs (best: epoch %d), stopping early",
+            state.ranker.name,
+            SELECTION_MEASURE,
+            plan.patience,
+            progress.best_epoch,
+        )
+    return True
+
+
+class _LossReader:
+    """An epoch's training losses, kept on the device and read :data:`LOSS_READ_STEPS` at a time
+    into ``progress.epoch_losses`` (and shown on the progress bar)."""
+
+    def __init__(self, progress: Progress, bar: Any, epoch: int) -> None:
+        self.progress, self.bar, self.epoch = progress, bar, epoch
+        self.unread: list[torch.Tensor | float] = []
+
+    def add(self, loss: torch.Tensor | float) -> None:
+        self.unread.append(loss)
+        if len(self.unread) >= LOSS_READ_STEPS:
+            self.read()
+
+    def read(self) -> None:
+        if self.unread:
+            self.progress.epoch_losses.extend(host_values(self.unread))
+            self.unread.clear()
+            self.bar.set_postfix(epoch=self.epoch, loss=f"{self.progress.epoch_losses[-1]:.4f}")
+
+
+def run_epoch(state: LoopState, epoch: int, bar: Any) -> None:
+    """Epoch ``epoch``'s steps from where the progress stands (a resumed epoch skips the batches
+    it trained; ``on_epoch_start`` runs only before a fresh one), with a checkpoint every
+    ``plan.checkpoint_steps`` steps inside the epoch; every loss read by the end."""
+    progress, steps = state.progress, state.steps
     on_epoch_start = getattr(steps, "on_epoch_start", None)
-    every = plan.checkpoint_steps
-    bar = progress_bar(total, f"{ranker.name} fit", "step", initial=progress.step, enabled=main)
-    # the same weights whatever else runs on the machine (CPU kernels that add in thread order
-    # run in index order)
-    with bar, deterministic_kernels(ranker.device):
-        for epoch in range(progress.epochs_done + 1, epochs + 1):
-            if progress.step >= total:
-                break
-            if out_of_patience(plan, progress, dev is not None):
-                if main:
-                    log.info(
-                        "%s: no better dev %s for %d epochs (best: epoch %d), stopping early",
-                        ranker.name,
-                        SELECTION_MEASURE,
-                        plan.patience,
-                        progress.best_epoch,
-                    )
-                break
-            if progress.batches_done == 0 and on_epoch_start is not None:
-                on_epoch_start(epoch)
-            batches = steps.epoch_batches(train_split, epoch)
-            model.train()
-            optimizer.zero_grad(set_to_none=True)
-            unread: list[torch.Tensor | float] = []  # losses still on the device
+    if progress.batches_done == 0 and on_epoch_start is not None:
+        on_epoch_start(epoch)
+    batches = steps.epoch_batches(state.train, epoch)
+    state.model.train()
+    state.optimizer.zero_grad(set_to_none=True)
+    losses = _LossReader(progress, bar, epoch)
+    every = state.plan.checkpoint_steps
+    for batch in batches[progress.batches_done :]:
+        if progress.step >= state.total:
+            break
+        pending = train_step(state, batch)
+        bar.update(1)
+        if pending is not None:
+            losses.add(pending)  # read with the next LOSS_READ_STEPS - 1 steps'
+        due = every and progress.step % every == 0
+        if due and progress.batches_done < len(batches) and progress.step < state.total:
+            losses.read()  # a checkpoint holds every loss of the epoch so far
+            state.run.save()
+    losses.read()
 
-            def read_losses(
-                unread: list[torch.Tensor | float] = unread, epoch: int = epoch
-            ) -> None:
-                if unread:
-                    progress.epoch_losses.extend(host_values(unread))
-                    unread.clear()
-                    bar.set_postfix(epoch=epoch, loss=f"{progress.epoch_losses[-1]:.4f}")
 
-            for batch in batches[progress.batches_done :]:
-                if progress.step >= total:
-                    break
-                result = steps.batch_loss(_slice(batch, accelerator), model)
-                pending, used, real = _backward(accelerator, result)
-                if used:
-                    accelerator.clip_grad_norm_(model.parameters(), plan.max_grad_norm)
-                    optimizer.step()
-                    scheduler.step()
-                    unread.append(pending)  # read with the next LOSS_READ_STEPS - 1 steps'
-                optimizer.zero_grad(set_to_none=True)
-                progress.epoch_skipped += real - used
-                progress.batches_done += 1
-                progress.step += 1
-                bar.update(1)
-                if len(unread) >= LOSS_READ_STEPS:
-                    read_losses()
-                due = every and progress.step % every == 0
-                if due and progress.batches_done < len(batches) and progress.step < total:
-                    read_losses()  # a checkpoint holds every loss of the epoch so far
-                    run.save()
-            read_losses()
-            module.eval()
-            dev_now = dev_score(ranker, dev)  # every process scores its shard
+def train_step(state: LoopState, batch: Any) -> torch.Tensor | float | None:
+    """One optimisation step on this process's slice of ``batch``; returns its loss, not yet read
+    from the device (None: no process had signal, so no step was taken)."""
+    accelerator, progress = state.accelerator, state.progress
+    result = state.steps.batch_loss(_slice(batch, accelerator), state.model)
+    pending, used, real = _backward(accelerator, result)
+    if used:
+        accelerator.clip_grad_norm_(state.model.parameters(), state.plan.max_grad_norm)
+        state.optimizer.step()
+        state.scheduler.step()
+    state.optimizer.zero_grad(set_to_none=True)
+    progress.epoch_skipped += real - used
+    progress.batches_done += 1
+    progress.step += 1
+    return pending if used else None
 
-            def record(epoch: int = epoch, dev_now: float | None = dev_now) -> dict[str, Any]:
-                return {
-                    "epoch": epoch,
-                    "loss": float(np.mean(progress.epoch_losses)),
-                    f"dev_{SELECTION_MEASURE}": dev_now,
-                    "skipped_queries": progress.epoch_skipped,
-                    "steps": progress.step,
-                    "weights_hash": state_hash(module),
-                }
 
-            entry = on_main(record)
-            if main:
-                log.info("%s epoch %d: %s", ranker.name, epoch, entry)
-            run.end_epoch(epoch, entry, entry[f"dev_{SELECTION_MEASURE}"])
+def end_epoch(state: LoopState, epoch: int) -> None:
+    """Dev AP@10 of the epoch's weights (every process scores its shard), its record made on the
+    main process and shared, and the epoch-end checkpoint."""
+    from accelerate.utils import broadcast_object_list
 
+    from rankers.io.models import state_hash
+
+    state.module.eval()
+    dev_now = dev_score(state.ranker, state.dev)
+    progress, main = state.progress, state.main
+    entry: dict[str, Any] | None = None
+    if main:
+        entry = {
+            "epoch": epoch,
+            "loss": float(np.mean(progress.epoch_losses)),
+            f"dev_{SELECTION_MEASURE}": dev_now,
+            "skipped_queries": progress.epoch_skipped,
+            "steps": progress.step,
+            "weights_hash": state_hash(state.module),
+        }
+    entry = broadcast_object_list([entry])[0]
+    assert entry is not None
+    if main:
+        log.info("%s epoch %d: %s", state.ranker.name, epoch, entry)
+    state.run.end_epoch(epoch, entry, entry[f"dev_{SELECTION_MEASURE}"])
+
+
+def summarise(state: LoopState) -> TrainingSummary:
+    """The best epoch's weights restored, checked equal on every process, and the summary."""
+    from accelerate.utils import gather_object
+
+    from rankers.io.models import state_hash
+
+    accelerator, progress, plan = state.accelerator, state.progress, state.plan
     # drops the mixed-precision forward wrapper: scoring casts weights to its own dtype
-    accelerator.unwrap_model(model, keep_fp32_wrapper=False)
-    run.restore_best()
+    accelerator.unwrap_model(state.model, keep_fp32_wrapper=False)
+    state.run.restore_best()
     accelerator.free_memory()
-    final_hash = state_hash(module)
+    final_hash = state_hash(state.module)
     if len(set(gather_object([final_hash]))) > 1:
-        raise RankerError(f"{ranker.name}: training processes ended with different weights")
+        raise RankerError(f"{state.ranker.name}: training processes ended with different weights")
     history = progress.history
     return TrainingSummary(
         epochs=len(history),
-        epochs_planned=epochs,
-        stopped_early=len(history) < epochs and progress.step < total,
+        epochs_planned=state.epochs,
+        stopped_early=len(history) < state.epochs and progress.step < state.total,
         steps=progress.step,
-        steps_planned=total,
-        **run.summary(),
+        steps_planned=state.total,
+        **state.run.summary(),
         optimizer={
             "name": "AdamW",
             "lr": plan.lr,
             "weight_decay": plan.weight_decay,
             "schedule": plan.schedule,
-            "warmup_steps": warmup,
+            "warmup_steps": state.warmup,
             "max_grad_norm": plan.max_grad_norm,
         },
         skipped_queries=sum(h["skipped_queries"] for h in history),  # summed over epochs
-        processes=world,
+        processes=accelerator.num_processes,
         mixed_precision=accelerator.mixed_precision,
         epoch_weights_hash=[h["weights_hash"] for h in history],
         weights_hash=final_hash,
