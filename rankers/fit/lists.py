@@ -5,8 +5,9 @@ loss of :mod:`rankers.losses` and fixed targets (:mod:`rankers.fit.targets`), on
 
 Batches are *split*: each process takes an equal contiguous slice of every global batch, so
 ``train_batch_queries`` lists make one optimisation step whatever the process count; the last,
-short batch is padded with zero-weight lists so every process gets a slice. Split out of
-:mod:`rankers.fit.loop` (issue 19 item 3).
+short batch is padded with zero-weight lists so every process gets a slice. Kept apart from the
+loop (:mod:`rankers.fit.loop`), which knows nothing of lists: the list rankers' steps
+(:class:`ListSteps`) are one trainer of it among others.
 """
 
 from __future__ import annotations
@@ -364,11 +365,74 @@ def fit_lists(
     """
     cfg = list_config(ranker)
     loss_fn = get_loss(cfg.loss)
+    lists, given = prepared_lists(ranker, train)
+    if work_dir is None:
+        work_dir = getattr(ranker, "work_dir", None)
+    work = Path(work_dir) if work_dir is not None else None
+    if cache_dir is None and work is not None:
+        cache_dir = work.parent / TEACHER_CACHE_DIR
+
+    accelerator = make_accelerator(ranker.device, cfg.train_dtype)
+    world = accelerator.num_processes
+    if cfg.train_batch_queries % world:
+        raise RankerError(
+            f"{ranker.name}: train_batch_queries={cfg.train_batch_queries} must be a multiple of "
+            f"the {world} training processes (each takes an equal slice of a batch)"
+        )
+    # under torchrun on CPU Accelerate says "cpu:0"; keep the plain name the rest of the code uses
+    ranker.device = accelerated_device(accelerator)
+
+    path = Path(cache_dir) if cache_dir is not None else None
+    # every process loads the teacher and scores its shard of the lists; all get the targets
+    targets: Targets = training_targets(ranker, train, lists, teacher, path)
+    if not check_signal(loss_fn, targets.values):
+        raise RankerError(
+            f"{ranker.name}: loss {cfg.loss} finds no signal in any list of "
+            f"{train.dataset}/{train.split} ({targets.source}): {loss_fn.no_signal}"
+        )
+    plan = LoopPlan.of(
+        cfg,
+        warmup_ratio=cfg.warmup_ratio,
+        data={"train": list_ids(lists), "targets": [targets.source, targets_hash(targets)]},
+        describe=(
+            f"{len(lists)} lists, {cfg.train_batch_queries} a step, loss {cfg.loss} on "
+            f"{targets.source}"
+        ),
+        distributed=True,
+    )
+    steps = ListSteps(ranker, lists, targets, loss_fn, world)
+    summary = train_loop(
+        ranker,
+        steps,
+        train,
+        dev,
+        plan,
+        accelerator=accelerator,
+        work_dir=work,
+        on_checkpoint=on_checkpoint,
+    )
+    summary.lists = ListTraining(
+        loss_name=cfg.loss,
+        targets=targets.source,
+        teacher=targets.teacher,
+        train_queries=len(lists),
+        train_items=sum(len(cl) for cl in lists),
+        train_items_given=given,
+        train_batch_queries=cfg.train_batch_queries,
+    )
+    return summary
+
+
+def prepared_lists(ranker: Any, train: RankingSplit) -> tuple[list[CandidateList], int]:
+    """The non-empty train lists as the list trainer trains on them, and the items they were
+    given: grown to ``train_list_size`` items with BM25 negatives (an encoder ranker's option;
+    RankT5 cuts its lists itself instead), then cut to ``train_max_items`` (positives and a
+    seeded sample of negatives), each change logged. Checked before any model or teacher work."""
+    cfg = list_config(ranker)
     lists = [cl for cl in train.lists if len(cl)]
     if not lists:
         raise RankerError(f"train split {train.dataset}/{train.split} has no candidate lists")
     given = sum(len(cl) for cl in lists)
-    # an encoder ranker's own option (RankT5 cuts its lists itself instead)
     size = int(getattr(cfg, "train_list_size", 0) or 0)
     if size:
         lists = extend_lists(train, lists, size)
@@ -400,64 +464,16 @@ def fit_lists(
         cfg.train_batch_queries,
         max(len(cl) for cl in lists),
     )
-    if work_dir is None:
-        work_dir = getattr(ranker, "work_dir", None)
-    work = Path(work_dir) if work_dir is not None else None
-    if cache_dir is None and work is not None:
-        cache_dir = work.parent / TEACHER_CACHE_DIR
+    return lists, given
 
-    accelerator = make_accelerator(ranker.device, cfg.train_dtype)
-    world = accelerator.num_processes
-    if cfg.train_batch_queries % world:
-        raise RankerError(
-            f"{ranker.name}: train_batch_queries={cfg.train_batch_queries} must be a multiple of "
-            f"the {world} training processes (each takes an equal slice of a batch)"
-        )
-    # under torchrun on CPU Accelerate says "cpu:0"; keep the plain name the rest of the code uses
-    ranker.device = accelerated_device(accelerator)
 
-    path = Path(cache_dir) if cache_dir is not None else None
-    # every process loads the teacher and scores its shard of the lists; all get the targets
-    targets: Targets = training_targets(ranker, train, lists, teacher, path)
-    if not check_signal(loss_fn, targets.values):
-        raise RankerError(
-            f"{ranker.name}: loss {cfg.loss} finds no signal in any list of "
-            f"{train.dataset}/{train.split} ({targets.source}): {loss_fn.no_signal}"
-        )
-    target_hash = hashlib.sha256()
+def targets_hash(targets: Targets) -> str:
+    """SHA-256 of the target values (float64, list after list), for the checkpoint key: other
+    targets (another teacher's scores) must not resume this training."""
+    digest = hashlib.sha256()
     for t in targets.values:
-        target_hash.update(np.asarray(t, dtype=np.float64).tobytes())
-    plan = LoopPlan.of(
-        cfg,
-        warmup_ratio=cfg.warmup_ratio,
-        data={"train": list_ids(lists), "targets": [targets.source, target_hash.hexdigest()]},
-        describe=(
-            f"{len(lists)} lists, {cfg.train_batch_queries} a step, loss {cfg.loss} on "
-            f"{targets.source}"
-        ),
-        distributed=True,
-    )
-    steps = ListSteps(ranker, lists, targets, loss_fn, world)
-    summary = train_loop(
-        ranker,
-        steps,
-        train,
-        dev,
-        plan,
-        accelerator=accelerator,
-        work_dir=work,
-        on_checkpoint=on_checkpoint,
-    )
-    summary.lists = ListTraining(
-        loss_name=cfg.loss,
-        targets=targets.source,
-        teacher=targets.teacher,
-        train_queries=len(lists),
-        train_items=sum(len(cl) for cl in lists),
-        train_items_given=given,
-        train_batch_queries=cfg.train_batch_queries,
-    )
-    return summary
+        digest.update(np.asarray(t, dtype=np.float64).tobytes())
+    return digest.hexdigest()
 
 
 def _forward(ranker: Any, model: nn.Module, module: nn.Module) -> Callable[[Any], Any]:

@@ -234,15 +234,14 @@ def query_rows(
     """Rows, slots and pooled tokens of one query (slots in canonical order; ``tok_slot`` and
     ``slot_row`` relative to this query).
 
-    Each item's row content is laid out as occurrences, item after item in canonical order: its
-    distinct shared tokens (ascending, as in ``items.distinct``), then its own tokens in item
-    order. A shared occurrence adds a token to its group only when the group holds no earlier
-    occurrence of it; an own one always does unless its item copies the previous one, which is
-    what :func:`next_fit_cuts` counts. ``group``: the group of each item in canonical order
-    (default: next-fit packing of this layout's content).
-
-    A merged layout (``merge_layers`` > 0) is packed by its concat rows, which become the first
-    rows (:func:`merge_targets`)."""
+    Each item's row content is laid out as occurrences (:func:`_occurrences`), item after item in
+    canonical order: its distinct shared tokens (ascending, as in ``items.distinct``), then its
+    own tokens in item order. ``group``: the group of each item in canonical order (default:
+    next-fit packing of this layout's content, :func:`next_fit_cuts`). The vectorised core writes
+    the rows (:func:`_write_rows`); the layout's options add to it: item positions
+    (``positions="item"``, :func:`_item_positions`), query terms pooled from the query
+    (:func:`_pool_query_terms`), and a merged layout (``merge_layers`` > 0), packed by its concat
+    rows, which become the first rows (:func:`merge_targets`)."""
     if layout.merge_layers:
         first = query_rows(query, items, union_len, cls, sep, pad, CONCAT)
         rows = query_rows(query, items, union_len, cls, sep, pad, layout.target, first.slot_row)
@@ -250,13 +249,11 @@ def query_rows(
     n = len(items)
     order = canonical_order(items.ids) if n else np.zeros(0, dtype=np.int64)
     is_shared = shared_mask(items, layout, query)[order]
-    distinct, first = items.distinct[order], items.first[order]
-    ids = items.ids[order]
+    distinct, first, ids = items.distinct[order], items.first[order], items.ids[order]
     shared_tok = np.unique(distinct[is_shared]) if is_shared.any() else np.zeros(0, np.int64)
     pooled = query if layout.query_pool else np.zeros(0, np.int64)
     is_own = (ids != PAD) & ~np.isin(ids, shared_tok) & ~np.isin(ids, pooled)
-    n_shared, n_own = is_shared.sum(axis=1), is_own.sum(axis=1)
-    cost = n_shared + n_own
+    cost = is_shared.sum(axis=1) + is_own.sum(axis=1)
     too_long = np.flatnonzero(cost > union_len)
     if len(too_long):
         k = int(too_long[0])
@@ -266,8 +263,72 @@ def query_rows(
     if n == 0:
         none = np.zeros(0, dtype=np.int64)
         return _QueryRows(np.zeros((0, 0), np.int64), None, *([none] * 9))
+    occ = _occurrences(ids, distinct, first, is_shared, is_own)
+    if group is None:
+        group = next_fit_cuts(occ.item_start, occ.item_end, occ.prev, union_len)
+    input_ids, row_len, tok_pos = _write_rows(query, occ, group, cls, sep, pad)
+    start = len(query) + 2  # [CLS] query [SEP]
+    position_ids = None
+    if layout.positions == "item" and len(occ.tok):
+        position_ids = _item_positions(input_ids, occ, group, tok_pos, ids, start)
+    tokens = _Tokens(occ.item, group[occ.item], tok_pos, occ.offset, occ.shared)
+    slot_count = (start - 1) + cost
+    if len(pooled):
+        tokens, slot_count = _pool_query_terms(query, distinct, first, group, tokens, slot_count)
+    return _QueryRows(
+        input_ids=input_ids,
+        position_ids=position_ids,
+        row_len=row_len,
+        query_end=np.full(len(row_len), start, dtype=np.int64),
+        slot_row=group,
+        slot_count=slot_count,
+        slot_item=order,
+        tok_slot=tokens.slot,
+        tok_row=tokens.row,
+        tok_pos=tokens.pos,
+        tok_offset=tokens.offset,
+        tok_shared=tokens.shared,
+    )
+
+
+@dataclasses.dataclass
+class _Occurrences:
+    """One query's row content, item after item in canonical order: each item's distinct shared
+    tokens, then its own tokens. A shared occurrence adds a token to its group only when the
+    group holds no earlier occurrence of it (``prev``); an own one always does unless its item
+    copies the previous one (``is_copy``: it pools the own tokens of the first of its run,
+    ``source``), which is what :func:`next_fit_cuts` counts."""
+
+    #: per occurrence: its item (canonical index), token, offset in the item, whether shared
+    item: np.ndarray
+    tok: np.ndarray
+    offset: np.ndarray
+    shared: np.ndarray
+    #: per occurrence: the previous occurrence that makes it add nothing (-1: none)
+    prev: np.ndarray
+    #: per item: its occurrences ``[item_start, item_end)``
+    item_start: np.ndarray
+    item_end: np.ndarray
+    #: the shared and the own occurrences (indices)
+    sh_occ: np.ndarray
+    own_occ: np.ndarray
+    #: per own occurrence: whether its item copies the previous one, and the occurrence it pools
+    is_copy: np.ndarray
+    source: np.ndarray
+
+
+def _occurrences(
+    ids: np.ndarray,
+    distinct: np.ndarray,
+    first: np.ndarray,
+    is_shared: np.ndarray,
+    is_own: np.ndarray,
+) -> _Occurrences:
+    """The :class:`_Occurrences` of items (canonical order) with these shared and own tokens."""
+    n, width = ids.shape
+    n_own = is_own.sum(axis=1)
+    cost = is_shared.sum(axis=1) + n_own
     # occurrences, item-major: shared ones (columns 0 .. w-1) before own ones (w .. 2w-1)
-    width = ids.shape[1]
     sh_item, sh_col = np.nonzero(is_shared)
     own_item, own_col = np.nonzero(is_own)
     occ_item = np.concatenate([sh_item, own_item])
@@ -277,7 +338,6 @@ def query_rows(
     occ_offset = np.concatenate([first[sh_item, sh_col], own_col])[occ_order]
     occ_shared = occ_order < len(sh_item)
     item_end = np.cumsum(cost)
-    item_start = item_end - cost
     # previous occurrence of the same shared token (own occurrences add a token, except a copy's)
     prev = np.full(len(occ_tok), -1, dtype=np.int64)
     sh_occ = np.flatnonzero(occ_shared)
@@ -295,13 +355,33 @@ def query_rows(
     source = own_occ[own_first[run_first[own_item]] + np.arange(len(own_occ)) - own_first[own_item]]
     is_copy = copy[own_item]
     prev[own_occ[is_copy]] = source[is_copy]
-    if group is None:
-        group = next_fit_cuts(item_start, item_end, prev, union_len)
+    return _Occurrences(
+        item=occ_item,
+        tok=occ_tok,
+        offset=occ_offset,
+        shared=occ_shared,
+        prev=prev,
+        item_start=item_end - cost,
+        item_end=item_end,
+        sh_occ=sh_occ,
+        own_occ=own_occ,
+        is_copy=is_copy,
+        source=source,
+    )
+
+
+def _write_rows(
+    query: np.ndarray, occ: _Occurrences, group: np.ndarray, cls: int, sep: int, pad: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rows of ``group``'s groups - ``[CLS] query [SEP]``, the sorted union of the group's
+    shared tokens, its own occurrences (not a copy's) in order, ``[SEP]`` - as (padded ids, row
+    lengths, each occurrence's position in its row)."""
     n_rows = int(group[-1]) + 1
-    occ_group = group[occ_item]
+    occ_group = group[occ.item]
+    sh_occ, own_occ, is_copy = occ.sh_occ, occ.own_occ, occ.is_copy
     # the sorted union of each group's shared tokens, and each shared occurrence's rank in it
-    g_sh, t_sh = occ_group[sh_occ], occ_tok[sh_occ]
-    vocab = int(occ_tok.max(initial=0)) + 1
+    g_sh, t_sh = occ_group[sh_occ], occ.tok[sh_occ]
+    vocab = int(occ.tok.max(initial=0)) + 1
     union_keys, rank_of = np.unique(g_sh * vocab + t_sh, return_inverse=True)
     union_group = union_keys // vocab
     group_start = np.searchsorted(union_group, np.arange(n_rows))
@@ -311,62 +391,80 @@ def query_rows(
     written = own_occ[~is_copy]
     own_count = np.bincount(occ_group[written], minlength=n_rows)
     own_rank = np.arange(len(written)) - (np.cumsum(own_count) - own_count)[occ_group[written]]
-    q_len = len(query)
-    start = q_len + 2  # [CLS] query [SEP]
+    start = len(query) + 2  # [CLS] query [SEP]
     row_len = start + union_size + own_count + 1
-    tok_pos = np.empty(len(occ_tok), dtype=np.int64)
+    tok_pos = np.empty(len(occ.tok), dtype=np.int64)
     tok_pos[sh_occ] = start + union_rank[np.ravel(rank_of)]
     tok_pos[written] = start + union_size[occ_group[written]] + own_rank
-    tok_pos[own_occ[is_copy]] = tok_pos[source[is_copy]]
-    row_width = int(row_len.max(initial=0))
-    input_ids = np.full((n_rows, row_width), pad, dtype=np.int64)
+    tok_pos[own_occ[is_copy]] = tok_pos[occ.source[is_copy]]
+    input_ids = np.full((n_rows, int(row_len.max(initial=0))), pad, dtype=np.int64)
     input_ids[:, 0] = cls
     input_ids[:, 1 : start - 1] = query
     input_ids[:, start - 1] = sep
-    input_ids[occ_group, tok_pos] = occ_tok
+    input_ids[occ_group, tok_pos] = occ.tok
     input_ids[np.arange(n_rows), row_len - 1] = sep
-    position_ids = None
-    if layout.positions == "item" and len(occ_tok):
-        position_ids = np.broadcast_to(np.arange(row_width), input_ids.shape).copy()
-        position_ids[occ_group[written], tok_pos[written]] = start + occ_offset[written]
-        # the shared block after the row's longest item (the oracle's rule)
-        longest = np.zeros(n_rows, dtype=np.int64)
-        np.maximum.at(longest, group, (ids != PAD).sum(axis=1))
-        g_sh = occ_group[sh_occ]
-        position_ids[g_sh, tok_pos[sh_occ]] = tok_pos[sh_occ] + longest[g_sh]
-    slot_count = (start - 1) + cost
-    if len(pooled):
-        # query terms pooled from the query's first copy: before the shared tokens, as in the
-        # oracle (each item's query terms and shared tokens by row position, then its own)
-        q_item, q_col = np.nonzero((distinct != PAD) & np.isin(distinct, pooled))
-        q_tok, q_first = np.unique(query, return_index=True)
-        q_pos = 1 + q_first[np.searchsorted(q_tok, distinct[q_item, q_col])]
-        slot_count = slot_count + np.bincount(q_item, minlength=n)
-        occ_item = np.concatenate([q_item, occ_item])
-        occ_group = group[occ_item]
-        occ_offset = np.concatenate([first[q_item, q_col], occ_offset])
-        occ_shared = np.concatenate([np.zeros(len(q_item), bool), occ_shared])
-        is_own_occ = np.concatenate([np.zeros(len(q_item), bool), ~occ_shared[len(q_item) :]])
-        tok_pos = np.concatenate([q_pos, tok_pos])
-        ranked = np.lexsort(
-            (np.where(is_own_occ, np.arange(len(tok_pos)), tok_pos), is_own_occ, occ_item)
-        )
-        occ_item, occ_group, occ_offset = occ_item[ranked], occ_group[ranked], occ_offset[ranked]
-        occ_shared, tok_pos = occ_shared[ranked], tok_pos[ranked]
-    return _QueryRows(
-        input_ids=input_ids,
-        position_ids=position_ids,
-        row_len=row_len,
-        query_end=np.full(n_rows, start, dtype=np.int64),
-        slot_row=group,
-        slot_count=slot_count,
-        slot_item=order,
-        tok_slot=occ_item,
-        tok_row=occ_group,
-        tok_pos=tok_pos,
-        tok_offset=occ_offset,
-        tok_shared=occ_shared,
-    )
+    return input_ids, row_len, tok_pos
+
+
+def _item_positions(
+    input_ids: np.ndarray,
+    occ: _Occurrences,
+    group: np.ndarray,
+    tok_pos: np.ndarray,
+    ids: np.ndarray,
+    start: int,
+) -> np.ndarray:
+    """Position ids of ``positions="item"``: own tokens numbered by their place in their item,
+    the shared block after the row's longest item (the oracle's rule), the rest by column."""
+    n_rows, row_width = input_ids.shape
+    occ_group = group[occ.item]
+    written = occ.own_occ[~occ.is_copy]
+    position_ids = np.broadcast_to(np.arange(row_width), input_ids.shape).copy()
+    position_ids[occ_group[written], tok_pos[written]] = start + occ.offset[written]
+    longest = np.zeros(n_rows, dtype=np.int64)
+    np.maximum.at(longest, group, (ids != PAD).sum(axis=1))
+    g_sh = occ_group[occ.sh_occ]
+    position_ids[g_sh, tok_pos[occ.sh_occ]] = tok_pos[occ.sh_occ] + longest[g_sh]
+    return position_ids
+
+
+@dataclasses.dataclass
+class _Tokens:
+    """The pooled tokens of one query's items: slot (item), row, position, item offset, and
+    whether each is a shared token."""
+
+    slot: np.ndarray
+    row: np.ndarray
+    pos: np.ndarray
+    offset: np.ndarray
+    shared: np.ndarray
+
+
+def _pool_query_terms(
+    query: np.ndarray,
+    distinct: np.ndarray,
+    first: np.ndarray,
+    group: np.ndarray,
+    tokens: _Tokens,
+    slot_count: np.ndarray,
+) -> tuple[_Tokens, np.ndarray]:
+    """``tokens`` and ``slot_count`` with each item's query terms pooled from the query's first
+    copy: before the shared tokens, as in the oracle (each item's query terms and shared tokens
+    by row position, then its own)."""
+    q_item, q_col = np.nonzero((distinct != PAD) & np.isin(distinct, query))
+    q_tok, q_first = np.unique(query, return_index=True)
+    q_pos = 1 + q_first[np.searchsorted(q_tok, distinct[q_item, q_col])]
+    slot_count = slot_count + np.bincount(q_item, minlength=len(distinct))
+    item = np.concatenate([q_item, tokens.slot])
+    none = np.zeros(len(q_item), bool)
+    shared = np.concatenate([none, tokens.shared])
+    is_own = np.concatenate([none, ~tokens.shared])
+    pos = np.concatenate([q_pos, tokens.pos])
+    offset = np.concatenate([first[q_item, q_col], tokens.offset])
+    ranked = np.lexsort((np.where(is_own, np.arange(len(pos)), pos), is_own, item))
+    item = item[ranked]
+    pooled = _Tokens(item, group[item], pos[ranked], offset[ranked], shared[ranked])
+    return pooled, slot_count
 
 
 def merge_targets(first: _QueryRows, rows: _QueryRows) -> _QueryRows:
