@@ -24,10 +24,10 @@ from rankers.losses import LOSSES
 
 @dataclasses.dataclass
 class ListTrainingConfig(TrainingConfig):
-    """The options the list trainer reads (:func:`fit_lists`), declared once with their roles,
-    ranges and help: monoBERT, CROSS-JEM (:class:`rankers.families.encoder.EncoderConfig`) and
-    RankT5
-    subclass it and give their own defaults with :func:`~rankers.base.inherit_option`; the other
+    """The options the list trainer reads (:func:`rankers.fit.lists.fit_lists`), declared once with
+    their roles, ranges and help: monoBERT, CROSS-JEM
+    (:class:`rankers.families.encoder.EncoderConfig`) and RankT5 subclass it and give their own
+    defaults with :func:`~rankers.base.inherit_option`; the other
     trainable rankers take ``dtype`` and ``warmup_ratio`` from here the same way, so every
     ``dtype`` accepts the same values and every ``warmup_ratio`` is range-checked."""
 
@@ -84,6 +84,6 @@ def list_config(ranker: Ranker) -> ListTrainingConfig:
     if not isinstance(cfg, ListTrainingConfig):
         raise RankerError(
             f"{ranker.name}: the list trainer needs a config derived from ListTrainingConfig "
-            f"(rankers.fit.lists), not {type(cfg).__name__}"
+            f"(rankers.trainconfig), not {type(cfg).__name__}"
         )
     return cfg

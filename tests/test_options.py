@@ -313,7 +313,7 @@ def test_warmup_ratio_is_range_checked_in_every_config(ranker: str) -> None:
 
 def test_shared_list_training_options_have_one_declaration() -> None:
     """dtype, train_dtype, warmup_ratio, loss, teacher, train_batch_queries and
-    train_micro_items: one spec (role and valid values) in rankers.fit.lists.ListTrainingConfig,
+    train_micro_items: one spec (role and valid values) in rankers.trainconfig.ListTrainingConfig,
     whatever default or help a ranker gives; the rankers without an int8 runtime take every
     scoring dtype but int8."""
     from rankers.base import DTYPE_NAMES

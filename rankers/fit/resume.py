@@ -5,8 +5,9 @@ With a work directory the full training state - model, optimizer, scheduler, eve
 epoch/step, history, the best weights so far and their dev score, and the ranker's own training
 state - is saved to ``work_dir/checkpoint/`` at the end of every epoch and every
 ``checkpoint_steps`` steps. A state is written to a temporary folder, renamed, then published by
-atomically replacing ``latest.json``; a crash at any point leaves the previous state usable. Split
-out of :mod:`rankers.fit.loop` (issue 19 item 3).
+atomically replacing ``latest.json``; a crash at any point leaves the previous state usable. Kept
+apart from the loop (:mod:`rankers.fit.loop`) so the loop reads as its steps, with the bookkeeping
+behind one object (:class:`Resumable`).
 """
 
 from __future__ import annotations

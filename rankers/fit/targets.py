@@ -7,7 +7,8 @@ from a teacher"). Teacher logits of the training lists are computed once and cac
 default ``work_dir/../teacher-scores``) under the teacher's weights hash, the split checksum and the
 lists' ids. Without a teacher: the qrels grade divided by the split's highest grade (binary qrels
 stay 0/1; graded ones keep their order, which RPL needs); candidates without a judgement count as
-grade 0. Split out of :mod:`rankers.fit.loop` (issue 19 item 3).
+grade 0. Kept apart from the loop (:mod:`rankers.fit.loop`), which trains on whatever a steps
+object returns and knows nothing of teachers.
 """
 
 from __future__ import annotations
