@@ -49,6 +49,24 @@ def test_prepared_halves_give_predicts_scores(tiny_bert: Path) -> None:
     assert ranker.compute_dtype() == "float32"
 
 
+def test_the_peer_runs_in_the_precision_asked(tiny_bert: Path) -> None:
+    """``dtype`` casts the CrossEncoder once (what a user does with ``.to(torch.bfloat16)``), so
+    the peer row is timed in the precision of the rows beside it; its scores stay those of the
+    float32 model within bfloat16's rounding."""
+    import torch
+
+    lists = _lists()
+    full = create_ranker("st-crossencoder", {"model": str(tiny_bert), "dtype": "float32"})
+    half = create_ranker("st-crossencoder", {"model": str(tiny_bert), "dtype": "bfloat16"})
+    assert {p.dtype for p in half.model.parameters()} == {torch.bfloat16}
+    assert half.compute_dtype() == "bfloat16 weights" and full.compute_dtype() == "float32"
+    for a, b in zip(full.score(lists), half.score(lists), strict=True):
+        assert a.dtype == b.dtype == np.float32
+        np.testing.assert_allclose(a, b, atol=0.02)
+    with pytest.raises(RankerError, match="option dtype='int8'"):
+        create_ranker("st-crossencoder", {"model": str(tiny_bert), "dtype": "int8"})
+
+
 def test_untrained_head_is_reported(tiny_bert: Path, tmp_path: Path) -> None:
     bare = create_ranker("st-crossencoder", {"model": str(tiny_bert)})
     assert bare.untrained_weights() == f"a new sequence-classification head on {tiny_bert}"

@@ -31,6 +31,9 @@ from rankers.io.models import ModelRef, resolve_model
 
 log = logging.getLogger(__name__)
 
+#: the precisions the peer runs in: torch's (``dtype`` of the encoder rankers, int8 aside)
+PEER_DTYPES = ("auto", "float32", "bfloat16", "float16")
+
 #: where a ranker's save() folder keeps its encoder (rankers.families.encoder's checkpoint layout)
 ENCODER_DIR = "encoder"
 
@@ -51,6 +54,14 @@ class STCrossEncoderConfig(RankerConfig):
     batch_size: int = option(32, role=RUNTIME, min=1, help="pairs per forward pass (predict's)")
     max_length: int = option(
         67, role=SCORE, min=1, help="whole-pair token limit: monoBERT's L_q + L_k + 3"
+    )
+    dtype: str = option(
+        "auto",
+        role=RUNTIME,
+        choices=PEER_DTYPES,
+        help="the CrossEncoder's precision, weights cast once after loading, as a user of "
+        "sentence-transformers would (auto: float32 on CPU, bf16 or fp16 on a GPU); no int8: "
+        "its quantized backends need optimum, which transformers 5 does not admit",
     )
 
 
@@ -141,6 +152,11 @@ class STCrossEncoderRanker(Ranker[STCrossEncoderConfig], LatencyParts, Fits):
                     )
             except (OSError, ValueError) as exc:
                 raise RankerError(f"{self.name}: cannot load {ref.path!r}: {exc}") from exc
+            from rankers.precision import scoring_dtype
+
+            dtype = scoring_dtype(self.config.dtype, self.device)
+            if dtype != next(self._model.parameters()).dtype:
+                self._model.to(dtype)  # the whole model, head included, as .to() does for users
             self._model.eval()
         return self._model
 
@@ -189,8 +205,9 @@ class STCrossEncoderRanker(Ranker[STCrossEncoderConfig], LatencyParts, Fits):
 
     # -- latency hooks -------------------------------------------------------------------------
     def compute_dtype(self) -> str:
-        first = next(iter(self.model.parameters()), None)
-        return "n/a" if first is None else str(first.dtype).removeprefix("torch.")
+        from rankers.precision import dtype_label
+
+        return dtype_label(self.config.dtype, self.device)
 
     def weights_note(self, checkpoint: str | None) -> str:
         if self.untrained_weights() is None:
