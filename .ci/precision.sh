@@ -8,6 +8,8 @@
 #   PRECISION_DATASETS  (default "wikiqa semeval16b")
 #   PRECISION_RANKERS   (default "monobert crossjem")
 #   PRECISION_DTYPES    (default on cpu "float32 bfloat16 int8", on cuda "float32 bfloat16 float16")
+#   PRECISION_INT8_RECIPES (int8 on the CPU: the int8_recipe values to score, default "" = the
+#                       default recipe only; e.g. "all ffn-float" adds those rows)
 #   PRECISION_DEVICE    (default cpu), PRECISION_THREADS (torch threads, default torch's)
 #   PRECISION_ARGS      (extra `bench run` arguments, e.g. a smoke run's --subset 20)
 set -euo pipefail
@@ -29,6 +31,13 @@ for ds in ${PRECISION_DATASETS:-wikiqa semeval16b}; do
       "$PY" -m bench.cli -q run -r "$ranker" -d "$ds" --device "$device" "${threads[@]}" \
         --set "dtype=$dtype" "${runtime[@]}" "${extra[@]}"
       echo "[precision] $ds $ranker $dtype on $device done at $(( $(date +%s) - start )) s"
+      if [ "$dtype" = int8 ]; then
+        for recipe in ${PRECISION_INT8_RECIPES:-}; do
+          "$PY" -m bench.cli -q run -r "$ranker" -d "$ds" --device "$device" "${threads[@]}" \
+            --set "dtype=$dtype" "${runtime[@]}" --set "int8_recipe=$recipe" "${extra[@]}"
+          echo "[precision] $ds $ranker int8 ($recipe) on $device done at $(( $(date +%s) - start )) s"
+        done
+      fi
     done
   done
 done

@@ -23,7 +23,9 @@ runtime with the same inputs and only the encoder changes hands.
 * ``dtype=int8`` on ONNX Runtime: the fused graph quantized by
   ``onnxruntime.quantization.quantize_dynamic`` (quantizing after fusion is the recipe ONNX
   Runtime documents): the linear layers' weights (``MatMul``) and each fused ``Attention``'s
-  QKV projection (``QAttention``) to int8, one scale per output channel; attention's activation
+  QKV projection (``QAttention``) to int8, one scale per output channel, except the MatMuls
+  option ``int8_recipe`` keeps in float32 (:data:`INT8_RECIPES`; by default both feed-forward
+  ones, whose outlier inputs per-call activation scales coarsen most); attention's activation
   products, layer norms, pooling and heads stay float32.
 * ``dtype=bfloat16`` on OpenVINO (the plain export: OpenVINO does not run ONNX Runtime's
   fused ops): ``INFERENCE_PRECISION_HINT=bf16`` (float32 weights, the CPU
@@ -44,6 +46,7 @@ import dataclasses
 import importlib
 import importlib.util
 import logging
+import re
 import tempfile
 import warnings
 from collections import OrderedDict
@@ -269,12 +272,80 @@ def fused_ops(model: bytes) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-def quantize_int8(model: bytes) -> bytes:
+@dataclasses.dataclass(frozen=True)
+class Int8Recipe:
+    """Which of the encoder's weight MatMuls ONNX Runtime's dynamic quantizer leaves in float32.
+
+    Dynamic quantization scales each MatMul's input per call, one scale for the whole tensor, so
+    a few outlier channels (the feed-forward output's input, after GELU, reaches 20-30 where most
+    values stay under 3 on MiniLM) coarsen every other value; keeping such MatMuls in float32
+    trades speed for accuracy (docs/results.md#precision measured each recipe)."""
+
+    #: kinds of weight MatMul kept in float32 (:data:`FLOAT_KINDS`)
+    keep_float: tuple[str, ...]
+    summary: str
+
+
+#: a weight MatMul's kind -> the pattern of its node name in the exported BERT graph (module path
+#: ``encoder.layer.N.output.dense``...); ``first_layer`` is every weight MatMul of layer 0 and, on
+#: the fused graph, its fused attention (the first in the graph's topological order)
+FLOAT_KINDS: dict[str, str] = {
+    "ffn_out": r"/layer\.\d+/output/dense/MatMul$",
+    "ffn_in": r"/layer\.\d+/intermediate/dense/MatMul$",
+    "first_layer": r"/layer\.0/.*MatMul$",
+}
+#: values of option ``int8_recipe``
+INT8_RECIPES: dict[str, Int8Recipe] = {
+    "all": Int8Recipe((), "every weight MatMul and fused attention's QKV projection int8"),
+    "ffn-out-float": Int8Recipe(
+        ("ffn_out",), "each layer's feed-forward output MatMul float32, the other MatMuls int8"
+    ),
+    "ffn-out-first-float": Int8Recipe(
+        ("ffn_out", "first_layer"),
+        "each layer's feed-forward output MatMul and the whole first layer float32",
+    ),
+    "ffn-float": Int8Recipe(
+        ("ffn_out", "ffn_in"),
+        "both feed-forward MatMuls float32: only attention's projections int8",
+    ),
+}
+DEFAULT_INT8_RECIPE = "ffn-float"
+
+
+def float_nodes(model: bytes, recipe: str, layers: int) -> list[str]:
+    """The names of the nodes of ``model`` that ``recipe`` keeps in float32; a RankerError when a
+    kind does not find what a BERT encoder of ``layers`` layers holds (an encoder whose module
+    names differ would otherwise be quantized whole without a word)."""
+    onnx = require("onnx", "onnxruntime")
+    nodes = onnx.load_from_string(model).graph.node
+    kept: list[str] = []
+    for kind in INT8_RECIPES[recipe].keep_float:
+        found = [
+            n.name for n in nodes if n.op_type == "MatMul" and re.search(FLOAT_KINDS[kind], n.name)
+        ]
+        if kind == "first_layer":
+            attention = [n.name for n in nodes if n.op_type == "Attention"][:1]
+            found += attention
+            ok = bool(found)
+        else:
+            ok = len(found) == layers
+        if not ok:
+            raise RankerError(
+                f"option int8_recipe={recipe} keeps the {kind} MatMuls in float32, but the "
+                f"exported encoder holds {len(found)} such nodes for its {layers} layers (their "
+                f"names follow BERT's modules); use int8_recipe=all for this encoder"
+            )
+        kept += [name for name in found if name not in kept]
+    return kept
+
+
+def quantize_int8(model: bytes, keep_float: Sequence[str] = ()) -> bytes:
     """``model`` with its weight MatMuls and fused ``Attention`` ops' QKV weights quantized
     dynamically to int8 (QInt8 weights, one scale per output channel: per-tensor scales moved
-    MiniLM's hidden states about 2.5x more), activations quantized per call (uint8); other ops
-    float32. The fused ops' outputs have no type ONNX shape inference knows, hence float32 as
-    the quantizer's default tensor type."""
+    MiniLM's hidden states about 2.5x more), activations quantized per call (uint8), except the
+    nodes named in ``keep_float`` (:func:`float_nodes`); other ops float32. The fused ops'
+    outputs have no type ONNX shape inference knows, hence float32 as the quantizer's default
+    tensor type."""
     onnx = require("onnx", "onnxruntime")
     quantization = require("onnxruntime.quantization", "onnxruntime")
     with tempfile.TemporaryDirectory(prefix="bench-int8-") as tmp:
@@ -290,6 +361,7 @@ def quantize_int8(model: bytes) -> bytes:
                 weight_type=quantization.QuantType.QInt8,
                 per_channel=True,
                 op_types_to_quantize=["MatMul", "Attention"],
+                nodes_to_exclude=list(keep_float),
                 extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
             )
         finally:
@@ -301,18 +373,23 @@ _GRAPHS: OrderedDict[tuple[Any, ...], bytes] = OrderedDict()
 
 
 def encoder_graph(
-    encoder: nn.Module, outputs: Sequence[str], precision: str, fused: bool = False
+    encoder: nn.Module,
+    outputs: Sequence[str],
+    precision: str,
+    fused: bool = False,
+    recipe: str = DEFAULT_INT8_RECIPE,
 ) -> bytes:
-    """The ONNX model of ``encoder`` in ``precision`` (int8: quantized), ``fused`` for ONNX
-    Runtime (:func:`fuse_for_onnxruntime`, before quantizing), exported once per weights: kept
-    in memory by the encoder's weight hash, so rankers loading the same weights in one process
-    (the latency benchmark's variants) share one export."""
+    """The ONNX model of ``encoder`` in ``precision`` (int8: quantized by ``recipe``,
+    :data:`INT8_RECIPES`), ``fused`` for ONNX Runtime (:func:`fuse_for_onnxruntime`, before
+    quantizing), exported once per weights: kept in memory by the encoder's weight hash, so
+    rankers loading the same weights in one process (the latency benchmark's variants) share one
+    export."""
     from rankers.io.models import state_hash
 
-    quantized = precision == "int8"
+    quantized = recipe if precision == "int8" else None
     key = (state_hash(encoder), tuple(outputs), fused, quantized)
     if key not in _GRAPHS:
-        base = (*key[:3], False)
+        base = (*key[:3], None)
         if base not in _GRAPHS:
             log.info("exporting the encoder (%s) to ONNX", key[0])
             model = export_encoder(encoder, outputs, eager=fused)
@@ -323,8 +400,14 @@ def encoder_graph(
                 )
             _keep(base, model)
         if quantized:
-            log.info("quantizing the encoder's linear layers to int8 (ONNX Runtime)")
-            _keep(key, quantize_int8(_GRAPHS[base]))
+            layers = int(getattr(encoder.config, "num_hidden_layers", 0))
+            keep = float_nodes(_GRAPHS[base], quantized, layers)
+            log.info(
+                "quantizing the encoder to int8 (ONNX Runtime, recipe %s: %d MatMuls float32)",
+                quantized,
+                len(keep),
+            )
+            _keep(key, quantize_int8(_GRAPHS[base], keep))
     _GRAPHS.move_to_end(key)
     return _GRAPHS[key]
 
@@ -498,19 +581,22 @@ class RuntimeCache:
         precision: str,
         outputs: Sequence[str],
         fused: bool = False,
+        recipe: str = DEFAULT_INT8_RECIPE,
     ) -> nn.Module:
         """The module with its encoder on ``runtime`` in ``precision``, the graph ``fused`` for
-        ONNX Runtime (:func:`encoder_graph`)."""
+        ONNX Runtime and int8 quantized by ``recipe`` (:func:`encoder_graph`)."""
         threads = torch.get_num_threads()
         versions = tuple(p._version for p in module.parameters())
-        key = (id(module), runtime, precision, tuple(outputs), fused, threads, versions)
+        key = (id(module), runtime, precision, tuple(outputs), fused, recipe, threads, versions)
         if self._key != key or self._module is None:
             for package in required_packages(runtime, precision):
                 require(package, runtime)
             encoder = module.encoder
             assert isinstance(encoder, nn.Module)
-            graph = encoder_graph(encoder, outputs, precision, fused=fused)
+            graph = encoder_graph(encoder, outputs, precision, fused=fused, recipe=recipe)
             session = SESSIONS[runtime](graph, precision, threads)
+            if precision == "int8":
+                session.info["int8_recipe"] = f"{recipe}: {INT8_RECIPES[recipe].summary}"
             stand_in = RuntimeEncoder(session, getattr(encoder, "config", None), outputs)
             self._module = with_encoder(module, stand_in)
             self._key = key

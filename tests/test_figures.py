@@ -511,3 +511,25 @@ def test_the_precision_table_picks_each_precision_by_device_and_options(tmp_path
     assert got.splitlines()[2] == (
         "| monobert | 0.7910 | 0.7909 (-0.0001) | – | 0.7900 | – | 0.7788 (-0.0112) |"
     )
+
+
+def test_the_cpu_precision_table_has_a_column_per_int8_recipe(tmp_path: Path) -> None:
+    """The CPU tables put the default int8 recipe's row (its label names no recipe) and the
+    every-MatMul row (``int8_recipe=all``) in their own columns, each beside float32; another
+    recipe's row is in neither."""
+    from bench.reporting.published import Records
+    from bench.reporting.published_precision import CPU_COLUMNS, precision_table
+
+    head = "| Family | System | Supervision | AP@10 |\n|:---|:---|:---|---:|\n"
+    int8 = "monobert (minilm-l6, dtype=int8, checkpoint=abc"
+    rows = [
+        ("monobert (minilm-l6, dtype=float32, checkpoint=abc)", 0.7946),
+        (f"{int8}, runtime=onnxruntime)", 0.7945),
+        (f"{int8}, int8_recipe=all, runtime=onnxruntime)", 0.7880),
+        (f"{int8}, int8_recipe=ffn-float, runtime=onnxruntime)", 0.7931),
+    ]
+    body = "".join(f"| Early interaction | {label} | labels | {v:.4f} |\n" for label, v in rows)
+    (tmp_path / "p.md").write_text("**x / test**\n\n" + head + body)
+    records = Records("t", [Path("p.md")], tmp_path)
+    got = precision_table(records, "p.md", ("monobert",), CPU_COLUMNS)
+    assert got.splitlines()[2] == "| monobert | 0.7946 | 0.7945 (-0.0001) | 0.7880 (-0.0066) |"

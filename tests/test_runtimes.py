@@ -376,3 +376,76 @@ def test_fused_graph_reads_any_mask_as_torch_does(tiny_bert: Path) -> None:
             want = encoder(input_ids=ids, attention_mask=keep, token_type_ids=types)
         diff = (got - want.last_hidden_state).abs()[keep.bool()].max()
         assert float(diff) < 1e-4, (mask, float(diff))
+
+
+#: the tiny BERT's weight MatMuls: 2 layers x (query, key, value, attention output, the two
+#: feed-forward ones)
+TINY_MATMULS = 12
+
+
+@pytest.mark.parametrize(
+    ("recipe", "graph", "integer", "attention", "kept"),
+    [
+        ("all", "plain", TINY_MATMULS, 0, 0),
+        ("ffn-out-float", "plain", TINY_MATMULS - 2, 0, 2),
+        ("ffn-float", "plain", TINY_MATMULS - 4, 0, 4),
+        ("ffn-out-first-float", "plain", TINY_MATMULS - 7, 0, 7),
+        # fused: query, key and value are one QAttention per layer; layer 0's stays float32
+        ("all", "fused", 2 * 3, 2, 0),
+        ("ffn-out-float", "fused", 2 * 2, 2, 2),
+        ("ffn-out-first-float", "fused", 1 * 2, 1, 4),
+    ],
+)
+def test_int8_recipe_keeps_its_matmuls_float32(
+    tiny_bert: Path, recipe: str, graph: str, integer: int, attention: int, kept: int
+) -> None:
+    """Each int8 recipe quantizes exactly the weight MatMuls it does not keep in float32: the
+    quantized graph's integer MatMuls, QAttention ops and float MatMuls with a weight say so,
+    and the record names the recipe."""
+    _needs("onnxruntime", "int8")
+    import onnx
+
+    options = {"runtime": "onnxruntime", "dtype": "int8", "onnx_graph": graph}
+    ranker = _ranker(MonoBERTRanker, tiny_bert, int8_recipe=recipe, **options)
+    module = ranker.scoring_module()
+    model = runtimes.encoder_graph(
+        ranker.module.encoder, ("last_hidden_state",), "int8", graph == "fused", recipe
+    )
+    nodes = onnx.load_from_string(model).graph
+    weights = {w.name for w in nodes.initializer}
+    ops = [n.op_type for n in nodes.node]
+    float_weight = [n for n in nodes.node if n.op_type == "MatMul" and n.input[1] in weights]
+    assert ops.count("MatMulInteger") + ops.count("DynamicQuantizeMatMul") == integer
+    assert ops.count("QAttention") == attention
+    assert ops.count("Attention") == (2 - attention if graph == "fused" else 0)
+    assert len(float_weight) == kept
+    summary = runtimes.INT8_RECIPES[recipe].summary
+    assert module.encoder.session.info["int8_recipe"] == f"{recipe}: {summary}"
+    lists = _lists(2)
+    reference = _ranker(MonoBERTRanker, tiny_bert).score(lists)
+    assert 1e-5 < _worst(ranker.score(lists), reference, "magnitude") <= LOW_PRECISION_TOLERANCE
+
+
+def test_int8_recipe_default_and_refusals(tiny_bert: Path) -> None:
+    """The default recipe keeps both feed-forward MatMuls in float32 (the smallest score error of
+    the recipes measured: docs/results.md#precision); a recipe without dtype=int8 is refused
+    before any model loads, and an encoder whose MatMuls the recipe cannot find is refused by
+    name."""
+    assert MonoBERTRanker.Config().int8_recipe == "ffn-float"
+    assert CrossJEMRanker.Config().int8_recipe == "ffn-float"
+    refused = (
+        r"^option int8_recipe=all has no effect under dtype=auto "
+        r"\(int8_recipe=all needs dtype=int8\)"
+    )
+    with pytest.raises(RankerError, match=refused):
+        MonoBERTRanker.Config.from_options({"runtime": "onnxruntime", "int8_recipe": "all"})
+    _needs("onnxruntime", "int8")
+    ranker = _ranker(MonoBERTRanker, tiny_bert)
+    model = runtimes.encoder_graph(ranker.module.encoder, ("last_hidden_state",), "float32")
+    assert len(runtimes.float_nodes(model, "ffn-out-float", 2)) == 2
+    with pytest.raises(
+        RankerError,
+        match=r"^option int8_recipe=ffn-out-float keeps the ffn_out MatMuls in float32, but the "
+        r"exported encoder holds 2 such nodes for its 3 layers",
+    ):
+        runtimes.float_nodes(model, "ffn-out-float", 3)

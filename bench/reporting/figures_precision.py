@@ -23,23 +23,33 @@ from bench.reporting.figures import (
 )
 from bench.results.labels import RowKey
 
-#: (column header, device, dtype, runtime): the precisions of the grid, float32 first per device
-COLUMNS: tuple[tuple[str, str, str, str | None], ...] = (
-    ("CUDA float32", "cuda", "float32", None),
-    ("CUDA bfloat16", "cuda", "bfloat16", None),
-    ("CUDA float16", "cuda", "float16", None),
-    ("CPU float32", "cpu", "float32", None),
-    ("CPU bfloat16", "cpu", "bfloat16", None),
-    ("CPU int8 (ONNX Runtime)", "cpu", "int8", "onnxruntime"),
+#: (column header, device, dtype, runtime, int8 recipe): the precisions of the grid, float32 first
+#: per device. The int8 recipe is the row's ``int8_recipe`` option as its label shows it (None:
+#: the default, which a label leaves out); the lent machine's records predate the option, when
+#: int8 quantized every weight MatMul (today's ``int8_recipe=all``), so their header says so.
+Column = tuple[str, str, str, str | None, str | None]
+COLUMNS: tuple[Column, ...] = (
+    ("CUDA float32", "cuda", "float32", None, None),
+    ("CUDA bfloat16", "cuda", "bfloat16", None, None),
+    ("CUDA float16", "cuda", "float16", None, None),
+    ("CPU float32", "cpu", "float32", None, None),
+    ("CPU bfloat16", "cpu", "bfloat16", None, None),
+    ("CPU int8 (ONNX Runtime, every MatMul)", "cpu", "int8", "onnxruntime", None),
+)
+#: the CPU tables of models trained on this project's CPU: float32, the default int8 recipe and
+#: int8 with every weight MatMul quantized
+CPU_COLUMNS: tuple[Column, ...] = (
+    ("CPU float32", "cpu", "float32", None, None),
+    ("CPU int8 (ONNX Runtime, default: feed-forward float32)", "cpu", "int8", "onnxruntime", None),
+    ("CPU int8, every MatMul (int8_recipe=all)", "cpu", "int8", "onnxruntime", "all"),
 )
 
 
-def precision_row(
-    records: Records, name: str, ranker: str, device: str, dtype: str, runtime: str | None
-) -> ComparisonRow | None:
-    """The row of ``ranker`` scored in ``dtype`` on ``device``: on CUDA the fine-tuned row (trained
-    and scored there), on the CPU the row that loads that model with ``checkpoint=``; None if the
-    record has none, an error if it has several."""
+def precision_row(records: Records, name: str, ranker: str, column: Column) -> ComparisonRow | None:
+    """The row of ``ranker`` in ``column`` (its device, dtype, runtime and int8 recipe): on CUDA
+    the fine-tuned row (trained and scored there), on the CPU the row that loads that model with
+    ``checkpoint=``; None if the record has none, an error if it has several."""
+    _, device, dtype, runtime, recipe = column
     found = []
     for label, row in records.comparison(name).items():
         key = RowKey.parse(label)
@@ -49,6 +59,7 @@ def precision_row(
             key.ranker == ranker
             and options.get("dtype") == dtype
             and options.get("runtime") == runtime
+            and options.get("int8_recipe") == recipe
             and on_cpu == (device == "cpu")
             and (on_cpu or key.fine_tuned)
         ):
@@ -62,7 +73,7 @@ def precision_table(
     records: Records,
     name: str,
     rankers: Sequence[str],
-    columns: Sequence[tuple[str, str, str, str | None]] = COLUMNS,
+    columns: Sequence[Column] = COLUMNS,
 ) -> str:
     """AP@10 per ranker and precision (``columns``: a subset of :data:`COLUMNS`), the change
     against float32 on the same device beside each low-precision value."""
@@ -70,8 +81,9 @@ def precision_table(
     for ranker in rankers:
         cells = [ranker]
         base: dict[str, float] = {}
-        for _, device, dtype, runtime in columns:
-            row = precision_row(records, name, ranker, device, dtype, runtime)
+        for column in columns:
+            _, device, dtype, _, _ = column
+            row = precision_row(records, name, ranker, column)
             if row is None:
                 cells.append(MISSING)
                 continue
@@ -103,5 +115,14 @@ def precision_wikiqa(records: Records) -> str:
 @renderer("precision-wikiqa-cpu")
 def precision_wikiqa_cpu(records: Records) -> str:
     """monoBERT and CROSS-JEM trained on this project's CPU, scored on it in float32 and int8."""
-    cpu = [c for c in COLUMNS if c[1] == "cpu" and c[2] != "bfloat16"]
-    return precision_table(records, "precision-wikiqa-cpu.md", ("monobert", "crossjem"), cpu)
+    return precision_table(
+        records, "precision-wikiqa-cpu.md", ("monobert", "crossjem"), CPU_COLUMNS
+    )
+
+
+@renderer("precision-semeval16b-cpu")
+def precision_semeval16b_cpu(records: Records) -> str:
+    """The same on semeval16b."""
+    return precision_table(
+        records, "precision-semeval16b-cpu.md", ("monobert", "crossjem"), CPU_COLUMNS
+    )

@@ -50,6 +50,8 @@ from rankers.itemorder import item_texts
 from rankers.losses import ANY_REAL_TARGETS, TEACHER_SCORES
 from rankers.precision import INT8, CastCache, scoring_dtype
 from rankers.runtimes import (
+    DEFAULT_INT8_RECIPE,
+    INT8_RECIPES,
     ONNX_GRAPHS,
     RUNTIMES,
     RuntimeCache,
@@ -117,6 +119,17 @@ class EncoderConfig(ListTrainingConfig):
         help="the graph runtime=onnxruntime runs: fused (eager-attention export with ONNX "
         "Runtime's BERT fusions, int8 quantized after fusion) or plain (the sdpa export, its "
         "linear layers quantized for int8); each ranker's faster one differs (docs/usage.md)",
+    )
+    int8_recipe: str = option(
+        DEFAULT_INT8_RECIPE,
+        role=RUNTIME,
+        choices=tuple(INT8_RECIPES),
+        needs={"dtype": (INT8,)},
+        help="which weight MatMuls dtype=int8 keeps in float32: ffn-float (both feed-forward "
+        "MatMuls, whose outlier inputs per-call int8 scales coarsen most; attention's projections "
+        "int8), ffn-out-float (the feed-forward output only), ffn-out-first-float (that and the "
+        "first layer) or all (none: every MatMul int8, fastest, least accurate); "
+        "docs/results.md#precision",
     )
     # -- training (rankers.fit.lists.fit_lists) --
     teacher_scores: str = option(
@@ -400,7 +413,12 @@ class EncoderRanker(
         precision = runtime_precision(cfg.runtime, cfg.dtype)
         fused = cfg.runtime == "onnxruntime" and cfg.onnx_graph == "fused"
         return self._runtime.get(
-            self.module, cfg.runtime, precision, self.encoder_outputs(), fused=fused
+            self.module,
+            cfg.runtime,
+            precision,
+            self.encoder_outputs(),
+            fused=fused,
+            recipe=cfg.int8_recipe,
         )
 
     def encoder_outputs(self) -> tuple[str, ...]:
