@@ -517,8 +517,8 @@ def test_the_cpu_precision_table_has_a_column_per_int8_recipe(tmp_path: Path) ->
     """The CPU tables put the default int8 recipe's row (its label names no recipe) and the
     every-MatMul row (``int8_recipe=all``) in their own columns, each beside float32; another
     recipe's row is in neither."""
-    from bench.reporting.published import Records
-    from bench.reporting.published_precision import CPU_COLUMNS, precision_table
+    from bench.reporting.figures import Records
+    from bench.reporting.figures_precision import CPU_COLUMNS, precision_table
 
     head = "| Family | System | Supervision | AP@10 |\n|:---|:---|:---|---:|\n"
     int8 = "monobert (minilm-l6, dtype=int8, checkpoint=abc"
