@@ -77,7 +77,7 @@ EXPECTED: dict[str, dict[Role, set[str]]] = {
     "st-crossencoder": {
         Role.TRAINING: set(),
         Role.SCORE: {"model", "checkpoint", "max_length"},
-        Role.RUNTIME: {"batch_size"},
+        Role.RUNTIME: {"batch_size", "dtype"},
     },
     "dpr": DENSE,
     "ance": DENSE,
