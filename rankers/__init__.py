@@ -26,6 +26,7 @@ _REGISTRY: dict[str, str] = {
     "ance": "rankers.families.dense:ANCERanker",
     "monobert": "rankers.families.monobert:MonoBERTRanker",
     "crossjem": "rankers.families.crossjem.ranker:CrossJEMRanker",
+    "set-encoder": "rankers.families.setencoder:SetEncoderRanker",
     "colbert": "rankers.families.colbert:ColBERTRanker",
     "rankt5": "rankers.families.rankt5:RankT5Ranker",
     "st-crossencoder": "rankers.families.stcross:STCrossEncoderRanker",
@@ -38,6 +39,7 @@ ALIASES: dict[str, str] = {
     "okapi": "bm25",
     "cross-jem": "crossjem",
     "mono-bert": "monobert",
+    "setencoder": "set-encoder",
 }
 
 # extra to install when a ranker's import fails
