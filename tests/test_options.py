@@ -125,6 +125,20 @@ EXPECTED: dict[str, dict[Role, set[str]]] = {
             "pad_tolerance",
         },
     },
+    "set-encoder": {
+        Role.TRAINING: ENCODER_TRAINING,
+        Role.SCORE: {"model", "max_query_len", "max_item_len"},
+        Role.RUNTIME: {
+            "checkpoint",
+            "dtype",
+            "runtime",
+            "onnx_graph",
+            "pretokenise",
+            "checkpoint_steps",
+            "batch_size",
+            "batch_queries",
+        },
+    },
     "colbert": {
         Role.TRAINING: {
             "model",

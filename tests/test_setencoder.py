@@ -152,3 +152,12 @@ def test_the_fast_layers_give_the_oracles_gradients(tiny_bert: Path) -> None:
             torch.cat([p.grad.reshape(-1) for p in module.parameters() if p.grad is not None])
         )
     np.testing.assert_allclose(grads[0].numpy(), grads[1].numpy(), rtol=0, atol=1e-5)
+
+
+def test_an_exported_folder_scores_the_same(tiny_bert: Path, tmp_path: Path) -> None:
+    ranker = _ranker(tiny_bert)
+    want = ranker.score([_list(TEXTS)])[0]
+    exported = ranker.export(tmp_path / "out")
+    assert exported.loads_with == "rankers.setencoder.SetEncoderRanker.from_exported"
+    loaded = SetEncoderRanker.from_exported(tmp_path / "out")
+    np.testing.assert_allclose(loaded.score([_list(TEXTS)])[0], want, rtol=0, atol=1e-6)

@@ -28,7 +28,7 @@ Two implementations of the same layer:
 
 The cost model (:meth:`SetEncoderRanker.encoder_calls`) declares monoBERT's calls (one per
 chunk). The inter-passage part it leaves out is, per layer and head, a ``rows x (width + N)``
-score row for first tokens: at N=700 and 64-token rows about 0.6% of the encoder's FLOPs,
+score row for first tokens: at N=700 and 64-token rows about 0.5% of the encoder's FLOPs,
 growing as N^2 over the items' N.
 """
 
