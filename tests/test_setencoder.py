@@ -158,6 +158,6 @@ def test_an_exported_folder_scores_the_same(tiny_bert: Path, tmp_path: Path) -> 
     ranker = _ranker(tiny_bert)
     want = ranker.score([_list(TEXTS)])[0]
     exported = ranker.export(tmp_path / "out")
-    assert exported.loads_with == "rankers.setencoder.SetEncoderRanker.from_exported"
+    assert exported.loads_with == "rankers.families.setencoder.SetEncoderRanker.from_exported"
     loaded = SetEncoderRanker.from_exported(tmp_path / "out")
     np.testing.assert_allclose(loaded.score([_list(TEXTS)])[0], want, rtol=0, atol=1e-6)
