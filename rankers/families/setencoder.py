@@ -60,8 +60,9 @@ QueryItems = tuple[str, Sequence[str]]
 
 @dataclasses.dataclass
 class SetEncoderConfig(EncoderConfig):
+    # monoBERT's fastest batch on a CPU (docs/results.md): larger chunks pad more
     batch_size: int = option(
-        64,
+        32,
         role=RUNTIME,
         min=1,
         help="rows (one per candidate) per length-sorted chunk of a pass; the chunks of a pass "
