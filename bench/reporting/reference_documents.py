@@ -16,6 +16,7 @@ from pathlib import Path
 import bench.reporting.figures_order
 import bench.reporting.figures_precision
 import bench.reporting.figures_scale
+import bench.reporting.figures_setencoder
 import bench.reporting.figures_tables
 from bench.core.io import atomic_write_text, check_file_writable
 from bench.reporting.figures import (
@@ -38,6 +39,7 @@ TABLE_MODULES = (
     bench.reporting.figures_order,
     bench.reporting.figures_precision,
     bench.reporting.figures_scale,
+    bench.reporting.figures_setencoder,
 )
 
 
