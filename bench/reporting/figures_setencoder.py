@@ -21,6 +21,12 @@ DATASETS: tuple[tuple[str, str, str, Pick], ...] = (
         "set-encoder/wikiqa.md",
         pick("monobert", model="minilm-l6", checkpoint="8096eb0bfed4"),
     ),
+    (
+        "semeval16b",
+        "set-encoder/semeval16b-run.json",
+        "set-encoder/semeval16b.json",
+        pick("monobert", model="minilm-l6", checkpoint="4383b6188f9a"),
+    ),
 )
 
 
