@@ -137,6 +137,7 @@ EXPECTED: dict[str, dict[Role, set[str]]] = {
             "checkpoint_steps",
             "batch_size",
             "batch_queries",
+            "int8_recipe",
         },
     },
     "colbert": {
