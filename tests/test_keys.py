@@ -282,11 +282,12 @@ def test_the_training_key_names_cuda_autocast_and_only_it() -> None:
     assert _autocast_part(SimpleNamespace(device="cuda", config=SimpleNamespace())) == {}  # type: ignore[arg-type]
 
 
-def test_editing_the_encoder_base_rekeys_monobert_and_crossjem_only() -> None:
+def test_editing_the_encoder_base_rekeys_only_the_rankers_built_on_it() -> None:
     """The encoder ranker base (``rankers/families/encoder.py``) is in the scoring and training
-    closures of the rankers built on it and of no other: DPR, ANCE, ColBERT and RankT5 use the
-    batching helpers (``rankers/inputs/batching.py``) and keep their cached runs and models when
-    the base changes."""
+    closures of the rankers built on it (monoBERT, CROSS-JEM and the Set-Encoder) and of no
+    other: DPR, ANCE, ColBERT and RankT5 use the batching helpers
+    (``rankers/inputs/batching.py``) and keep their cached runs and models when the base
+    changes."""
     import rankers
     from bench.execution.keys import scoring_code, training_code
     from bench.execution.ranker_settings import settings_file
@@ -300,7 +301,11 @@ def test_editing_the_encoder_base_rekeys_monobert_and_crossjem_only() -> None:
         trained = base in training_code(module, settings)["files"]
         assert scored == trained, name
         with_base[name] = scored
-    assert {name for name, has in with_base.items() if has} == {"monobert", "crossjem"}
+    assert {name for name, has in with_base.items() if has} == {
+        "monobert",
+        "crossjem",
+        "set-encoder",
+    }
     assert not with_base["dpr"] and not with_base["colbert"] and not with_base["rankt5"]
 
 
