@@ -427,12 +427,13 @@ def long_functions(source: str, label: str) -> list[str]:
     return out
 
 
-def test_no_function_in_bench_is_over_100_lines() -> None:
-    """A function of ``bench`` reads as one step: one that grows past :data:`LONGEST_BODY` lines
-    is split into steps named for what they decide."""
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_function_is_over_100_lines(package: str) -> None:
+    """A function of ``bench`` or ``rankers`` reads as one step: one that grows past
+    :data:`LONGEST_BODY` lines is split into steps named for what they decide."""
     long = [
         found
-        for path in sorted((ROOT / "bench").rglob("*.py"))
+        for path in sorted((ROOT / package).rglob("*.py"))
         for found in long_functions(path.read_text(encoding="utf-8"), str(path.relative_to(ROOT)))
     ]
     assert long == []
