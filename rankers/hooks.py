@@ -200,7 +200,8 @@ class _View:
     def __init__(self, ranker: object, group: type) -> None:
         self.__dict__["_ranker"] = ranker
         # the protocol's own stub of ``score`` would shadow the ranker's
-        self.__dict__["score"] = ranker.score  # type: ignore[attr-defined]
+        if callable(score := getattr(ranker, "score", None)):
+            self.__dict__["score"] = score
         for member in _members(group):
             if callable(getattr(type(ranker), member, None)):
                 self.__dict__[member] = getattr(ranker, member)
