@@ -61,6 +61,19 @@ def dtype_label(dtype: str, device: str) -> str:
 
 
 @contextlib.contextmanager
+def evaluating(module: nn.Module) -> Iterator[None]:
+    """``module`` in eval mode without autograd, its previous mode restored afterwards: how every
+    ranker scores (dev scoring inside training included)."""
+    was_training = module.training
+    module.eval()
+    try:
+        with torch.inference_mode():
+            yield
+    finally:
+        module.train(was_training)
+
+
+@contextlib.contextmanager
 def training_precision(config: Any) -> Iterator[None]:
     """While a ranker fine-tunes, its scoring (the dev scoring that selects the epoch) runs in
     ``config.train_dtype``: the trained weights then depend only on training options, so the

@@ -101,24 +101,24 @@ def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def test_training_accelerator_is_placed_on_the_requested_gpu(fake_cuda: list[str]) -> None:
-    from rankers import training
+    from rankers.fit import optim
 
-    accelerator = training.make_accelerator("cuda:1", "float32")
+    accelerator = optim.make_accelerator("cuda:1", "float32")
     assert fake_cuda == ["cuda:1"]
     (created,) = FakeAccelerator.created
     assert created.current_at_creation == 1  # the device was set before Accelerate chose
     assert created.options["cpu"] is False and created.options["mixed_precision"] == "no"
     # what the ranker is moved to after Accelerate: the GPU asked for, not Accelerate's "cuda"
-    assert training.accelerated_device(accelerator) == "cuda:1"  # type: ignore[arg-type]
+    assert optim.accelerated_device(accelerator) == "cuda:1"  # type: ignore[arg-type]
 
 
 def test_training_refuses_a_gpu_other_than_the_requested_one(fake_cuda: list[str]) -> None:
-    from rankers import training
     from rankers.base import RankerError
+    from rankers.fit import optim
 
     FakeAccelerator.rank_device = "cuda:0"  # a launcher's rank 0 gets GPU 0
     with pytest.raises(RankerError, match=r"asked for cuda:1 .* placed this process on cuda:0"):
-        training.make_accelerator("cuda:1", "float32")
+        optim.make_accelerator("cuda:1", "float32")
 
 
 # -- 3. the bf16 scoring copy keeps pooling, head and logits in float32 ----------------------------
@@ -288,7 +288,9 @@ def test_a_training_step_reads_the_device_at_most_once(
     wait for the host every step."""
     from toydata import gold_split
 
-    from rankers import listtrain, models, training
+    from rankers.fit import lists as listtrain
+    from rankers.fit import loop as training
+    from rankers.io import models
 
     counter = ReadCounter(monkeypatch)
     steps: list[int] = []
@@ -601,7 +603,8 @@ def test_auto_dtype_is_bf16_only_on_a_gpu_with_native_bf16(
     import logging
 
     from bench.core import device as bench_device
-    from rankers import precision, training
+    from rankers import precision
+    from rankers.fit import optim
 
     asked: list[tuple[int, bool]] = []
     current = {"index": 0}
@@ -622,7 +625,7 @@ def test_auto_dtype_is_bf16_only_on_a_gpu_with_native_bf16(
         assert precision.scoring_dtype("auto", "cuda:1") == scoring
         assert precision.scoring_dtype("auto", "cpu") == torch.float32
         assert precision.scoring_dtype("bfloat16", "cuda:1") == torch.bfloat16  # asked: kept
-        training.make_accelerator("cuda:1", "auto")
+        optim.make_accelerator("cuda:1", "auto")
     (created,) = FakeAccelerator.created
     assert created.options["mixed_precision"] == training_precision
     assert asked == [(1, False), (1, False)]  # GPU 1, emulation not counted

@@ -24,7 +24,7 @@ from rankers.base import RankerError
 from rankers.families.crossjem.ranker import CrossJEMRanker
 from rankers.families.monobert import MonoBERTRanker
 from rankers.fit.lists import ListBatches, fit_lists
-from rankers.fit.loop import adamw_linear, make_accelerator
+from rankers.fit.optim import adamw_linear, make_accelerator
 from rankers.fit.resume import CHECKPOINT_DIR, LATEST_FILE
 from rankers.fit.targets import TEACHER_CACHE_DIR, sigmoid, teacher_logits
 from rankers.io.models import state_hash

@@ -84,7 +84,7 @@ def autocast_part(ranker: Ranker) -> dict[str, str]:
     train_dtype = getattr(ranker.config, "train_dtype", None)
     if train_dtype is None:
         return {}
-    from rankers.fit.loop import mixed_precision
+    from rankers.fit.optim import mixed_precision
 
     chosen = mixed_precision(ranker.device, str(train_dtype))
     return {} if chosen == "no" else {"autocast": chosen}

@@ -353,19 +353,11 @@ class ColBERTRanker(Ranker[ColBERTRankerConfig], LatencyParts, Fits, Persistent)
             )
         log.info("colbert: loaded %s on %s (projection %s)", path, self.device, self._provenance)
 
-    @contextlib.contextmanager
-    def inference(self) -> Iterator[None]:
+    def inference(self) -> contextlib.AbstractContextManager[None]:
         """eval mode and no autograd, restoring the previous mode afterwards."""
-        import torch
+        from rankers.precision import evaluating  # torch, imported when first scoring
 
-        model = self.colbert
-        was_training = model.training
-        model.eval()
-        try:
-            with torch.inference_mode():
-                yield
-        finally:
-            model.train(was_training)
+        return evaluating(self.colbert)
 
     # -- encoding and scoring ------------------------------------------------------------------
     def encode_queries(self, queries: Sequence[str]) -> torch.Tensor:

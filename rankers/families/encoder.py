@@ -20,7 +20,7 @@ import dataclasses
 import json
 import logging
 from abc import abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
@@ -48,7 +48,7 @@ from rankers.io.models import resolve_model, state_hash, weights_hash
 from rankers.io.persist import Persistent
 from rankers.itemorder import item_texts
 from rankers.losses import ANY_REAL_TARGETS, TEACHER_SCORES
-from rankers.precision import INT8, CastCache, scoring_dtype
+from rankers.precision import INT8, CastCache, evaluating, scoring_dtype
 from rankers.runtimes import (
     DEFAULT_INT8_RECIPE,
     INT8_RECIPES,
@@ -391,17 +391,9 @@ class EncoderRanker(
         }
 
     # -- inference helpers ---------------------------------------------------------------------
-    @contextlib.contextmanager
-    def inference(self) -> Iterator[None]:
+    def inference(self) -> contextlib.AbstractContextManager[None]:
         """eval mode and no autograd (the dtype is the scoring module's: :meth:`scoring_module`)."""
-        module = self.module
-        was_training = module.training
-        module.eval()
-        try:
-            with torch.inference_mode():
-                yield
-        finally:
-            module.train(was_training)
+        return evaluating(self.module)
 
     def scoring_module(self) -> nn.Module:
         """The module scoring runs: :attr:`module`, or its copy cast once to the scoring dtype,

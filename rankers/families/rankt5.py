@@ -23,7 +23,7 @@ import contextlib
 import dataclasses
 import logging
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -247,19 +247,11 @@ class RankT5Ranker(Ranker[RankT5Config], LatencyParts, Fits, Persistent):
             }
         log.info("rankt5: loaded %s (%s) on %s", spec, type(model).__name__, self.device)
 
-    @contextlib.contextmanager
-    def inference(self) -> Iterator[None]:
+    def inference(self) -> contextlib.AbstractContextManager[None]:
         """eval mode and no autograd (the dtype is the scoring module's: :meth:`scoring_module`)."""
-        import torch
+        from rankers.precision import evaluating  # torch, imported when first scoring
 
-        module = self.module
-        was_training = module.training
-        module.eval()
-        try:
-            with torch.inference_mode():
-                yield
-        finally:
-            module.train(was_training)
+        return evaluating(self.module)
 
     def scoring_module(self) -> Any:
         """:attr:`module`, or its copy cast once to the scoring dtype (see ``dtype``)."""

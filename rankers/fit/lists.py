@@ -31,7 +31,8 @@ from rankers.base import (
     Ranker,
     RankerError,
 )
-from rankers.fit.loop import BatchLoss, LoopPlan, accelerated_device, make_accelerator, train_loop
+from rankers.fit.loop import BatchLoss, LoopPlan, train_loop
+from rankers.fit.optim import accelerated_device, make_accelerator
 from rankers.fit.resume import list_ids
 from rankers.fit.targets import (
     TEACHER_CACHE_DIR,

@@ -51,6 +51,7 @@ from bench.core.trained import TrainingSummary
 from bench.data.model import RankingSplit
 from bench.results.metrics import build_run, evaluate
 from rankers.base import Ranker, RankerError, TrainingConfig
+from rankers.fit.optim import NO_DECAY, adamw, make_accelerator
 from rankers.fit.resume import SELECTION_MEASURE, Progress, Resumable, checkpoint_key
 
 if TYPE_CHECKING:
@@ -64,22 +65,6 @@ log = logging.getLogger(__name__)
 #: end and checkpoint): a read per step makes the host wait for the GPU before packing the next
 #: batch, so host preparation never overlaps the device's work
 LOSS_READ_STEPS = 16
-#: config dtype -> Accelerate mixed precision on CUDA (CPU always trains in float32); ``auto`` is
-#: resolved per GPU by :func:`mixed_precision` (its entry is the answer on Ampere or later)
-MIXED_PRECISION = {"auto": "bf16", "bfloat16": "bf16", "float16": "fp16", "float32": "no"}
-
-
-def mixed_precision(device: str, dtype: str) -> str:
-    """Accelerate's mixed precision for option ``dtype`` on ``device``: none on CPU; ``auto`` is
-    bf16 autocast only on a GPU with native bf16, else float32 (fp16 training would need loss
-    scaling the user did not ask for), logged with the reason."""
-    if not device.startswith("cuda"):
-        return "no"
-    if dtype == "auto":
-        from bench.core.device import auto_choice
-
-        return auto_choice(device, "training", "bf16", "no")
-    return MIXED_PRECISION.get(dtype, "no")
 
 
 def dev_per_query(
@@ -114,105 +99,6 @@ def dev_score(ranker: Ranker, dev: RankingSplit | None) -> float | None:
 
     values = sharded_dev_per_query(ranker, dev)
     return from_main(None if values is None else sum(values.values()) / max(len(values), 1))
-
-
-# -- optimisation --------------------------------------------------------------------------------
-#: parameter-name endings AdamW does not decay (biases and LayerNorm, the usual BERT recipe)
-NO_DECAY: tuple[str, ...] = ("bias", "LayerNorm.weight", "LayerNorm.bias")
-
-
-def adamw(
-    module: nn.Module,
-    lr: float,
-    weight_decay: float,
-    total_steps: int,
-    warmup_steps: int = 0,
-    schedule: str = "linear",
-    no_decay: tuple[str, ...] = NO_DECAY,
-) -> tuple[torch.optim.Optimizer, Any]:
-    """AdamW over the trainable parameters (those ending in ``no_decay`` without weight decay)
-    and its schedule: ``linear`` warm-up then linear decay to 0 at ``total_steps``, or
-    ``constant`` (colbert-ai's default when it has no warm-up). An empty ``no_decay`` decays
-    every weight, as colbert-ai's own trainer does."""
-    import torch
-    from transformers import get_constant_schedule, get_linear_schedule_with_warmup
-
-    named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
-    groups = [
-        {"params": [p for n, p in named if not n.endswith(no_decay)], "weight_decay": weight_decay},
-        {"params": [p for n, p in named if no_decay and n.endswith(no_decay)], "weight_decay": 0.0},
-    ]
-    optimizer = torch.optim.AdamW([g for g in groups if g["params"]], lr=lr)
-    if schedule == "constant":
-        return optimizer, get_constant_schedule(optimizer)
-    if schedule != "linear":
-        raise RankerError(f"unknown learning-rate schedule {schedule!r} (linear or constant)")
-    return optimizer, get_linear_schedule_with_warmup(optimizer, warmup_steps, total_steps)
-
-
-def adamw_linear(
-    module: nn.Module, lr: float, weight_decay: float, warmup_ratio: float, total_steps: int
-) -> tuple[torch.optim.Optimizer, Any]:
-    """:func:`adamw` with the usual groups, warming up over ``warmup_ratio`` of the steps."""
-    return adamw(module, lr, weight_decay, total_steps, int(warmup_ratio * total_steps))
-
-
-def make_accelerator(device: str, dtype: str) -> Accelerator:
-    """An Accelerator for ``device`` (cpu or cuda) with split batches and the dtype's autocast."""
-    from datetime import timedelta
-
-    import torch
-    from accelerate import Accelerator, DataLoaderConfiguration
-    from accelerate.state import AcceleratorState, PartialState
-    from accelerate.utils import DistributedDataParallelKwargs, InitProcessGroupKwargs
-
-    cuda = device.startswith("cuda")
-    if cuda and ":" in device:
-        # Accelerate places a single process on the *current* CUDA device ("cuda"): make that
-        # the requested one, so `--device cuda:1` trains, scores and loads teachers on GPU 1
-        torch.cuda.set_device(device)
-    options: dict[str, Any] = {
-        "cpu": not cuda,
-        "mixed_precision": mixed_precision(device, dtype),
-        # one scheduler step per optimisation step, whatever the process count (the loop cuts
-        # the global batches into the processes' slices itself)
-        "dataloader_config": DataLoaderConfiguration(split_batches=True),
-        "kwargs_handlers": [
-            # the encoders' pooler (and any head a variant skips) gets no gradient
-            DistributedDataParallelKwargs(find_unused_parameters=True),
-            # the main process scores the teacher and dev alone while the others wait
-            InitProcessGroupKwargs(timeout=timedelta(hours=3)),
-        ],
-    }
-    try:
-        accelerator = Accelerator(**options)
-    except ValueError as exc:
-        # Accelerate's state is per process; a single process may switch device or precision
-        if "already been initialized" not in str(exc) or PartialState().num_processes > 1:
-            raise RankerError(f"cannot set up Accelerate for {device}/{dtype}: {exc}") from exc
-        AcceleratorState._reset_state(reset_partial_state=True)
-        accelerator = Accelerator(**options)
-    placed = accelerated_device(accelerator)
-    if cuda and ":" in device and placed != device:
-        # under a launcher each process takes the GPU of its local rank
-        raise RankerError(
-            f"training asked for {device} but Accelerate placed this process on {placed}; "
-            "under `accelerate launch` use --device cuda (each process takes its rank's GPU)"
-        )
-    return accelerator
-
-
-def accelerated_device(accelerator: Accelerator) -> str:
-    """The device Accelerate trains on, as ``cpu`` or ``cuda:N``: its ``cuda`` without an index
-    means the current device, which the ranker must name explicitly (scoring, teachers and dev
-    evaluation follow ``ranker.device``)."""
-    import torch
-
-    device = accelerator.device
-    if device.type != "cuda":
-        return device.type
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    return f"cuda:{index}"
 
 
 # -- the loop ------------------------------------------------------------------------------------
@@ -326,35 +212,6 @@ def out_of_patience(plan: LoopPlan, progress: Progress, has_dev: bool) -> bool:
     return progress.epochs_done - progress.best_epoch >= plan.patience
 
 
-def train_loop(
-    ranker: Ranker,
-    steps: Trainable,
-    train_split: RankingSplit,
-    dev: RankingSplit | None,
-    plan: LoopPlan,
-    *,
-    accelerator: Accelerator | None = None,
-    work_dir: str | Path | None = None,
-    on_checkpoint: Callable[[dict[str, int]], None] | None = None,
-) -> TrainingSummary:
-    """:func:`_train_loop` with the ranker's scoring in its training precision
-    (:func:`rankers.precision.training_precision`): dev scoring selects the epoch, so it must
-    not depend on the runtime-only ``dtype``."""
-    from rankers.precision import training_precision
-
-    with training_precision(ranker.config):
-        return _train_loop(
-            ranker,
-            steps,
-            train_split,
-            dev,
-            plan,
-            accelerator=accelerator,
-            work_dir=work_dir,
-            on_checkpoint=on_checkpoint,
-        )
-
-
 @dataclasses.dataclass
 class LoopState:
     """One training run between its setup (:func:`setup_loop`), its epochs (:func:`run_epoch`,
@@ -403,7 +260,7 @@ class LoopState:
             )
 
 
-def _train_loop(
+def train_loop(
     ranker: Ranker,
     steps: Trainable,
     train_split: RankingSplit,
@@ -426,33 +283,41 @@ def _train_loop(
     AP@10 through ``ranker.score``, the epoch-end checkpoint), and at the end :func:`summarise`
     (the best epoch's weights restored). Without ``accelerator``, one is made in float32 on the
     ranker's device. ``on_checkpoint`` is called on every process after each published
-    checkpoint with ``{"epoch", "step"}``.
+    checkpoint with ``{"epoch", "step"}``. The ranker scores (dev) in its training precision
+    (:func:`rankers.precision.training_precision`): dev selects the epoch, so it must not depend
+    on the runtime-only ``dtype``.
     """
     from bench.core.device import deterministic_kernels
     from bench.core.progress import progress_bar
+    from rankers.precision import training_precision
 
-    state = setup_loop(
-        ranker,
-        steps,
-        train_split,
-        dev,
-        plan,
-        accelerator=accelerator,
-        work_dir=work_dir,
-        on_checkpoint=on_checkpoint,
-    )
-    bar = progress_bar(
-        state.total, f"{ranker.name} fit", "step", initial=state.progress.step, enabled=state.main
-    )
-    # the same weights whatever else runs on the machine (CPU kernels that add in thread order
-    # run in index order)
-    with bar, deterministic_kernels(ranker.device):
-        for epoch in range(state.progress.epochs_done + 1, state.epochs + 1):
-            if stops_before_epoch(state):
-                break
-            run_epoch(state, epoch, bar)
-            end_epoch(state, epoch)
-    return summarise(state)
+    with training_precision(ranker.config):
+        state = setup_loop(
+            ranker,
+            steps,
+            train_split,
+            dev,
+            plan,
+            accelerator=accelerator,
+            work_dir=work_dir,
+            on_checkpoint=on_checkpoint,
+        )
+        bar = progress_bar(
+            state.total,
+            f"{ranker.name} fit",
+            "step",
+            initial=state.progress.step,
+            enabled=state.main,
+        )
+        # the same weights whatever else runs on the machine (CPU kernels that add in thread
+        # order run in index order)
+        with bar, deterministic_kernels(ranker.device):
+            for epoch in range(state.progress.epochs_done + 1, state.epochs + 1):
+                if stops_before_epoch(state):
+                    break
+                run_epoch(state, epoch, bar)
+                end_epoch(state, epoch)
+        return summarise(state)
 
 
 def setup_loop(
