@@ -533,3 +533,46 @@ def test_the_cpu_precision_table_has_a_column_per_int8_recipe(tmp_path: Path) ->
     records = Records("t", [Path("p.md")], tmp_path)
     got = precision_table(records, "p.md", ("monobert",), CPU_COLUMNS)
     assert got.splitlines()[2] == "| monobert | 0.7946 | 0.7945 (-0.0001) | 0.7880 (-0.0066) |"
+
+
+_TEACHER_RECORDS = (
+    "results/reference/accuracy-wikiqa.json",
+    "results/reference/latency/word-order-hybrid4-row.json",
+    "results/reference/word-order/wikiqa-hybrid4-row.json",
+    "results/reference/word-order/teachers/wikiqa-hybrid4-row-concat.json",
+)
+
+
+def _teacher_records(tmp_path: Path, concat_teacher: str | None = None) -> Records:
+    """Copies of the teacher table's records under ``tmp_path``; ``concat_teacher`` rewrites the
+    weights hash of the concat row's teacher."""
+    for name in _TEACHER_RECORDS:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes((REPO / name).read_bytes())
+    if concat_teacher is not None:
+        path = tmp_path / _TEACHER_RECORDS[-1]
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data["training"]["teacher"]["weights_hash"] = concat_teacher
+        path.write_text(json.dumps(data), encoding="utf-8")
+    return Records("crossjem-teachers-wikiqa", [Path(n) for n in _TEACHER_RECORDS], tmp_path)
+
+
+def test_the_teacher_table_rows_and_distance_to_the_aim(tmp_path: Path) -> None:
+    """Each row: the targets the record says, dev of the kept epoch, test AP@10, the difference to
+    monoBERT's 0.7946 and to the aim (that plus one point: 0.7810 - 0.7946 + 0.01 = -0.0036),
+    and the layout's measured speed-up."""
+    from bench.reporting.figures_teachers import crossjem_teachers_wikiqa
+
+    lines = crossjem_teachers_wikiqa(_teacher_records(tmp_path)).splitlines()
+    assert lines[2] == (
+        "| monoBERT + ColBERT (the layouts' teachers) | sigmoid(mean of 2 z-scores) | 0.7783 (6) "
+        "| 0.7810 | -1.36 | -0.36 | 2.01x |"
+    )
+    assert lines[3].split(" | ")[1:6] == ["sigmoid(logits)", "0.7653 (3)", "0.7636", "-3.10", "-2.10"]
+
+
+def test_a_teacher_row_whose_record_had_another_teacher_is_refused(tmp_path: Path) -> None:
+    from bench.reporting.figures_teachers import crossjem_teachers_wikiqa
+
+    with pytest.raises(ReferenceError, match="teacher members are .*0123456789abcdef"):
+        crossjem_teachers_wikiqa(_teacher_records(tmp_path, concat_teacher="0123456789abcdef"))

@@ -18,6 +18,7 @@ import bench.reporting.figures_precision
 import bench.reporting.figures_scale
 import bench.reporting.figures_setencoder
 import bench.reporting.figures_tables
+import bench.reporting.figures_teachers
 from bench.core.io import atomic_write_text, check_file_writable
 from bench.reporting.figures import (
     Block,
@@ -40,6 +41,7 @@ TABLE_MODULES = (
     bench.reporting.figures_precision,
     bench.reporting.figures_scale,
     bench.reporting.figures_setencoder,
+    bench.reporting.figures_teachers,
 )
 
 
