@@ -568,7 +568,8 @@ def test_the_teacher_table_rows_and_distance_to_the_aim(tmp_path: Path) -> None:
         "| monoBERT + ColBERT (the layouts' teachers) | sigmoid(mean of 2 z-scores) | 0.7783 (6) "
         "| 0.7810 | -1.36 | -0.36 | 2.01x |"
     )
-    assert lines[3].split(" | ")[1:6] == ["sigmoid(logits)", "0.7653 (3)", "0.7636", "-3.10", "-2.10"]
+    cells = lines[3].split(" | ")[1:6]
+    assert cells == ["sigmoid(logits)", "0.7653 (3)", "0.7636", "-3.10", "-2.10"]
 
 
 def test_a_teacher_row_whose_record_had_another_teacher_is_refused(tmp_path: Path) -> None:

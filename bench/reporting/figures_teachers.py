@@ -4,8 +4,8 @@ and test AP@10, its distance to the aim and its measured speed-up.
 
 The layout is the same in every row, so the speed-up is that of the layout's one `bench latency`
 run beside monoBERT (the crossjem-order-wikiqa table's record). Each row's record must name the
-teacher the row says: the record's ``training.teacher`` is compared with the row's folders (by
-the weights hash of each member's ``ranker.json``), so a row cannot silently show another teacher's run.
+teacher the row says: the record's ``training.teacher`` is compared with the row's members (the
+weights hash of each member's ``ranker.json``), so a row cannot show another teacher's run.
 """
 
 from __future__ import annotations
