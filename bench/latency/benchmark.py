@@ -32,6 +32,8 @@ from bench.latency.lists import (
     token_settings,
     token_summary,
 )
+from bench.latency.ortcalibration import OrtCalibrations
+from bench.latency.ortmodel import add_runtime_costs
 from bench.latency.protocol import (
     BenchOptions,
     canonical_keys,
@@ -146,6 +148,7 @@ def _time_blocks(
     shape, tokenizer = encoder_shape_and_tokenizer(settings["model"])
     index = BM25Index(collection)
     calibrations = Calibrations(ctx.results_root, ctx.device, fresh=opts.calibrate)
+    runtime_calibrations = OrtCalibrations(ctx.results_root, ctx.device, fresh=opts.calibrate)
     blocks: list[ListBlock] = []
     rows: list[LatencyRow] = []
     for n in opts.n_values:
@@ -179,6 +182,7 @@ def _time_blocks(
         if role.world == 1:
             timed = time_entries(entries, lists, opts, ctx.device)
             add_costs(timed, calibrations.get)
+            add_runtime_costs(timed, runtime_calibrations.get)
             rows.extend(timed)
         else:
             rows.extend(processes.time_entries_sharded(entries, lists, opts, ctx.device, role))

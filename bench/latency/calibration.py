@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from bench.core.io import atomic_write_json
 from bench.latency.efficiency import EncoderShape
@@ -48,6 +48,9 @@ if TYPE_CHECKING:
     import torch
 
 log = logging.getLogger(__name__)
+
+R = TypeVar("R", bound="JsonRecord")
+C = TypeVar("C", bound="CachedCalibration")
 
 #: attention(q, k, v, mask) -> output, q/k/v (rows, heads, L, head_dim), mask None or boolean
 #: (rows, 1, L, L) with True where a position may be attended to
@@ -77,8 +80,33 @@ ATTENTION_TOKENS = 2048
 DTYPES = ("float32", "bfloat16", "float16")
 
 
+class JsonRecord:
+    """A dataclass kept as a JSON file: every field but ``path`` (where it was read from, which
+    would tie the file to one machine) is written, and unknown keys are ignored on reading."""
+
+    path: Path | None
+
+    def to_json(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)  # type: ignore[call-overload]
+        out.pop("path")
+        return out
+
+    @classmethod
+    def from_json(cls: type[R], data: dict[str, Any], path: Path | None = None) -> R:
+        names = {f.name for f in dataclasses.fields(cls)} - {"path"}  # type: ignore[arg-type]
+        return cls(**{k: v for k, v in data.items() if k in names}, path=path)
+
+
+class CachedCalibration(JsonRecord):
+    """What :func:`cached` keeps: a calibration that records the key it was measured under
+    (``machine``) and how long it took (``seconds``)."""
+
+    machine: dict[str, Any]
+    seconds: float
+
+
 @dataclass
-class Calibration:
+class Calibration(CachedCalibration):
     """Measured kernel rates of one machine, dtype, thread count, encoder size and attention.
 
     ``linear``: ``"KxN"`` -> ``[[tokens, GFLOP/s], ...]``; ``attention``: ``"masked"`` /
@@ -98,16 +126,6 @@ class Calibration:
     created: str = ""
     seconds: float = 0.0
     path: Path | None = field(default=None, compare=False)
-
-    def to_json(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
-        out.pop("path")
-        return out
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any], path: Path | None = None) -> Calibration:
-        names = {f.name for f in dataclasses.fields(cls)} - {"path"}
-        return cls(**{k: v for k, v in data.items() if k in names}, path=path)
 
     def summary(self) -> dict[str, Any]:
         """What a latency record keeps of the calibration it was predicted with."""
@@ -158,7 +176,7 @@ def calibration_path(root: Path, key: dict[str, Any]) -> Path:
     )
 
 
-def _median_ms(call: Callable[[], Any], min_reps: int = 3, min_s: float = 0.05) -> float:
+def median_ms(call: Callable[[], Any], min_reps: int = 3, min_s: float = 0.05) -> float:
     """Median ms of ``call`` after one untimed call: at least ``min_reps`` timed calls and
     ``min_s`` seconds (the median, as the benchmark's p50, shrugs off a burst of load)."""
     call()
@@ -188,7 +206,7 @@ def _measure_linear(shape: EncoderShape, dtype: torch.dtype) -> dict[str, list[l
         points = []
         for tokens in TOKENS:
             x = torch.randn(tokens, k, dtype=dtype)
-            ms = _median_ms(partial(F.linear, x, weight, bias))
+            ms = median_ms(partial(F.linear, x, weight, bias))
             points.append([tokens, 2 * tokens * k * n / ms / 1e6])
         out[f"{k}x{n}"] = points
     return out
@@ -212,7 +230,7 @@ def _measure_attention(
         keep = torch.arange(length) < length - length // 8
         mask = keep[None, None, None, :].expand(rows, 1, length, length).contiguous()
         for name, m in (("unmasked", None), ("masked", mask)):
-            ms = _median_ms(partial(attention, q, k, v, m))
+            ms = median_ms(partial(attention, q, k, v, m))
             out[name].append([length, ms / rows])
     return out
 
@@ -233,14 +251,14 @@ def _measure_other(shape: EncoderShape, dtype: torch.dtype) -> float:
             F.gelu(h)
             norm(x + y)
 
-    return _median_ms(layer_rest) * 1e6 / tokens
+    return median_ms(layer_rest) * 1e6 / tokens
 
 
 def _measure_peak(dtype: torch.dtype) -> float:
     import torch
 
     a, b = torch.randn(1024, 1024, dtype=dtype), torch.randn(1024, 1024, dtype=dtype)
-    return 2 * 1024**3 / _median_ms(lambda: torch.matmul(a, b)) / 1e6
+    return 2 * 1024**3 / median_ms(lambda: torch.matmul(a, b)) / 1e6
 
 
 def torch_dtype(name: str) -> torch.dtype:
@@ -291,18 +309,36 @@ def load_or_measure(
     import torch
 
     key = calibration_key(dtype, torch.get_num_threads(), shape, attention)
-    path = calibration_path(root, key)
+    return cached(
+        calibration_path(root, key),
+        Calibration,
+        key,
+        partial(measure_fn or measure, shape, dtype, attention),
+        fresh,
+        f"{dtype} kernels ({key['threads']} thread(s), {attention} attention)",
+    )
+
+
+def cached(
+    path: Path,
+    kind: type[C],
+    key: dict[str, Any],
+    measure_now: Callable[[], C],
+    fresh: bool,
+    what: str,
+) -> C:
+    """The calibration cached at ``path``, else (or ``fresh``) ``measure_now()``, given
+    ``machine=key`` and written there; a file that cannot be read is measured anew (a warning
+    names it). ``what`` says what is calibrated, for the log."""
     if path.is_file() and not fresh:
         try:
-            cal = Calibration.from_json(json.loads(path.read_text(encoding="utf-8")), path)
+            cal = kind.from_json(json.loads(path.read_text(encoding="utf-8")), path)
             log.debug("calibration from %s", path)
             return cal
         except (ValueError, TypeError) as exc:
             log.warning("measuring anew: cannot read %s (%s)", path, exc)
-    log.info(
-        "calibrating %s kernels (%d thread(s), %s attention)", dtype, key["threads"], attention
-    )
-    cal = (measure_fn or measure)(shape, dtype, attention)
+    log.info("calibrating %s", what)
+    cal = measure_now()
     cal.machine = key
     atomic_write_json(path, cal.to_json())
     cal.path = path

@@ -482,27 +482,47 @@ def encoder_work(
 ) -> dict[str, Any]:
     """What the cost model needs of ``ranker``'s timed calls (untimed, after the timing): its
     scoring dtype, its encoder's shape and the encoder calls of one pass over ``lists``
-    (:meth:`~rankers.hooks.LatencyParts.encoder_calls` of each call's prepared inputs); empty for a
-    ranker that declares none."""
+    (:meth:`~rankers.hooks.LatencyParts.encoder_calls` of each call's prepared inputs), and on
+    ONNX Runtime the runtime, its graph and int8 recipe (:func:`runtime_work`); empty for a ranker
+    that declares none or runs on a runtime no calibration times (OpenVINO)."""
     from bench.latency.efficiency import EncoderShape
     from bench.latency.timemodel import compress_calls
     from rankers.families.encoder import EncoderRanker
-    from rankers.precision import INT8, scoring_dtype
 
-    if not isinstance(ranker, EncoderRanker) or str(ranker.cfg.dtype) == INT8:
-        return {}  # int8 runs on a runtime whose kernels no torch calibration times
-    if getattr(ranker.cfg, "runtime", "torch") not in ("torch", None):
-        return {}  # likewise any runtime other than PyTorch
+    if not isinstance(ranker, EncoderRanker):
+        return {}
+    work = runtime_work(ranker)
+    if work is None:
+        return {}
     calls = []
     for batch in split_calls(lists, batch_queries):
         found = ranker.encoder_calls(ranker.prepare_scoring(batch))  # an EncoderRanker
         if found is None:
             return {}
         calls.extend(found)
-    dtype = scoring_dtype(str(ranker.cfg.dtype), ranker.device)
     return {
-        "dtype": str(dtype).removeprefix("torch."),
+        **work,
         "shape": dataclasses.asdict(EncoderShape.from_config(ranker.encoder_config())),
         "queries": len(lists),
         "calls": compress_calls(calls),
     }
+
+
+def runtime_work(ranker: Any) -> dict[str, Any] | None:
+    """What runs an encoder ranker's encoder, as its time model reads it: on PyTorch the scoring
+    ``dtype``; on ONNX Runtime the ``runtime``, the precision it runs (``dtype``: float32 or
+    int8), the ``graph`` (option ``onnx_graph``) and, for int8, the ``int8_recipe``. None on a
+    runtime no calibration times."""
+    from rankers.precision import INT8, scoring_dtype
+    from rankers.runtimes import runtime_precision
+
+    cfg = ranker.cfg
+    runtime = getattr(cfg, "runtime", "torch") or "torch"
+    if runtime == "torch":
+        dtype = scoring_dtype(str(cfg.dtype), ranker.device)
+        return {"dtype": str(dtype).removeprefix("torch.")}
+    if runtime != "onnxruntime":
+        return None
+    precision = runtime_precision(runtime, str(cfg.dtype))
+    recipe = {"int8_recipe": cfg.int8_recipe} if precision == INT8 else {}
+    return {"dtype": precision, "runtime": runtime, "graph": cfg.onnx_graph, **recipe}

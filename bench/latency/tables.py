@@ -438,6 +438,16 @@ def render_latency(table: LatencyTable, fmt: str = "table") -> str | RenderableT
     raise ValueError(f"unknown latency table format {fmt!r}; known: {', '.join(LATENCY_FORMATS)}")
 
 
+def encoder_label(encoder: dict[str, Any]) -> str:
+    """What ran a row's encoder: ``float32``, or on another runtime ``int8 (onnxruntime, fused
+    graph, int8_recipe=ffn-float)``, the settings its time model was calibrated for."""
+    runtime = encoder.get("runtime", "torch")
+    if runtime == "torch":
+        return str(encoder["dtype"])
+    recipe = f", int8_recipe={encoder['int8_recipe']}" if encoder.get("int8_recipe") else ""
+    return f"{encoder['dtype']} ({runtime}, {encoder['graph']} graph{recipe})"
+
+
 def cost_line(row: LatencyRow) -> str:
     """``N=100 monobert (batch_size=32), float32: measured 1,951 ms/query (model step 1,900),
     predicted 1,880 (linear 1,500, attention 300, other 80); 80.1 GFLOP/s, 80% of the 100
@@ -446,7 +456,8 @@ def cost_line(row: LatencyRow) -> str:
     if not cost or cost.get("achieved_gflops") is None:
         return ""
     model = (row.model_only or {}).get("mean_ms")
-    text = f"N={row.n} {row.label}, {row.encoder['dtype']}: measured {row.latency['mean_ms']:,.1f}"
+    text = f"N={row.n} {row.label}, {encoder_label(row.encoder)}: measured "
+    text += f"{row.latency['mean_ms']:,.1f}"
     text += " ms/query" + (f" (model step {model:,.1f})" if model else "")
     parts = cost.get("predicted")
     if parts:

@@ -70,20 +70,30 @@ class CallTime:
         return {**dataclasses.asdict(self), "total_ms": self.total_ms}
 
 
-def linear_gflops(cal: Calibration, k: int, n: int, tokens: int) -> float:
-    """Calibrated GFLOP/s of ``tokens x k`` by ``k x n``, interpolated in log(tokens)."""
-    points = cal.linear[f"{k}x{n}"]
+def rate_at(points: Sequence[Sequence[float]], tokens: int) -> float:
+    """A calibrated rate ``[[tokens, GFLOP/s], ...]`` at ``tokens``, interpolated in
+    log(tokens); the end rates beyond the grid."""
     xs = [math.log(t) for t, _ in points]
     return float(np.interp(math.log(max(tokens, 1)), xs, [r for _, r in points]))
 
 
-def attention_row_ms(cal: Calibration, length: int, masked: bool) -> float:
-    """Calibrated ms of one row (all heads) of attention at ``length``."""
-    points = cal.attention["masked" if masked else "unmasked"]
+def row_ms_at(points: Sequence[Sequence[float]], length: int) -> float:
+    """Calibrated ms per row ``[[L, ms], ...]`` at ``length``: linear in L from 0 at L = 0,
+    scaled as L^2 beyond the longest calibrated L."""
     longest, at_longest = points[-1]
     if length > longest:
         return at_longest * (length / longest) ** 2
     return float(np.interp(length, [0, *(p[0] for p in points)], [0, *(p[1] for p in points)]))
+
+
+def linear_gflops(cal: Calibration, k: int, n: int, tokens: int) -> float:
+    """Calibrated GFLOP/s of ``tokens x k`` by ``k x n``, interpolated in log(tokens)."""
+    return rate_at(cal.linear[f"{k}x{n}"], tokens)
+
+
+def attention_row_ms(cal: Calibration, length: int, masked: bool) -> float:
+    """Calibrated ms of one row (all heads) of attention at ``length``."""
+    return row_ms_at(cal.attention["masked" if masked else "unmasked"], length)
 
 
 def call_time(cal: Calibration, shape: EncoderShape, call: EncoderCall) -> CallTime:
@@ -149,20 +159,44 @@ def row_cost(
     (model FLOPs / measured mean time of the whole call); with calibrations (attention name ->
     :class:`Calibration`, one dtype) also the calibrated matmul peak, the share of it achieved
     ("% of the limit") and the predicted encoder time by kernel."""
-    flops = sum(call_flops(shape, c) for c in calls) / queries
-    achieved = flops / measured_ms / 1e6 if measured_ms else None
-    out: dict[str, Any] = {"flops_per_query": flops, "achieved_gflops": achieved}
+    out = work_cost(shape, calls, queries, measured_ms)
     if not cals or any(c.attention not in cals for c in calls):
         return out
-    per_query = predict(cals, shape, calls).scaled(1 / queries)
     first = next(iter(cals.values()))
+    return with_prediction(
+        out,
+        predict(cals, shape, calls).scaled(1 / queries),
+        first.peak_gflops,
+        [c.summary() for c in cals.values()],
+    )
+
+
+def work_cost(
+    shape: EncoderShape, calls: Sequence[EncoderCall], queries: int, measured_ms: float
+) -> dict[str, Any]:
+    """FLOPs per query of ``calls`` (padding included) and the GFLOP/s achieved in the measured
+    mean time of the whole call."""
+    flops = sum(call_flops(shape, c) for c in calls) / queries
+    achieved = flops / measured_ms / 1e6 if measured_ms else None
+    return {"flops_per_query": flops, "achieved_gflops": achieved}
+
+
+def with_prediction(
+    work: dict[str, Any],
+    per_query: CallTime,
+    peak_gflops: float,
+    calibrations: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """``work`` (:func:`work_cost`) with the matmul peak, the share of it achieved ("% of the
+    limit"), the predicted encoder time per query by kernel and the calibrations it came from."""
+    achieved = work["achieved_gflops"]
     return {
-        **out,
-        "peak_gflops": first.peak_gflops,
-        "of_peak": achieved / first.peak_gflops if achieved else None,
+        **work,
+        "peak_gflops": peak_gflops,
+        "of_peak": achieved / peak_gflops if achieved else None,
         "predicted_ms": per_query.total_ms,
         "predicted": per_query.to_dict(),
-        "calibration": [c.summary() for c in cals.values()],
+        "calibration": calibrations,
     }
 
 
@@ -170,10 +204,12 @@ def add_costs(
     rows: Iterable[LatencyRow],
     calibration: Callable[[EncoderShape, str, str], Calibration | None],
 ) -> None:
-    """Fill :attr:`LatencyRow.cost` of every row with encoder work, predicted with
-    ``calibration(shape, dtype, attention)`` (None: FLOPs and achieved GFLOP/s only)."""
+    """Fill :attr:`LatencyRow.cost` of every row whose encoder ran on PyTorch with encoder work,
+    predicted with ``calibration(shape, dtype, attention)`` (None: FLOPs and achieved GFLOP/s
+    only). Rows of another runtime are left to that runtime's model
+    (:func:`bench.latency.ortmodel.add_runtime_costs`): torch's rates do not time its kernels."""
     for row in rows:
-        if not row.encoder:
+        if not row.encoder or row.encoder.get("runtime", "torch") != "torch":
             continue
         shape = EncoderShape(**row.encoder["shape"])
         calls = expand_calls(row.encoder["calls"])
