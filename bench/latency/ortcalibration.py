@@ -185,13 +185,21 @@ def needed_rates(
     return linear, attention
 
 
+def runtime_version() -> str | None:
+    """The installed onnxruntime's version (None: not installed), read without importing it."""
+    try:
+        return importlib.metadata.version("onnxruntime")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def calibration_key(
     dtype: str, recipe: str | None, graph: str, threads: int, shape: EncoderShape
 ) -> dict[str, Any]:
     """Everything an ONNX Runtime calibration's rates depend on."""
     return {
         "runtime": RUNTIME,
-        "onnxruntime": importlib.metadata.version("onnxruntime"),
+        "onnxruntime": runtime_version(),
         "cpu": cpu_model(),
         "threads": threads,
         "dtype": dtype,
@@ -448,7 +456,7 @@ def measure(shape: EncoderShape, dtype: str, recipe: str | None, graph: str) -> 
         linear=_measure_linear(linear, graph, threads),
         attention=_measure_attention(shape, attention, graph, threads),
         other_ns_per_token=_measure_other(shape, graph, threads),
-        runtime_version=importlib.metadata.version("onnxruntime"),
+        runtime_version=runtime_version() or "",
     )
     cal.seconds = time.perf_counter() - start
     cal.created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
