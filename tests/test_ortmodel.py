@@ -241,6 +241,23 @@ def test_run_calibrations_follow_each_rows_runtime(tmp_path: Path, one_thread: N
     assert OrtCalibrations(tmp_path, "cuda:0", measure_fn=fake).get(SHAPE, work) is None
 
 
+def test_a_failed_calibration_leaves_the_rows_without_prediction(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The rows are timed before their calibration: its failure must not lose them."""
+    tries: list[str] = []
+
+    def failing(*args: Any) -> OrtCalibration:
+        tries.append("measured")
+        raise RuntimeError("op not implemented")
+
+    cals = OrtCalibrations(tmp_path, "cpu", measure_fn=failing)
+    work = {"runtime": "onnxruntime", "dtype": F32, "graph": "plain"}
+    assert cals.get(SHAPE, work) is None and cals.get(SHAPE, work) is None
+    assert tries == ["measured"]  # not tried again for every row
+    assert "calibrating failed (RuntimeError: op not implemented)" in caplog.text
+
+
 # -- with onnx and onnxruntime -------------------------------------------------------------------
 def _ops(model: bytes) -> set[str]:
     import onnx

@@ -505,12 +505,14 @@ class OrtCalibrations:
         measure_fn: MeasureFn | None = None,
     ) -> None:
         self.root, self.device, self.fresh, self.measure_fn = root, device, fresh, measure_fn
-        self._held: dict[tuple[Any, ...], OrtCalibration] = {}
+        self._held: dict[tuple[Any, ...], OrtCalibration | None] = {}
 
     def get(self, shape: EncoderShape, encoder: Mapping[str, Any]) -> OrtCalibration | None:
         """The calibration for a row's ``encoder`` work (:func:`bench.latency.protocol.
         encoder_work`: runtime, dtype, graph, int8 recipe); None where there is none to measure
-        (another runtime or device, or onnx / onnxruntime not installed)."""
+        (another runtime or device, or onnx / onnxruntime not installed) or measuring it failed:
+        the rows are timed by then, and a record without a prediction beats no record (a
+        warning says why)."""
         if encoder.get("runtime") != RUNTIME or self.device != "cpu":
             return None
         missing = missing_packages(RUNTIME, str(encoder["dtype"]))
@@ -521,7 +523,17 @@ class OrtCalibrations:
         recipe = encoder.get("int8_recipe") if dtype == INT8 else None
         key = (dataclasses.replace(shape, layers=0), dtype, recipe, graph)
         if key not in self._held:
-            self._held[key] = load_or_measure(
-                self.root, shape, dtype, recipe, graph, self.fresh, self.measure_fn
-            )
+            try:
+                self._held[key] = load_or_measure(
+                    self.root, shape, dtype, recipe, graph, self.fresh, self.measure_fn
+                )
+            except Exception as exc:  # the runtime's own errors derive from Exception only
+                log.warning(
+                    "no ONNX Runtime time model for %s, %s graph: calibrating failed (%s: %s)",
+                    dtype,
+                    graph,
+                    type(exc).__name__,
+                    exc,
+                )
+                self._held[key] = None
         return self._held[key]
