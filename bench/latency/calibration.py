@@ -94,7 +94,7 @@ class JsonRecord:
     @classmethod
     def from_json(cls: type[R], data: dict[str, Any], path: Path | None = None) -> R:
         names = {f.name for f in dataclasses.fields(cls)} - {"path"}  # type: ignore[arg-type]
-        return cls(**{k: v for k, v in data.items() if k in names}, path=path)
+        return cls(**{**{k: v for k, v in data.items() if k in names}, "path": path})
 
 
 class CachedCalibration(JsonRecord):
