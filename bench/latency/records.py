@@ -66,10 +66,12 @@ class LatencyRow:
     throughput: dict[str, Any] | None = None
     #: the encoder work of the timed calls (:func:`bench.latency.protocol.encoder_work`): the
     #: scoring ``dtype``, the encoder ``shape`` and its ``calls`` over all timed lists (one
-    #: pass); empty for rankers without an encoder the cost model knows
+    #: pass), on ONNX Runtime also its ``runtime``, ``graph`` and ``int8_recipe``; empty for
+    #: rankers without an encoder the cost model knows
     encoder: dict[str, Any] = field(default_factory=dict)
     #: per query: FLOPs, achieved GFLOP/s against the calibrated matmul peak and the
-    #: predicted encoder time (:func:`bench.latency.timemodel.row_cost`); empty: none
+    #: predicted encoder time (:func:`bench.latency.timemodel.row_cost`, ONNX Runtime rows:
+    #: :func:`bench.latency.ortmodel.ort_row_cost`); empty: none
     cost: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
