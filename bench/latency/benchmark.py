@@ -32,8 +32,6 @@ from bench.latency.lists import (
     token_settings,
     token_summary,
 )
-from bench.latency.ortcalibration import OrtCalibrations
-from bench.latency.ortmodel import add_runtime_costs
 from bench.latency.protocol import (
     BenchOptions,
     canonical_keys,
@@ -142,6 +140,8 @@ def _time_blocks(
     """For each N: the BM25 top-N lists with their token statistics for the cost model (one
     :class:`ListBlock`), and every ranker's entries timed on them, in this process or sharded
     over the launch's (``role``). One BM25 index and one tokenizer serve every N."""
+    from bench.latency.ortcalibration import OrtCalibrations  # imports torch: only when timing
+    from bench.latency.ortmodel import add_runtime_costs
     from rankers.inputs.lexical import BM25Index
 
     settings = token_settings(split.dataset, options)
