@@ -14,7 +14,6 @@ from typer.testing import CliRunner
 
 import rankers
 from bench.cli.main import app
-from bench.data.model import Candidate, CandidateList, Query, RankingSplit
 from bench.latency.benchmark import run_benchmark
 from bench.latency.precisions import (
     Precision,
@@ -25,7 +24,7 @@ from bench.latency.precisions import (
     precision_options,
     precision_speedups,
 )
-from bench.latency.protocol import BenchOptions, precision_entries, time_entries
+from bench.latency.protocol import BenchOptions, precision_entries
 from bench.latency.records import LatencyRecord, LatencyRow, ListBlock, mark_best
 from bench.latency.tables import build_latency_table, latency_summary, render_latency
 from rankers.base import RUNTIME, Ranker, RankerConfig, RankerError, option
@@ -96,12 +95,6 @@ def toys(monkeypatch: pytest.MonkeyPatch) -> None:
     for name, cls in (("typed", "TypedToy"), ("peer", "PeerToy"), ("untyped", "UntypedToy")):
         monkeypatch.setitem(rankers._REGISTRY, name, f"{__name__}:{cls}")
     CALLS.clear()
-
-
-def _split(n_lists: int) -> RankingSplit:
-    items = (Candidate("a", "a"), Candidate("b", "b"))
-    lists = [CandidateList(Query(f"q{i}", "x"), items) for i in range(n_lists)]
-    return RankingSplit("toy", "test", lists, {}, checksum="c")
 
 
 # -- parsing and the plan ----------------------------------------------------------------------
@@ -241,10 +234,15 @@ def test_cli_refuses_a_bad_precision_before_any_work(
 
 
 # -- entries, labels and the interleaving ------------------------------------------------------
-def test_each_precision_is_an_entry_interleaved_call_by_call(toys: None) -> None:
+def test_each_precision_is_an_entry_interleaved_call_by_call(
+    toys: None, shared_data: Path, results_dir: Path
+) -> None:
+    """The whole benchmark on toys: the entries of every precision, their labels and columns,
+    and the exact order of their calls (one warm-up call each, then every timed call of every
+    precision taking its turn with the others, the order rotating by one per call)."""
     plan = plan_precisions(["float32", "bfloat16", "int8"], ["untyped", "typed", "peer"], "toy", {})
     entries = precision_entries(plan, "toy", 2, 1)
-    assert [(e.label, e.column, e.precision) for e in entries] == [
+    expected = [
         ("untyped", "untyped", ""),  # no dtype: timed once, untagged
         ("typed @ float32", "typed @ float32", "float32"),
         ("peer @ float32", "peer @ float32", "float32"),
@@ -253,26 +251,46 @@ def test_each_precision_is_an_entry_interleaved_call_by_call(toys: None) -> None
         # the label names the runtime's precision already; the column is tagged
         ("typed [onnxruntime int8]", "typed @ onnxruntime int8", "onnxruntime int8"),
     ]
+    assert [(e.label, e.column, e.precision) for e in entries] == expected
     assert entries[-1].options == {"dtype": "int8", "runtime": "onnxruntime"}
-    opts = BenchOptions(dataset="toy", rankers=(), warmup=1, repeats=1)
-    rows = time_entries(entries, _split(2), opts, "cpu")
-    order = [
-        "untyped/-",
-        "typed/float32",
-        "peer/float32",
-        "typed/bfloat16",
-        "peer/bfloat16",
-        "typed/int8",
+    record = run_benchmark(
+        BenchOptions(
+            dataset="wikiqa",
+            split="test",
+            n_values=(2,),
+            queries=2,
+            repeats=1,
+            warmup=1,
+            rankers=("untyped", "typed", "peer"),
+            dtypes=("float32", "bfloat16", "int8"),
+            threads=1,
+            data_dir=shared_data,
+            results_dir=results_dir,
+        )
+    )
+    assert [(r.label, r.column, r.precision) for r in record.rows] == expected
+    assert [r.dtype for r in record.rows] == [
+        "n/a",
+        "float32",
+        "float32",
+        "bfloat16",
+        "bfloat16",
+        "int8",
     ]
-    # one warm-up call each on q0, in entry order; then every timed call has every entry of
-    # every precision take its turn, the order rotating by one per call
+    qids = list(dict.fromkeys(call.split(":")[1] for call in CALLS))
+    calls = [f"{call.split(':')[0]}:q{qids.index(call.split(':')[1])}" for call in CALLS]
+    order = ["untyped/-", "typed/float32", "peer/float32", "typed/bfloat16", "peer/bfloat16"]
+    order.append("typed/int8")
     assert (
-        [f"{r}:q0" for r in order] + [f"{r}:q0" for r in order] + [f"{r}:q1" for r in order[1:]]
-    ) + ["untyped/-:q1"] == CALLS
-    assert [(r.label, r.column, r.precision, r.dtype) for r in rows] == [
-        (e.label, e.column, e.precision, e.options.get("dtype", "n/a")) for e in entries
-    ]
-    assert all(r.latency["calls"] == 2 for r in rows)
+        calls
+        == [
+            *(f"{r}:q0" for r in order),  # warm-up
+            *(f"{r}:q0" for r in order),  # timed call 1
+            *(f"{r}:q1" for r in order[1:] + order[:1]),  # timed call 2: the order rotated
+        ]
+    )
+    assert all(r.latency["calls"] == 2 for r in record.rows)
+    assert record.config["skipped"][0]["ranker"] == "peer"
 
 
 # -- per-precision speed-ups, gains and the table ----------------------------------------------
