@@ -391,6 +391,8 @@ def test_precision_table_lines() -> None:
     md = render_latency(table, "markdown")
     assert "| 100 | bfloat16 | crossjem | 390.00 | 1.50x | 2.18x | 2.00x | 2.50x |" in md
     assert "Not timed: x in y (z)." in md
+    # each ranker named once in the notes, not once per precision
+    assert "weights: untrained (bm25, monobert, crossjem, st-crossencoder)." in md
     data = json.loads(render_latency(table, "json"))
     assert data["precisions"][4]["gain"] == 2.5 and data["precisions"][4]["speedup"] == 1.5
     lines = latency_summary(record := _precision_record())

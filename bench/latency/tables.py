@@ -397,9 +397,9 @@ def _notes(record: LatencyRecord, columns: Sequence[str], stat: str) -> list[str
     ]
     if rows:
         dtypes = sorted({r.dtype for r in rows if r.dtype != "n/a"})
-        weights = _grouped([(r.column, r.weights) for r in rows if r.weights != "n/a"])
+        weights = _grouped([(r.base_column, r.weights) for r in rows if r.weights != "n/a"])
         notes.append(f"dtype: {', '.join(dtypes) or 'n/a'}; weights: {weights or 'n/a'}.")
-        modes = _grouped([(r.column, r.mode) for r in rows if r.mode])
+        modes = _grouped([(r.base_column, r.mode) for r in rows if r.mode])
         if modes:
             notes.append(f"Scoring mode: {modes}.")
     for col in columns:
