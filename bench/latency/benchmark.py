@@ -176,7 +176,7 @@ def _time_blocks(
             repeats=opts.repeats,
             warmup=opts.warmup,
         )
-        what = {"batch_sizes": opts.batch_sizes, "options": options}
+        what: dict[str, Any] = {"batch_sizes": opts.batch_sizes, "options": options}
         entries = (
             entries_for(rankers, split.dataset, n, opts.batch_queries, **what)
             if plan is None

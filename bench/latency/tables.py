@@ -233,7 +233,7 @@ def _precision_cells(
         if row is None:
             continue
         monobert = record.best(block.n, precision_column(_monobert_column(base), precision))
-        pair = next((x for x in pairs if x.get("model") == row.label), {})
+        pair: dict[str, Any] = next((x for x in pairs if x.get("model") == row.label), {})
         value = row.latency.get(stat)
         out.append(
             PrecisionCell(
