@@ -92,6 +92,19 @@ def latency(
             "in that row layout (its column is then tagged with the layout).",
         ),
     ] = None,
+    dtypes: Annotated[
+        str | None,
+        typer.Option(
+            help="Comma-separated precisions timed in this one run, interleaved call by call: "
+            "float32, bfloat16, float16 (PyTorch), int8 (ONNX Runtime, the one int8 runtime) or "
+            "DTYPE@RUNTIME (float32@onnxruntime, bfloat16@openvino). Every ranker with a dtype "
+            "option gets its rows once per precision (columns tagged 'monobert @ bfloat16'); "
+            "the table gives each ranker's speed-up over monoBERT in the same precision and each "
+            "precision's gain over float32. A precision a ranker cannot run is skipped with a "
+            "line saying why; one no timed ranker runs is an error. Not with --set dtype/runtime "
+            "(default: each ranker in its dtype option).",
+        ),
+    ] = None,
     data_dir: DataDir = None,
     results_dir: ResultsDir = None,
     processes: Annotated[
@@ -124,7 +137,8 @@ def latency(
     up to the whole call. Reports per-query p50/p95/p99,
     throughput (pairs/s), the cost model's predicted CROSS-JEM speed-up over monoBERT and the
     measured one, and per encoder ranker its time predicted from the machine's calibrated
-    kernel rates and its achieved GFLOP/s against the matmul peak. Records go to
+    kernel rates and its achieved GFLOP/s against the matmul peak. With --dtypes every ranker is
+    timed in each precision in the same interleaved run. Records go to
     results/latency/DATASET/. With --processes N (or under
     torchrun) the processes time at once and the report adds the aggregate pairs/s.
     """
@@ -147,6 +161,9 @@ def latency(
         **batch_size_sets(batch_sizes_),
     }
     timed = csv_values(rankers_)
+    precisions = csv_values(dtypes)
+    if dtypes is not None and not precisions:
+        raise ValueError("--dtypes: name at least one precision, e.g. float32,bfloat16")
     overrides = options_per_ranker(parse_sets(sets), timed)
     runs = [
         BenchOptions(
@@ -167,6 +184,7 @@ def latency(
             data_dir=data_dir,
             results_dir=results_dir,
             calibrate=calibrate,
+            dtypes=precisions,
         )
         for bq in int_list("--batch-queries", batch_queries)
     ]

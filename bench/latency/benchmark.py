@@ -32,11 +32,13 @@ from bench.latency.lists import (
     token_settings,
     token_summary,
 )
+from bench.latency.precisions import PrecisionPlan, log_skips, precision_speedups
 from bench.latency.protocol import (
     BenchOptions,
     canonical_keys,
     config_fields,
     entries_for,
+    precision_entries,
     time_entries,
 )
 from bench.latency.records import (
@@ -90,6 +92,7 @@ def run_benchmark(opts: BenchOptions, ctx: RunContext | None = None) -> LatencyR
 
     opts.validate()
     rankers = list(dict.fromkeys(canonical_name(r) for r in opts.rankers))
+    plan = opts.precision_plan()
     ctx = ctx or opts.context()
     ctx.seed_everything()
     role = current_role()
@@ -101,8 +104,10 @@ def run_benchmark(opts: BenchOptions, ctx: RunContext | None = None) -> LatencyR
     )
     # the cost model's encoder is CROSS-JEM's, so it takes the arch's model as well
     options = _with_model(opts.options, [*rankers, "crossjem"], model)
-    blocks, rows = _time_blocks(opts, ctx, split, collection, rankers, options, role)
-    config = _record_config(opts, rankers, model, options, role)
+    if plan is not None and role.main:
+        log_skips(plan)
+    blocks, rows = _time_blocks(opts, ctx, split, collection, rankers, options, role, plan)
+    config = _record_config(opts, rankers, model, options, role, plan)
     record = _latency_record(split, len(collection), config, ctx, blocks, rows, role)
     if role.main:
         write_latency_record(record, ctx.results_root)
@@ -136,10 +141,13 @@ def _time_blocks(
     rankers: Sequence[str],
     options: Mapping[str, Mapping[str, Any]],
     role: Role,
+    plan: PrecisionPlan | None = None,
 ) -> tuple[list[ListBlock], list[LatencyRow]]:
     """For each N: the BM25 top-N lists with their token statistics for the cost model (one
     :class:`ListBlock`), and every ranker's entries timed on them, in this process or sharded
-    over the launch's (``role``). One BM25 index and one tokenizer serve every N."""
+    over the launch's (``role``); with a ``plan`` (``--dtypes``) each ranker's entries in each
+    of its precisions, all interleaved, and the speed-ups per precision. One BM25 index and one
+    tokenizer serve every N."""
     from bench.latency.ortcalibration import OrtCalibrations  # imports torch: only when timing
     from bench.latency.ortmodel import add_runtime_costs
     from rankers.inputs.lexical import BM25Index
@@ -171,13 +179,11 @@ def _time_blocks(
             repeats=opts.repeats,
             warmup=opts.warmup,
         )
-        entries = entries_for(
-            rankers,
-            split.dataset,
-            n,
-            opts.batch_queries,
-            batch_sizes=opts.batch_sizes,
-            options=options,
+        what: dict[str, Any] = {"batch_sizes": opts.batch_sizes, "options": options}
+        entries = (
+            entries_for(rankers, split.dataset, n, opts.batch_queries, **what)
+            if plan is None
+            else precision_entries(plan, split.dataset, n, opts.batch_queries, **what)
         )
         if role.world == 1:
             timed = time_entries(entries, lists, opts, ctx.device)
@@ -188,6 +194,8 @@ def _time_blocks(
             rows.extend(processes.time_entries_sharded(entries, lists, opts, ctx.device, role))
         mark_best(rows)
         block.speedup = speedup_summary(rows, block)
+        if plan is not None:
+            block.speedup["precisions"] = precision_speedups(rows, block, plan)
         blocks.append(block)
     return blocks, rows
 
@@ -198,10 +206,12 @@ def _record_config(
     model: Path | None,
     options: Mapping[str, Mapping[str, Any]],
     role: Role,
+    plan: PrecisionPlan | None = None,
 ) -> dict[str, Any]:
     """What the record says was timed, as resolved (ranker names canonical, options with the
     arch's model): part of the record's hash, so records of other settings never share a
-    table row."""
+    table row. The precisions (and the pairs skipped) only with ``--dtypes``, so a record of one
+    precision (and its hash) is as before."""
     return {
         "n_values": list(opts.n_values),
         "rankers": list(rankers),
@@ -222,6 +232,7 @@ def _record_config(
             if role.world > 1
             else {}
         ),
+        **(plan.config() if plan is not None else {}),
     }
 
 

@@ -34,6 +34,14 @@ from bench.data.model import CandidateList, RankingSplit
 from bench.execution.context import RunContext
 from bench.execution.policy import ALL, DEFAULT_BATCH_SIZES, DEFAULT_RANKERS, BatchSize
 from bench.latency.arch import ARCHS, DEFAULT_ARCH
+from bench.latency.precisions import (
+    PrecisionPlan,
+    check_no_precision_options,
+    plan_precisions,
+    precision_free,
+    precision_options,
+    tag_entry,
+)
 from bench.latency.records import (
     LatencyRow,
 )
@@ -80,6 +88,9 @@ class BenchOptions:
     #: measure the kernel rates of the time model anew (:mod:`bench.latency.calibration`)
     #: instead of reading the cached calibration
     calibrate: bool = False
+    #: ``--dtypes``: precisions (``DTYPE`` or ``DTYPE@RUNTIME``) timed interleaved in this one
+    #: run (:mod:`bench.latency.precisions`); empty: each ranker in its own ``dtype`` option
+    dtypes: Sequence[str] = ()
 
     def context(self) -> RunContext:
         """The run context of these options, resolved once (device, threads set now, seed,
@@ -124,11 +135,34 @@ class BenchOptions:
             if untimed:
                 raise ValueError(f"--rankers {name}: bench latency cannot time it: {untimed}")
 
+        for name, overrides in self.options.items():
+            several = str(overrides.get("dtype", "")).split(",")
+            if len(several) > 1:
+                raise ValueError(
+                    f"--set {name}.dtype={overrides['dtype']}: one dtype per --set; time several "
+                    f"precisions in one run with --dtypes {','.join(several)}"
+                )
+        if self.dtypes:
+            check_no_precision_options(canonical_keys(self.options))
         for name, overrides in self.options.items():  # bad values fail here, not mid-benchmark
             key = canonical_name(name)
+            if self.dtypes:  # options that need one precision are checked in it (the plan)
+                overrides = precision_free(key, overrides)
             get_ranker_class(key).Config.from_options(ranker_options(key, self.dataset, overrides))
         for name, sizes in self.batch_sizes.items():
             resolve_batch_sizes(sizes, 1, owner=name)
+        self.precision_plan()
+
+    def precision_plan(self) -> PrecisionPlan | None:
+        """Which ranker is timed in which precision of :attr:`dtypes` (None without them),
+        checked without loading anything: :func:`bench.latency.precisions.plan_precisions`."""
+        if not self.dtypes:
+            return None
+        from bench.core.device import resolve_device
+
+        device = resolve_device(self.device)
+        options = canonical_keys(self.options)
+        return plan_precisions(self.dtypes, self.rankers, self.dataset, options, device)
 
 
 def options_per_ranker(
@@ -187,12 +221,14 @@ def canonical_keys(mapping: Mapping[str, Any]) -> dict[str, Any]:
 @dataclass(frozen=True)
 class Entry:
     """One timed configuration: its row label, the registered ranker and the options that make
-    it, and its table column (the fastest row of a column is the column's figure)."""
+    it, and its table column (the fastest row of a column is the column's figure); in a run
+    timing several precisions, the precision's name (:mod:`bench.latency.precisions`)."""
 
     label: str
     ranker: str
     options: dict[str, Any] = field(default_factory=dict)
     column: str = ""
+    precision: str = ""
 
 
 def entries_for(
@@ -222,6 +258,32 @@ def entries_for(
         wanted = resolve_batch_sizes(sizes[key], n * batch_queries, key) if key in sizes else None
         for variant in latency_parts(ranker).latency_variants(wanted):
             out.append(Entry(variant.label, key, {**base, **variant.options}, variant.column))
+    return out
+
+
+def precision_entries(
+    plan: PrecisionPlan,
+    dataset: str,
+    n: int,
+    batch_queries: int,
+    *,
+    batch_sizes: Mapping[str, Sequence[BatchSize]] | None = None,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
+) -> list[Entry]:
+    """The entries of a ``--dtypes`` run at list size ``n``: the rankers without a dtype once,
+    then per precision (in ``--dtypes`` order) the entries of every ranker that runs it
+    (:func:`~bench.latency.protocol.entries_for` with the precision's options), tagged."""
+    options = canonical_keys(options or {})
+    out = entries_for(
+        plan.untyped, dataset, n, batch_queries, batch_sizes=batch_sizes, options=options
+    )
+    for p in plan.precisions:
+        takers = plan.takers[p.name]
+        chosen = {r: precision_options(r, options.get(r), p) for r in takers}
+        found = entries_for(
+            takers, dataset, n, batch_queries, batch_sizes=batch_sizes, options=chosen
+        )
+        out += [tag_entry(e, p.name) for e in found]
     return out
 
 

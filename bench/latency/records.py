@@ -73,10 +73,19 @@ class LatencyRow:
     #: predicted encoder time (:func:`bench.latency.timemodel.row_cost`, ONNX Runtime rows:
     #: :func:`bench.latency.ortmodel.ort_row_cost`); empty: none
     cost: dict[str, Any] = field(default_factory=dict)
+    #: the precision of a run timing several (``--dtypes``: :mod:`bench.latency.precisions`),
+    #: whose name also tags :attr:`column` (:func:`precision_column`); "" in a one-precision run
+    #: and for a ranker without a ``dtype`` option
+    precision: str = ""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> LatencyRow:
         return cls(**_known(cls, data))
+
+    @property
+    def base_column(self) -> str:
+        """:attr:`column` without its precision tag: what the row's ranker and mode are."""
+        return self.column.removesuffix(precision_column("", self.precision))
 
 
 @dataclass
@@ -118,8 +127,8 @@ class LatencyRecord:
         so a one-process record is written exactly as before they existed."""
         out = dataclasses.asdict(self)
         out.pop("path")
-        for row in out["rows"]:  # rows without an encoder as before these fields
-            for name in ("encoder", "cost"):
+        for row in out["rows"]:  # rows without an encoder or precision as before these fields
+            for name in ("encoder", "cost", "precision"):
                 if not row[name]:
                     del row[name]
         if self.processes == 1:
@@ -192,6 +201,17 @@ def _predicted_time(slow: LatencyRow, fast: LatencyRow, measured: float) -> dict
     return {"predicted_time": a / b, "fraction_of_time_prediction": measured / (a / b)}
 
 
+#: what joins a column (or label) and its precision in a run timing several: ``monobert @
+#: bfloat16``
+PRECISION_TAG = " @ "
+
+
+def precision_column(column: str, precision: str) -> str:
+    """``column`` as a run timing several precisions names it in ``precision`` (``monobert @
+    bfloat16``); ``column`` itself for ``precision`` "" (a one-precision run)."""
+    return f"{column}{PRECISION_TAG}{precision}" if precision else column
+
+
 def untagged(column: str) -> str:
     """A column without its layout tag: ``crossjem {concat} (end-to-end)`` ->
     ``crossjem (end-to-end)`` (CROSS-JEM names its columns by row layout, except the paper's)."""
@@ -209,16 +229,27 @@ def _tagged(rows: Sequence[LatencyRow], n: int, column: str) -> str:
 
 
 def speedup_summary(
-    rows: Sequence[LatencyRow], block: ListBlock, slow: str = "monobert", fast: str = "crossjem"
+    rows: Sequence[LatencyRow],
+    block: ListBlock,
+    slow: str = "monobert",
+    fast: str = "crossjem",
+    precision: str = "",
 ) -> dict[str, Any]:
     """Measured (best ``slow`` row / best ``fast`` row, mean and p50) against predicted (cost
     model FLOPs ratio) speed-up at one N, at the top level; empty when either column is missing.
     Every other pair of :data:`SPEEDUP_PAIRS` whose columns were both timed is added under its
     key (``end_to_end``: both rankers tokenising their items inside the timed call). A column
-    tagged with CROSS-JEM's row layout (``crossjem {concat}``) stands for its untagged name."""
-    out = _speedup(rows, block, slow, _tagged(rows, block.n, fast)) or {}
+    tagged with CROSS-JEM's row layout (``crossjem {concat}``) stands for its untagged name.
+    ``precision``: the columns of that precision in a run timing several (both rankers in the
+    same precision)."""
+
+    def pair(a: str, b: str) -> dict[str, Any] | None:
+        tagged = _tagged(rows, block.n, precision_column(b, precision))
+        return _speedup(rows, block, precision_column(a, precision), tagged)
+
+    out = pair(slow, fast) or {}
     for key, (a, b) in SPEEDUP_PAIRS.items():
-        if key and (found := _speedup(rows, block, a, _tagged(rows, block.n, b))) is not None:
+        if key and (found := pair(a, b)) is not None:
             out[key] = found
     return out
 
@@ -257,7 +288,8 @@ def load_latency_records(
 def check_records(records: Sequence[LatencyRecord]) -> list[ResultRecord]:
     """The best row of each column at each N as a :class:`ResultRecord`, so ``bench check``
     ratio entries can use benchmark figures. ``run_config`` holds ``benchmark: latency``, ``n``,
-    ``batch_queries``, ``threads``, ``device``, ``column``, ``mode`` and ``processes``;
+    ``batch_queries``, ``threads``, ``device``, ``column``, ``mode`` and ``processes`` (and
+    ``precision`` in a run timing several);
     ``config`` the ranker's options (e.g. ``precompute``, ``batch_size``)::
 
         - kind: ratio
@@ -292,6 +324,8 @@ def check_records(records: Sequence[LatencyRecord]) -> list[ResultRecord]:
                         # processes timed at once (throughput mode); the latency figures are
                         # then the pooled calls of all of them
                         "processes": rec.processes,
+                        # the row's precision in a run timing several (``--dtypes``)
+                        **({"precision": row.precision} if row.precision else {}),
                     },
                     config_hash=rec.config_hash,
                     data=rec.data,

@@ -103,6 +103,7 @@ def entry_rows(
                 model_only=model_only,
                 mode=latency_parts(ranker).scoring_mode(),
                 ranker_info=ranker.describe(),
+                precision=entry.precision,
             )
         )
         log.info(

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bench.core.timing import check_stat, higher_is_better
-from bench.latency.records import LatencyRecord, LatencyRow, ListBlock
+from bench.execution.policy import SPEEDUP_PAIRS
+from bench.latency.records import LatencyRecord, LatencyRow, ListBlock, precision_column
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -65,6 +66,9 @@ class LatencyTable:
     breakdown: dict[int, dict[str, dict[str, float | None]]] = field(default_factory=dict)
     breakdown_stat: str = "p50_ms"
     breakdown_notes: list[str] = field(default_factory=list)
+    #: a run timing several precisions: one line per N, precision and column (rendered in
+    #: place of the grid of N by column)
+    precision: PrecisionTable | None = None
 
     @property
     def end_to_end(self) -> bool:
@@ -104,6 +108,13 @@ class LatencyTable:
             out.append(texts)
         return out
 
+    def grid(self, bold: Callable[[str], str] = str) -> tuple[list[str], list[list[str]], int]:
+        """The main grid to render: its header, its cell texts and how many of its columns are
+        text; one line per N, or, for several precisions, per N, precision and column."""
+        if self.precision is not None:
+            return self.precision.header(), self.precision.text_rows(bold), 3
+        return self.header(), self.text_rows(bold), 1
+
     def breakdown_header(self) -> list[str]:
         return ["N", "column", "score()", "host step", "model only", "host share"]
 
@@ -120,6 +131,170 @@ class LatencyTable:
                     [str(n), col, *texts, missing if share is None else f"{100 * share:.0f}%"]
                 )
         return out
+
+
+@dataclass
+class PrecisionCell:
+    """One line of the precision table: the best row of one column (untagged) in one precision
+    at one N, with its ratios (None: not measured or not predicted)."""
+
+    n: int
+    precision: str
+    column: str
+    value: float | None
+    #: monoBERT's best mean time in the same precision and scoring mode over this column's
+    speedup: float | None = None
+    #: the cost model's FLOPs ratio and the time model's, where the record predicts them
+    #: (CROSS-JEM against monoBERT)
+    predicted_flops: float | None = None
+    predicted_time: float | None = None
+    #: the same column's best mean time in the reference precision over this one's
+    gain: float | None = None
+    #: achieved GFLOP/s and its share of the calibrated matmul peak (PyTorch rows)
+    gflops: float | None = None
+    of_peak: float | None = None
+
+
+@dataclass
+class PrecisionTable:
+    """A run timing several precisions (``--dtypes``) as one line per N, precision and column:
+    ``stat``, the speed-up over monoBERT in the same precision measured and predicted, the gain
+    over the ``reference`` precision, and the achieved GFLOP/s against the peak."""
+
+    stat: str
+    reference: str
+    cells: list[PrecisionCell]
+    notes: list[str] = field(default_factory=list)
+
+    def header(self) -> list[str]:
+        return [
+            "N",
+            "precision",
+            "column",
+            self.stat,
+            "speed-up vs monoBERT",
+            "speed-up predicted",
+            "speed-up predicted (time)",
+            f"gain over {self.reference}",
+            "GFLOP/s",
+            "% of peak",
+        ]
+
+    def text_rows(self, bold: Callable[[str], str] = str, missing: str = "–") -> list[list[str]]:
+        """Cell texts; the best value of each N (fastest, or highest throughput) in ``bold``."""
+        pick = max if higher_is_better(self.stat) else min
+        best = {
+            n: pick(values)
+            for n in dict.fromkeys(c.n for c in self.cells)
+            if (values := [c.value for c in self.cells if c.n == n and c.value is not None])
+        }
+        out = []
+        for c in self.cells:
+            value = missing if c.value is None else _number(c.value, self.stat)
+            out.append(
+                [
+                    str(c.n),
+                    c.precision,
+                    c.column,
+                    bold(value) if c.value is not None and c.value == best.get(c.n) else value,
+                    _times(c.speedup, missing),
+                    _times(c.predicted_flops, missing),
+                    _times(c.predicted_time, missing),
+                    _times(c.gain, missing),
+                    missing if c.gflops is None else f"{c.gflops:,.1f}",
+                    missing if c.of_peak is None else f"{100 * c.of_peak:.0f}%",
+                ]
+            )
+        return out
+
+
+def _monobert_column(column: str) -> str:
+    """The monoBERT column ``column`` is compared with: the end-to-end one (both rankers
+    tokenising their items in the call) for an end-to-end column, else the pre-tokenised one."""
+    key = "end_to_end" if column.endswith(" (end-to-end)") else ""
+    return SPEEDUP_PAIRS[key][0]
+
+
+def _mean_ratio(slow: LatencyRow | None, fast: LatencyRow) -> float | None:
+    if slow is None or not fast.latency.get("mean_ms"):
+        return None
+    return float(slow.latency["mean_ms"]) / float(fast.latency["mean_ms"])
+
+
+def _precision_cells(
+    record: LatencyRecord, block: ListBlock, bases: Sequence[str], precision: str, stat: str
+) -> list[PrecisionCell]:
+    """The cells of one precision ("": the rows of rankers without a dtype) at one N."""
+    sp = block.speedup.get("precisions", {}).get(precision, {})
+    pairs = [sp, *(v for k, v in sp.items() if k in SPEEDUP_PAIRS)]
+    out = []
+    for base in bases:
+        row = record.best(block.n, precision_column(base, precision))
+        if row is None:
+            continue
+        monobert = record.best(block.n, precision_column(_monobert_column(base), precision))
+        pair: dict[str, Any] = next((x for x in pairs if x.get("model") == row.label), {})
+        value = row.latency.get(stat)
+        out.append(
+            PrecisionCell(
+                n=block.n,
+                precision=precision or "n/a",
+                column=base,
+                value=None if value is None else float(value),
+                speedup=_mean_ratio(monobert, row) if precision else None,
+                predicted_flops=pair.get("predicted_flops"),
+                predicted_time=pair.get("predicted_time"),
+                gain=sp.get("gain", {}).get(base),
+                gflops=row.cost.get("achieved_gflops"),
+                of_peak=row.cost.get("of_peak"),
+            )
+        )
+    return out
+
+
+def _precision_notes(record: LatencyRecord, reference: str) -> list[str]:
+    notes = [
+        "Precisions: every row of every precision was timed interleaved call by call in this "
+        "one run. Speed-up vs monoBERT: monoBERT's best mean latency in the same precision "
+        "and scoring mode over the column's; predicted: the cost model's FLOPs ratio and the "
+        f"time model's (CROSS-JEM). Gain over {reference}: the same column's best mean latency "
+        f"in {reference} over its best in the row's precision. GFLOP/s: encoder FLOPs over the "
+        "measured mean, and its share of the calibrated matmul peak of that dtype (PyTorch "
+        "rows only)."
+    ]
+    skipped = record.config.get("skipped") or []
+    if skipped:
+        notes.append(
+            "Not timed: "
+            + "; ".join(f"{s['ranker']} in {s['precision']} ({s['why']})" for s in skipped)
+            + "."
+        )
+    return notes
+
+
+def build_precision_table(
+    record: LatencyRecord, columns: Sequence[str], stat: str
+) -> PrecisionTable | None:
+    """The precision table of a record timing several precisions (None for any other): per N,
+    the columns without a precision first, then each precision's columns in ``columns``'
+    order."""
+    names = record.config.get("precisions")
+    if not names:
+        return None
+    reference = next(
+        (p["gain_over"] for b in record.blocks for p in b.speedup.get("precisions", {}).values()),
+        names[0],
+    )
+    bases = list(
+        dict.fromkeys(r.base_column for col in columns for r in record.rows if r.column == col)
+    )
+    cells = [
+        cell
+        for block in record.blocks
+        for precision in ("", *names)
+        for cell in _precision_cells(record, block, bases, precision, stat)
+    ]
+    return PrecisionTable(stat, reference, cells, _precision_notes(record, reference))
 
 
 def _column_order(record: LatencyRecord) -> list[str]:
@@ -222,9 +397,9 @@ def _notes(record: LatencyRecord, columns: Sequence[str], stat: str) -> list[str
     ]
     if rows:
         dtypes = sorted({r.dtype for r in rows if r.dtype != "n/a"})
-        weights = _grouped([(r.column, r.weights) for r in rows if r.weights != "n/a"])
+        weights = _grouped([(r.base_column, r.weights) for r in rows if r.weights != "n/a"])
         notes.append(f"dtype: {', '.join(dtypes) or 'n/a'}; weights: {weights or 'n/a'}.")
-        modes = _grouped([(r.column, r.mode) for r in rows if r.mode])
+        modes = _grouped([(r.base_column, r.mode) for r in rows if r.mode])
         if modes:
             notes.append(f"Scoring mode: {modes}.")
     for col in columns:
@@ -338,6 +513,7 @@ def build_latency_table(
             value = None if row is None else row.latency.get(stat)
             cells[n][col] = None if value is None else float(value)
     bstat = stat if stat.endswith("_ms") else "p50_ms"
+    precision = build_precision_table(record, columns, stat)
     return LatencyTable(
         title=f"Latency: {record.dataset} / {record.split}",
         stat=stat,
@@ -346,10 +522,11 @@ def build_latency_table(
         cells=cells,
         speedups={b.n: b.speedup for b in record.blocks},
         compression={b.n: b.tokens["compression_mean"] for b in record.blocks},
-        notes=_notes(record, columns, stat),
+        notes=_notes(record, columns, stat) + (precision.notes if precision else []),
         breakdown_notes=_breakdown_notes(record, columns),
         breakdown=_breakdown(record, columns, bstat),
         breakdown_stat=bstat,
+        precision=precision,
     )
 
 
@@ -385,7 +562,7 @@ def render_latency(table: LatencyTable, fmt: str = "table") -> str | RenderableT
         from rich.console import Group
         from rich.markup import escape
 
-        main = _rich(table.title, table.header(), table.text_rows(lambda s: f"[bold]{s}[/bold]"), 1)
+        main = _rich(table.title, *table.grid(lambda s: f"[bold]{s}[/bold]"))
         main.caption, main.caption_justify = escape(" ".join(table.notes)), "left"
         if not table.breakdown:
             return main
@@ -397,7 +574,7 @@ def render_latency(table: LatencyTable, fmt: str = "table") -> str | RenderableT
         lines = [
             f"**{table.title}**",
             "",
-            *_markdown(table.header(), table.text_rows(bold=lambda s: f"**{s}**"), 1),
+            *_markdown(*table.grid(lambda s: f"**{s}**")),
             "",
             *(f"{note}  " for note in table.notes),
         ]
@@ -434,6 +611,11 @@ def render_latency(table: LatencyTable, fmt: str = "table") -> str | RenderableT
             "notes": table.notes,
             "breakdown_notes": table.breakdown_notes,
         }
+        if table.precision is not None:
+            out["precisions"] = [
+                {k: json_safe(v) for k, v in dataclasses.asdict(c).items()}
+                for c in table.precision.cells
+            ]
         return json.dumps(out, indent=2) + "\n"
     raise ValueError(f"unknown latency table format {fmt!r}; known: {', '.join(LATENCY_FORMATS)}")
 
@@ -471,26 +653,37 @@ def cost_line(row: LatencyRow) -> str:
     return text
 
 
+def speedup_lines(n: int, sp: dict[str, Any], precision: str = "") -> list[str]:
+    """``N=100: CROSS-JEM speed-up over monoBERT measured 2.15x (mean), ...``: the measured
+    speed-ups of one N (in one ``precision`` of a run timing several) against the models'."""
+    out = []
+    where = f"N={n}" + (f", {precision}" if precision else "")
+    for what, found in (
+        ("CROSS-JEM speed-up over monoBERT", sp),
+        ("end to end (items tokenised in the call)", sp.get("end_to_end")),
+    ):
+        if not found or "measured_mean" not in found:
+            continue
+        fraction = found.get("fraction_of_prediction")
+        timed = found.get("predicted_time")
+        out.append(
+            f"{where}: {what} measured {found['measured_mean']:.2f}x (mean), "
+            f"{found['measured_p50']:.2f}x (p50); cost model {found['predicted_flops']:.2f}x"
+            + (f"; {100 * fraction:.0f}% of prediction" if fraction else "")
+            + (f"; time model {timed:.2f}x" if timed else "")
+        )
+    return out
+
+
 def latency_summary(record: LatencyRecord) -> list[str]:
-    """Lines under the rich table: per N, the measured speed-ups against the cost model's and
-    each column's throughput; then where the record is."""
+    """Lines under the rich table: per N (and precision, in a run timing several), the measured
+    speed-ups against the cost model's and each column's throughput; then where the record
+    is."""
     out = []
     for block in record.blocks:
-        sp = block.speedup
-        for what, found in (
-            ("CROSS-JEM speed-up over monoBERT", sp),
-            ("end to end (items tokenised in the call)", sp.get("end_to_end")),
-        ):
-            if not found or "measured_mean" not in found:
-                continue
-            fraction = found.get("fraction_of_prediction")
-            timed = found.get("predicted_time")
-            out.append(
-                f"N={block.n}: {what} measured {found['measured_mean']:.2f}x (mean), "
-                f"{found['measured_p50']:.2f}x (p50); cost model {found['predicted_flops']:.2f}x"
-                + (f"; {100 * fraction:.0f}% of prediction" if fraction else "")
-                + (f"; time model {timed:.2f}x" if timed else "")
-            )
+        out += speedup_lines(block.n, block.speedup)
+        for precision, sp in block.speedup.get("precisions", {}).items():
+            out += speedup_lines(block.n, sp, precision)
         best = [r for r in record.rows if r.n == block.n and r.best]
         out += [line for r in best if (line := cost_line(r))]
         calls = " of the processes' calls, pooled" if record.processes > 1 else ""
