@@ -4,6 +4,7 @@ interleaving of every precision's calls, the per-precision speed-ups and gains, 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -451,3 +452,23 @@ def test_tiny_run_in_two_precisions(shared_data: Path, tiny_bert: Path, results_
         }
     table = build_latency_table(rec)
     assert table.precision is not None and len(table.precision.cells) == 8
+
+
+def test_a_cost_line_names_a_torch_dtype_once() -> None:
+    """A --dtypes label already ends in the torch dtype, so the cost line does not repeat it; a
+    runtime row keeps what ran its encoder (its time model's settings), and a row of a
+    single-precision run still says its dtype."""
+    from bench.latency.tables import cost_line
+
+    tagged = _row("crossjem", "float32", 1000.0, cost=_cost(900.0, 28.0, 0.65))
+    assert cost_line(tagged).startswith("N=100 crossjem @ float32: measured 1,000.0 ms/query")
+    plain = _row("crossjem", "float32", 1000.0, cost=_cost(900.0, 28.0, 0.65), label="crossjem")
+    assert cost_line(plain).startswith("N=100 crossjem, float32: measured")
+    ort = dataclasses.replace(
+        tagged,
+        label="crossjem [pre-tokenised, onnxruntime int8]",
+        encoder={"dtype": "int8", "runtime": "onnxruntime", "graph": "fused"},
+    )
+    assert cost_line(ort).startswith(
+        "N=100 crossjem [pre-tokenised, onnxruntime int8], int8 (onnxruntime, fused graph): "
+    )

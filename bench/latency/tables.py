@@ -638,7 +638,9 @@ def cost_line(row: LatencyRow) -> str:
     if not cost or cost.get("achieved_gflops") is None:
         return ""
     model = (row.model_only or {}).get("mean_ms")
-    text = f"N={row.n} {row.label}, {encoder_label(row.encoder)}: measured "
+    encoder = encoder_label(row.encoder)
+    said = row.label.endswith(f" @ {encoder}")  # a --dtypes label already names a torch dtype
+    text = f"N={row.n} {row.label}{'' if said else ', ' + encoder}: measured "
     text += f"{row.latency['mean_ms']:,.1f}"
     text += " ms/query" + (f" (model step {model:,.1f})" if model else "")
     parts = cost.get("predicted")
