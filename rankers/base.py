@@ -102,6 +102,9 @@ class OptionSpec:
     #: where the option means something: other option -> the values it must have; a value
     #: other than the default elsewhere does nothing, so it is refused (:meth:`unused`)
     needs: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+    #: False for an option added after results were keyed: at its default it is left out of
+    #: :meth:`RankerConfig.to_dict`, so every key made before it existed stays the same
+    keyed_at_default: bool = True
 
     def unused(self, name: str, value: Any, default: Any, config: Any) -> str | None:
         """Why ``name=value`` does nothing in ``config`` (the first option of :attr:`needs`
@@ -159,6 +162,7 @@ def option(
     choices: Sequence[str] | None = None,
     default_factory: Callable[[], Any] | None = None,
     needs: Mapping[str, Sequence[Any]] | None = None,
+    keyed_at_default: bool = True,
 ) -> Any:
     """A :class:`RankerConfig` field with its role, one-line help and valid values declared once
     (in the manner of ir-measures' declared measure parameters). Every consumer reads them from
@@ -166,7 +170,9 @@ def option(
     validation (:meth:`RankerConfig.__post_init__`) and ``bench rankers``
     (:meth:`RankerConfig.describe_options`). ``needs`` declares where a value other than the
     default means something (``needs={"order": ("hybrid",)}``): elsewhere it is refused before
-    any work, as a value out of range is."""
+    any work, as a value out of range is. ``keyed_at_default=False`` (for an option added to a
+    ranker whose results are already keyed): the option is left out of the config's cache keys,
+    labels and saved config while it has its default, so adding it changes no existing key."""
     if max is not None and below is not None:
         raise ValueError("option(): give max (inclusive) or below (exclusive), not both")
     spec = OptionSpec(
@@ -177,6 +183,7 @@ def option(
         below,
         tuple(choices) if choices is not None else None,
         tuple((k, tuple(v)) for k, v in (needs or {}).items()),
+        keyed_at_default,
     )
     metadata = {_SPEC: spec}
     if default_factory is not None:
@@ -270,11 +277,24 @@ class RankerConfig:
     def to_dict(self, role: Role | None = None) -> dict[str, Any]:
         """The options and their values (with ``role``: only the options that have it, e.g. the
         config part of a trained-model key), in field order."""
-        values = dataclasses.asdict(self)
+        unkeyed = self.unkeyed_defaults()
+        values = {
+            k: v for k, v in dataclasses.asdict(self).items() if k not in unkeyed or v != unkeyed[k]
+        }
         if role is None:
             return values
         keep = self.fields_with_role(role)
         return {k: v for k, v in values.items() if k in keep}
+
+    @classmethod
+    def unkeyed_defaults(cls) -> dict[str, Any]:
+        """The options declared ``keyed_at_default=False`` and their defaults: :meth:`to_dict`
+        leaves them out at these values, and a saved config without them had these values."""
+        return {
+            f.name: f.default
+            for f in dataclasses.fields(cls)
+            if (spec := option_spec(f)) is not None and not spec.keyed_at_default
+        }
 
     @classmethod
     def fields_with_role(cls, role: Role) -> frozenset[str]:

@@ -13,7 +13,7 @@ import torch
 from test_crossjem import ITEMS, _list, _random_lists, _ranker
 
 from rankers.base import RankerError
-from rankers.families.crossjem.inputs import Layout, build_rows, pack_groups
+from rankers.families.crossjem.inputs import Layout, build_rows, pack_groups, share_threshold
 from rankers.families.crossjem.model import collate
 from rankers.families.crossjem.ranker import CrossJEMConfig
 
@@ -264,6 +264,8 @@ OPTIONS = [
     {"order": "hybrid", "share": "function", "query_pool": True},
     {"order": "hybrid", "share": "function", "content_share_min": 3, "positions": "item"},
     {"order": "union", "query_pool": True},
+    {"order": "hybrid", "share_frac": 0.3},
+    {"order": "hybrid", "share_frac": 0.15, "positions": "item"},
 ]
 
 
@@ -592,3 +594,154 @@ def test_a_layout_option_that_does_nothing_is_refused_naming_it(
     assert said in str(caught.value)
     CrossJEMConfig.from_options({"order": "union", "share_min": "2", "share": "all"})
     CrossJEMConfig.from_options({"order": "hybrid", "share_min": 3, "positions": "item"})
+
+
+# -- share_frac: the hybrid's count as a share of the list -----------------------------------------
+# five items: a = [9, 7, 9], b = [7, 8], c = [4, 7, 9], d = [7, 3], e = [8, 9]
+# holders: 7 -> 4 items (a, b, c, d), 9 -> 3 (a, c, e), 8 -> 2 (b, e), 4 -> 1, 3 -> 1
+# canonical order (by ids): c [4, 7, 9], d [7, 3], b [7, 8], e [8, 9], a [9, 7, 9]
+FIVE = [[9, 7, 9], [7, 8], [4, 7, 9], [7, 3], [8, 9]]
+
+
+@pytest.mark.parametrize(
+    ("share_frac", "ids"),
+    [
+        # 0.5 x 5 = 2.5 -> 3 holders: 7 and 9 shared; own tokens c: 4, d: 3, b: 8, e: 8, a: none
+        (0.5, (CLS, 5, 6, SEP, 7, 9, 4, 3, 8, 8, SEP)),
+        # 0.8 x 5 = 4 holders: only 7; own c: 4 9, d: 3, b: 8, e: 8 9, a: 9 9
+        (0.8, (CLS, 5, 6, SEP, 7, 4, 9, 3, 8, 8, 9, 9, 9, SEP)),
+        # 0.2 x 5 = 1, floored at 2: 7, 8 and 9 shared; own c: 4, d: 3
+        (0.2, (CLS, 5, 6, SEP, 7, 8, 9, 4, 3, SEP)),
+    ],
+)
+def test_share_frac_rows_hand_checked(share_frac: float, ids: tuple[int, ...]) -> None:
+    (row,) = build_rows(QUERY, FIVE, 40, CLS, SEP, Layout("hybrid", share_frac=share_frac))
+    assert row.input_ids == ids
+    assert row.position_ids == tuple(range(len(ids)))
+    assert [s.item for s in row.slots] == [2, 3, 1, 4, 0]
+
+
+@pytest.mark.parametrize(
+    ("share_frac", "n", "need"),
+    [
+        (0.04, 10, 2),
+        (0.04, 50, 2),
+        (0.04, 51, 3),
+        (0.04, 100, 4),
+        (0.04, 700, 28),
+        (0.07, 100, 7),  # 0.07 x 100 is 7.000000000000001 in floats: still 7
+        (0.25, 10, 3),
+        (0.2, 10, 2),
+        (1.0, 5, 5),
+        (0.5, 1, 2),
+        (0.5, 0, 2),
+    ],
+)
+def test_share_threshold_per_list_length(share_frac: float, n: int, need: int) -> None:
+    assert share_threshold(share_frac, n) == need
+    assert Layout("hybrid", share_frac=share_frac).min_holders(n) == need
+
+
+def test_share_frac_threshold_follows_each_lists_length() -> None:
+    """One layout, two lists: a token held by 3 items is shared in a list of 10 under 0.3
+    (ceil(3.0) = 3) and not once an eleventh item makes it ceil(3.3) = 4."""
+    layout = Layout("hybrid", share_frac=0.3)
+    ten = [[7], [7], [7], *([20 + i] for i in range(7))]
+    assert layout.shared_tokens(ten) == {7}
+    assert layout.shared_tokens([*ten, [30]]) == set()
+    assert Layout("hybrid", share_min=3).shared_tokens([*ten, [30]]) == {7}
+
+
+@pytest.mark.parametrize("share_frac", [0.1, 0.25, 0.5])
+@pytest.mark.parametrize("positions", ["row", "item"])
+def test_share_frac_equals_share_min_of_its_threshold(share_frac: float, positions: str) -> None:
+    """Every list's rows under a fraction are those of ``share_min`` = its threshold for that
+    list's length, with either position rule and when packing splits the list."""
+    rng = random.Random(11)
+    needs = set()
+    for _ in range(30):
+        n = rng.randrange(1, 31)
+        items = [[rng.randrange(3, 10) for _ in range(rng.randrange(1, 5))] for _ in range(n)]
+        need = share_threshold(share_frac, n)
+        needs.add(need)
+        frac = Layout("hybrid", share_frac=share_frac, positions=positions)
+        count = Layout("hybrid", share_min=need, positions=positions)
+        for union_len in (6, 40):
+            assert build_rows(QUERY, items, union_len, CLS, SEP, frac) == build_rows(
+                QUERY, items, union_len, CLS, SEP, count
+            )
+    assert len(needs) > 1  # the lists' lengths gave several thresholds
+
+
+def test_layout_refuses_bad_share_frac() -> None:
+    for bad in (-0.1, 1.5, float("nan")):
+        with pytest.raises(ValueError, match=r"share_frac must be in \(0, 1\]"):
+            Layout("hybrid", share_frac=bad)
+    with pytest.raises(ValueError, match="share_frac=0.5 needs order=hybrid, not union"):
+        Layout("union", share_frac=0.5)
+    with pytest.raises(ValueError, match="share_frac=0.5 replaces share_min=3"):
+        Layout("hybrid", share_min=3, share_frac=0.5)
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        (
+            {"order": "hybrid", "share_frac": "1.5"},
+            "option share_frac=1.5: must be between 0 and 1",
+        ),
+        ({"order": "hybrid", "share_frac": "-0.2"}, "option share_frac=-0.2: must be between 0"),
+        (
+            {"order": "concat", "share_frac": "0.04"},
+            "share_frac=0.04 has no effect under order=concat (share_frac=0.04 needs order=hybrid)",
+        ),
+        (
+            {"order": "hybrid", "share_min": "4", "share_frac": "0.04"},
+            "option share_frac=0.04 replaces share_min=4",
+        ),
+    ],
+)
+def test_share_frac_option_refuses_bad_values_naming_them(
+    options: dict[str, object], said: str
+) -> None:
+    with pytest.raises(RankerError) as caught:
+        CrossJEMConfig.from_options(options)
+    assert said in str(caught.value)
+
+
+def test_share_frac_reaches_layout_tag_keys_and_cost_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unset, the option is in no config dict (so no existing key changes); set, the config's
+    keys, its layout, its latency tag and the cost model's settings all carry it."""
+    from bench.latency import lists
+    from rankers.base import Role
+
+    plain = CrossJEMConfig.from_options({"order": "hybrid", "share_min": 4})
+    assert "share_frac" not in plain.to_dict() and "share_frac" not in plain.to_dict(Role.TRAINING)
+    assert plain.layout_tag == "hybrid share_min=4"
+    cfg = CrossJEMConfig.from_options({"order": "hybrid", "share_frac": "0.04"})
+    assert cfg.to_dict()["share_frac"] == cfg.to_dict(Role.TRAINING)["share_frac"] == 0.04
+    assert cfg.layout == Layout("hybrid", share_frac=0.04)
+    assert cfg.layout_tag == "hybrid share_frac=0.04"
+    monkeypatch.setattr(
+        "bench.execution.ranker_settings.ranker_options",
+        lambda name, dataset, options=None: dict(options or {}),
+    )
+    settings = lists.token_settings("wikiqa", {"crossjem": {"order": "hybrid", "share_frac": 0.04}})
+    assert settings["share_frac"] == 0.04
+    assert lists.settings_layout(settings) == Layout("hybrid", share_frac=0.04)
+    assert "share_frac" not in lists.token_settings("wikiqa", {"crossjem": {"order": "hybrid"}})
+
+
+def test_a_checkpoint_without_share_frac_restores_it_off(tiny_bert: Path, tmp_path: Path) -> None:
+    """A saved config leaves share_frac out at its default: loading it turns a caller's
+    share_frac off (the checkpoint was trained without it), and a saved share_frac is restored."""
+    counted = _ranker(tiny_bert, order="hybrid", share_min=3)
+    counted.save(tmp_path / "count")
+    asked = _ranker(tiny_bert, order="hybrid", share_frac=0.2)
+    asked.load(tmp_path / "count")
+    assert (asked.cfg.share_frac, asked.cfg.share_min) == (0.0, 3)
+    frac = _ranker(tiny_bert, order="hybrid", share_frac=0.2)
+    frac.save(tmp_path / "frac")
+    loaded = _ranker(tiny_bert)
+    loaded.load(tmp_path / "frac")
+    assert (loaded.cfg.order, loaded.cfg.share_frac) == ("hybrid", 0.2)

@@ -179,6 +179,7 @@ def token_settings(dataset: str, options: Mapping[str, Mapping[str, Any]]) -> di
         **({"share": cfg.share} if cfg.share != "all" else {}),
         **({"query_pool": True} if cfg.query_pool else {}),
         **({"content_share_min": cfg.content_share_min} if cfg.content_share_min else {}),
+        **({"share_frac": cfg.share_frac} if cfg.share_frac else {}),
     }
 
 
@@ -189,6 +190,7 @@ def settings_layout(settings: Mapping[str, Any]) -> Layout:
     return Layout(
         order=settings.get("order", "union"),
         share_min=settings.get("share_min", 2),
+        share_frac=settings.get("share_frac", 0.0),
         positions=settings.get("positions", "row"),
         merge_layers=settings.get("merge_layers", 0),
         share=settings.get("share", "all"),

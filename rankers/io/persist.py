@@ -23,7 +23,8 @@ What is the same for every ranker lives here:
 * **One restore rule**: the saved options replace the ranker's own, except the ``RUNTIME`` ones
   (batch sizes, dtype, pre-tokenising: how to run, not what a score is), which stay the caller's;
   then the ranker's ``restored_options(meta, folder)`` (e.g. ``model`` pointing into the folder).
-  An option the folder does not know keeps the caller's value; a saved option this version no
+  An option the folder does not know keeps the caller's value (except one saved only when set,
+  ``keyed_at_default=False``: missing, it had its default); a saved option this version no
   longer has is logged and ignored.
 """
 
@@ -184,10 +185,16 @@ def restored_config(ranker: Any, meta: dict[str, Any], path: Path) -> Any:
     unknown = sorted(set(saved) - fields)
     if unknown:
         log.info("%s: ignoring saved option(s) this version lacks: %s", path, ", ".join(unknown))
-    restored = {k: v for k, v in saved.items() if k in fields and k not in runtime}
+    # an option left out of saved configs at its default (keyed_at_default=False) had its
+    # default when it is missing, whatever the caller asks now
+    unkeyed = {k: v for k, v in config.unkeyed_defaults().items() if k not in runtime}
+    restored = {**unkeyed, **{k: v for k, v in saved.items() if k in fields and k not in runtime}}
     restored.update(view_as(ranker, Persistent).restored_options(meta, path))
-    current = config.to_dict()
-    changed = {k: (current.get(k), v) for k, v in restored.items() if current.get(k) != v}
+    changed = {
+        k: (getattr(config, k, None), v)
+        for k, v in restored.items()
+        if getattr(config, k, None) != v
+    }
     if changed:
         log.info("%s: checkpoint %s sets %s", ranker.name, path, changed)
     try:

@@ -14,7 +14,14 @@ item's order, every occurrence, pooled by that item alone):
   query still once per row, the items attending to each other);
 * ``hybrid``: a token held by at least ``share_min`` items of the list is shared; the rest stay in
   their item's order. Repeated tokens (function words, the page's topic) cost one position per
-  row as in the union, while the words that tell items apart keep their order.
+  row as in the union, while the words that tell items apart keep their order. With
+  ``share_frac`` f the count is a share of the list instead: a list of n items shares a token
+  held by at least max(2, ceil(f x n)) of them (:func:`share_threshold`). A fixed count fits one
+  list length only: a token held by a fraction p of the items is held by about p x n of them,
+  so ``share_min=4`` shares the tokens held by 4% of a list of 100 but by 40% of a list of 10,
+  and a list of 10 keeps nearly every token in its own place (slow); a fraction shares the
+  tokens of the same list-level frequency at every length. The floor 2: a token held by one
+  item has no other holder to share it with.
 
 Token merging (``merge_layers`` k > 0) keeps every item's whole word order *and* shares: the first
 k encoder layers run over the ``concat`` row of the group (the items as written, numbered left to
@@ -54,6 +61,7 @@ add an item-specific positional encoding after the encoder.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -66,12 +74,23 @@ POSITIONS = ("row", "item")
 SHARES = ("all", "function")
 
 
+def share_threshold(share_frac: float, n: int) -> int:
+    """Items of a list of ``n`` that must hold a token for ``hybrid`` to share it under
+    ``share_frac``: max(2, ceil(share_frac x n)). The product is rounded to 9 decimals first, so
+    a fraction written in decimal gives the count it reads as (0.07 x 100 is 7, not the 8 that
+    ceil(7.000000000000001) would give)."""
+    return max(2, math.ceil(round(share_frac * n, 9)))
+
+
 @dataclasses.dataclass(frozen=True)
 class Layout:
     """Which tokens a row shares between its items, and how own tokens are numbered."""
 
     order: str = "union"
     share_min: int = 2
+    #: ``hybrid``: share a token held by at least max(2, ceil(share_frac x n)) of a list's n
+    #: items instead of ``share_min`` (0: off, ``share_min`` decides)
+    share_frac: float = 0.0
     positions: str = "row"
     #: encoder layers run over the concat row before shared tokens are merged (0: none)
     merge_layers: int = 0
@@ -94,6 +113,14 @@ class Layout:
             )
         if self.share_min < 1:
             raise ValueError(f"share_min must be at least 1, not {self.share_min}")
+        if not 0.0 <= self.share_frac <= 1.0:  # written so that NaN fails
+            raise ValueError(f"share_frac must be in (0, 1] (0: off), not {self.share_frac}")
+        if self.share_frac and self.order != "hybrid":
+            raise ValueError(f"share_frac={self.share_frac} needs order=hybrid, not {self.order}")
+        if self.share_frac and self.share_min != 2:
+            raise ValueError(
+                f"share_frac={self.share_frac} replaces share_min={self.share_min}: set one of them"
+            )
         if self.merge_layers < 0:
             raise ValueError(f"merge_layers must be at least 0, not {self.merge_layers}")
         if self.share not in SHARES:
@@ -128,15 +155,17 @@ class Layout:
         """The layout of the rows after the merge (this one without ``merge_layers``)."""
         return dataclasses.replace(self, merge_layers=0)
 
-    @property
-    def min_holders(self) -> int | None:
-        """Items that must hold a token for it to be shared (None: nothing is shared)."""
-        return {"union": 1, "concat": None, "hybrid": self.share_min}[self.order]
+    def min_holders(self, n: int) -> int | None:
+        """Items of a list of ``n`` that must hold a token for it to be shared (None: nothing is
+        shared)."""
+        if self.order == "hybrid":
+            return share_threshold(self.share_frac, n) if self.share_frac else self.share_min
+        return {"union": 1, "concat": None}[self.order]
 
     def shared_tokens(self, items: Sequence[Sequence[int]], query: Sequence[int] = ()) -> set[int]:
         """The tokens of this list that are written once per row (a query term pooled from the
         query is not: :meth:`query_terms`)."""
-        need = self.min_holders
+        need = self.min_holders(len(items))
         if need is None:
             return set()
         holders = Counter(t for ids in items for t in set(ids))

@@ -198,11 +198,11 @@ class _QueryRows:
 
 def shared_mask(items: ItemArrays, layout: Layout, query: np.ndarray | None = None) -> np.ndarray:
     """Which entries of ``items.distinct`` are shared tokens (held by at least
-    ``layout.min_holders`` items of the list, function words only under ``share="function"``,
+    ``layout.min_holders(n)`` of the list's n items, function words only under ``share="function"``,
     query terms never when they are pooled from the query); the oracle's
     :meth:`Layout.shared_tokens`."""
     valid = items.distinct != PAD
-    need = layout.min_holders
+    need = layout.min_holders(len(items))
     if need is None:
         return np.zeros_like(valid)
     if need > 1 or layout.content_min:  # holder counts: only where a rule reads them

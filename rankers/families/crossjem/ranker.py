@@ -57,7 +57,8 @@ class CrossJEMConfig(EncoderConfig):
         choices=ORDERS,
         help="row layout: union (the paper: the items' distinct tokens sorted by id, word order "
         "lost), concat (the items as written, one after another, no token shared), hybrid "
-        "(tokens held by share_min or more items written once, sorted; the rest in item order)",
+        "(tokens held by share_min or more items, or share_frac of the list, written once, sorted; "
+        "the rest in item order)",
     )
     share_min: int = option(
         2,
@@ -65,6 +66,18 @@ class CrossJEMConfig(EncoderConfig):
         min=2,
         needs={"order": ("hybrid",)},
         help="order=hybrid: a token is shared when at least this many items of the list hold it",
+    )
+    share_frac: float = option(
+        0.0,
+        role=TRAINING | SCORE,
+        min=0,
+        max=1,
+        needs={"order": ("hybrid",)},
+        keyed_at_default=False,
+        help="order=hybrid: share a token held by at least max(2, ceil(share_frac x n)) of a "
+        "list's n items, instead of share_min (0: off). A fixed count fits one list length: a "
+        "token held by a share p of the items is held by about p x n, so a fraction shares the "
+        "tokens of the same list frequency at every n (2 needed at n=10 for 2x, 4 at n=100)",
     )
     share: str = option(
         "all",
@@ -136,7 +149,10 @@ class CrossJEMConfig(EncoderConfig):
         merged = f", merged after {self.merge_layers} layer" + "s" * (self.merge_layers > 1)
         if self.order == "union" and not self.query_pool:
             return "union" + merged if self.merge_layers else ""
-        tag = self.order + (f" share_min={self.share_min}" if self.order == "hybrid" else "")
+        share = (
+            f"share_frac={self.share_frac:g}" if self.share_frac else f"share_min={self.share_min}"
+        )
+        tag = self.order + (f" {share}" if self.order == "hybrid" else "")
         if self.share == "function":
             tag += ", function words" + (
                 f" + content held by {self.content_share_min}" if self.content_share_min else ""
@@ -154,6 +170,7 @@ class CrossJEMConfig(EncoderConfig):
         return Layout(
             order=self.order,
             share_min=self.share_min,
+            share_frac=self.share_frac,
             positions=self.positions,
             merge_layers=self.merge_layers,
             share=self.share,
@@ -173,6 +190,11 @@ class CrossJEMConfig(EncoderConfig):
                 "runtime=torch or merge_layers=0"
             )
         super().__post_init__()
+        if self.share_frac and self.share_min != 2:
+            raise RankerError(
+                f"option share_frac={self.share_frac:g} replaces share_min={self.share_min} "
+                "(the count a token's holders must reach): set one of them"
+            )
         if self.content_share_min and self.content_share_min < self.share_min:
             raise RankerError(
                 f"option content_share_min={self.content_share_min} needs a value >= share_min "
