@@ -98,7 +98,7 @@ EXPECTED: dict[str, dict[Role, set[str]]] = {
     "crossjem": {
         Role.TRAINING: ENCODER_TRAINING
         | {"union_len", "item_positions", "order", "share_min", "positions", "merge_layers"}
-        | {"share", "content_share_min", "query_pool"},
+        | {"share", "content_share_min", "query_pool", "share_frac"},
         Role.SCORE: {
             "model",
             "max_query_len",
@@ -107,6 +107,7 @@ EXPECTED: dict[str, dict[Role, set[str]]] = {
             "item_positions",
             "order",
             "share_min",
+            "share_frac",
             "positions",
             "merge_layers",
             "share",
