@@ -577,3 +577,24 @@ def test_a_teacher_row_whose_record_had_another_teacher_is_refused(tmp_path: Pat
 
     with pytest.raises(ReferenceError, match="teacher members are .*0123456789abcdef"):
         crossjem_teachers_wikiqa(_teacher_records(tmp_path, concat_teacher="0123456789abcdef"))
+
+
+def test_the_precision_latency_table_reads_each_precision_of_one_run() -> None:
+    """The --dtypes record's int8 row shows that precision's monoBERT and CROSS-JEM mean ms, not
+    float32's; the peer has no int8 row; the speed-ups are those of the same precision."""
+    from bench.reporting.figures_precision import LATENCY_ROWS, precision_latency
+
+    names = sorted({f"results/reference/{name}" for _, name, _ in LATENCY_ROWS})
+    lines = precision_latency(Records("precision-latency", [Path(n) for n in names], REPO))
+    rows = lines.splitlines()
+    assert rows[3].split(" | ")[1:5] == ["bfloat16", "317", "161", "–"]
+    assert rows[4].split(" | ")[1:6] == ["float32", "2,121", "925", "2,584", "2.29x"]
+    assert rows[5].split(" | ")[1:8] == [
+        "int8 (ONNX Runtime)",
+        "2,026",
+        "890",
+        "–",
+        "2.28x",
+        "2.18x",
+        "1.96x",
+    ]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from bench.latency.records import LatencyRecord
 from bench.reporting.figures import (
     MISSING,
     ComparisonRow,
@@ -20,6 +21,8 @@ from bench.reporting.figures import (
     fixed,
     renderer,
     table,
+    three_figures,
+    times,
 )
 from bench.results.labels import RowKey
 
@@ -126,3 +129,81 @@ def precision_semeval16b_cpu(records: Records) -> str:
     return precision_table(
         records, "precision-semeval16b-cpu.md", ("monobert", "crossjem"), CPU_COLUMNS
     )
+
+
+# -- time per precision ----------------------------------------------------------------------------
+#: (machine, record, the precision's name in a ``--dtypes`` record, or None for a record of one
+#: precision): one row each, wikiqa test, BM25 top-100 lists, one thread
+_LENT = "lent machine's host CPU (AMX)"
+_OURS = "this project's CPU (no native bfloat16)"
+LATENCY_ROWS: tuple[tuple[str, str, str | None], ...] = (
+    (_LENT, "latency/precision/h200-host-cpu-float32-t1.json", None),
+    (_LENT, "latency/precision/h200-host-cpu-bfloat16-t1.json", None),
+    (_OURS, "latency/precision/cpu-dtypes.json", "float32"),
+    (_OURS, "latency/precision/cpu-dtypes.json", "onnxruntime int8"),
+)
+#: the list size of the table
+LATENCY_N = 100
+#: the sentence-transformers peer's column
+PEER = "st-crossencoder"
+
+
+def _mean_ms(record: LatencyRecord, n: int, label: str) -> float:
+    """Mean ms/query of the row ``label`` at ``n``; missing is an error naming the record."""
+    for row in record.rows:
+        if row.n == n and row.label == label:
+            return float(row.latency["mean_ms"])
+    raise ReferenceError(f"{record.path}: no row {label!r} at N={n}")
+
+
+def _peer_ms(record: LatencyRecord, n: int, precision: str | None) -> float | None:
+    """The sentence-transformers peer's fastest pre-tokenised-or-only row in that precision."""
+    rows = [
+        r
+        for r in record.rows
+        if r.n == n and r.ranker == PEER and (precision is None or r.precision == precision)
+    ]
+    return min((float(r.latency["mean_ms"]) for r in rows), default=None)
+
+
+@renderer("precision-latency")
+def precision_latency(records: Records) -> str:
+    """Per machine and precision: monoBERT's and CROSS-JEM's (union) mean ms/query, the
+    sentence-transformers peer's where it was timed, CROSS-JEM's measured speed-up (mean and
+    p50) and the time and FLOP models' predictions, all from one interleaved run per record."""
+    rows = []
+    for machine, name, precision in LATENCY_ROWS:
+        record = records.latency(name)
+        speed = record.block(LATENCY_N).speedup
+        if precision is not None:
+            speed = speed["precisions"][precision]
+        mono = _mean_ms(record, LATENCY_N, speed["baseline"])
+        joint = _mean_ms(record, LATENCY_N, speed["model"])
+        dtype = next(r.dtype for r in record.rows if r.label == speed["model"])
+        shown = precision or dtype.removesuffix(" weights")
+        peer = _peer_ms(record, LATENCY_N, precision)
+        rows.append(
+            [
+                machine,
+                "int8 (ONNX Runtime)" if shown.endswith("int8") else shown,
+                three_figures(mono),
+                three_figures(joint),
+                three_figures(peer),
+                times(speed["measured_mean"]),
+                times(speed["measured_p50"]),
+                times(speed.get("predicted_time")),
+                times(speed.get("predicted_flops")),
+            ]
+        )
+    header = [
+        "machine, 1 thread",
+        "precision",
+        "monoBERT ms/query",
+        "CROSS-JEM ms/query",
+        "sentence-transformers peer ms/query",
+        "speed-up (mean)",
+        "speed-up (p50)",
+        "time model",
+        "FLOP model",
+    ]
+    return table(header, rows)
