@@ -124,30 +124,44 @@ def reference_frontier(
 ) -> None:
     """Plot test AP@10 against latency relative to monoBERT (1 / measured speed-up at N) for
     every CROSS-JEM row layout of the `crossjem-order-wikiqa` table (docs/results.md), from the
-    records its marker names, with the Pareto front marked."""
+    records its marker names, with the Pareto front marked; monoBERT and the Set-Encoder (its
+    test AP@10 from the `set-encoder-accuracy` table's records, its time from the
+    `set-encoder-latency` table's, when that run timed N) as reference points of their own
+    markers."""
     from bench.reporting.figures import Records, find_blocks, in_document, read_document
     from bench.reporting.figures_order import order_frontier
+    from bench.reporting.figures_setencoder import DATASETS, set_encoder_relative
     from bench.reporting.plot import Point, plot_accuracy_latency
 
     if n not in (100, 700):
         raise ValueError(f"--n must be 100 or 700 (the table's list sizes), not {n}")
     base = records_root(readme, root)
     with in_document(readme):
-        blocks = find_blocks(read_document(readme))
-        block = next((b for b in blocks if b.name == "crossjem-order-wikiqa"), None)
-        if block is None:
-            raise ValueError(f"{readme}: no crossjem-order-wikiqa table (marker) to plot")
-        frontier = order_frontier(Records(block.name, block.records, base))
+        blocks = {b.name: b for b in find_blocks(read_document(readme))}
+        for name in ("crossjem-order-wikiqa", "set-encoder-accuracy", "set-encoder-latency"):
+            if name not in blocks:
+                raise ValueError(f"{readme}: no {name} table (marker) to plot")
+        tables = {name: Records(name, b.records, base) for name, b in blocks.items()}
+        frontier = order_frontier(tables["crossjem-order-wikiqa"])
+        setenc_test = tables["set-encoder-accuracy"].run(DATASETS[0].run).metrics["AP@10"]
+        setenc_time = set_encoder_relative(tables["set-encoder-latency"], n)
     points = [
-        Point(p.shown, 1.0 if p.speedup is None else 1.0 / p.speedup[n][0], p.test)
+        Point(p.shown, 1.0 / p.speedup[n][0], p.test)
+        if p.speedup is not None
+        else Point(p.shown, 1.0, p.test, marker="s")
         for p in frontier
         if p.speedup is None or n in p.speedup  # a layout not timed at N is left out
     ]
+    if setenc_time is None:
+        log.info("the Set-Encoder was not timed at N=%d: not plotted", n)
+    else:
+        shown = "set-encoder (teacher monoBERT + ColBERT, ListNet)"
+        points.append(Point(shown, setenc_time, float(setenc_test), marker="D"))
     path = plot_accuracy_latency(
         points,
         out,
         metric="test AP@10",
-        title=f"wikiqa: CROSS-JEM row layouts against monoBERT (CPU, N={n})",
+        title=f"wikiqa: CROSS-JEM row layouts against monoBERT and the Set-Encoder (CPU, N={n})",
         xlabel=f"latency relative to monoBERT at N={n} (1 / measured speed-up, log scale)",
     )
     log.info("wrote %s", path)

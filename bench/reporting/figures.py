@@ -36,7 +36,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from bench.latency.records import LatencyRecord, LatencyRow
 from bench.results.labels import RowKey
-from bench.results.records import ResultRecord, files_problem
+from bench.results.records import (
+    PER_QUERY,
+    ResultRecord,
+    file_sha256,
+    files_problem,
+    read_per_query,
+)
+from bench.results.significance import PerQuery, compare, holm
 
 if TYPE_CHECKING:
     from bench.reporting.checks import Expectation
@@ -305,6 +312,15 @@ class Records:
             )
         return record
 
+    def per_query(self, name: str) -> dict[str, dict[str, float]] | None:
+        """The per-query values of run record ``name`` (qid -> metric -> value), from the file
+        kept beside it (:func:`per_query_path`); None when none is kept. A file whose SHA-256
+        is not the one the record lists is an error naming both: its values are not the run's."""
+        want = self.run(name).files.get(PER_QUERY)
+        if not per_query_path(self._path(name)).is_file():
+            return None
+        return self._once("per-query", name, lambda path: _read_per_query(path, want))
+
     def latency(self, name: str) -> LatencyRecord:
         """A ``bench latency`` record."""
         return self._once("latency", name, _read_latency)
@@ -319,6 +335,74 @@ class Records:
         from bench.reporting.checks import load_expectations
 
         return self._once("expected", name, load_expectations)
+
+
+def per_query_path(record: Path) -> Path:
+    """Where the per-query file of run record ``record`` is kept: beside it, ``.json`` replaced
+    by ``.perquery.tsv``."""
+    return record.with_suffix(".perquery.tsv")
+
+
+@dataclass(frozen=True)
+class Paired:
+    """One paired t-test a table shows: ``system`` minus ``baseline`` on one metric."""
+
+    delta: float  # mean difference over the queries both have
+    queries: int
+    p: float
+    p_holm: float  # Holm-adjusted over the comparisons the table makes together
+    significant: bool  # p_holm < ALPHA
+
+
+#: the level below which a Holm-adjusted p-value is marked significant (``bench compare``'s)
+ALPHA = 0.05
+
+
+def paired_tests(
+    pairs: Sequence[tuple[PerQuery | None, PerQuery | None, str]],
+) -> list[Paired | None]:
+    """The paired t-test of each (baseline, system, metric), Holm-adjusted over those that can
+    be made; None for a pair that lacks either per-query file. The family is the pairs given:
+    a table passes the comparisons it makes together (several rows, or several metrics of one
+    pair), so the marks hold for the table as a whole."""
+    raw: list[tuple[int, float, int, float]] = []
+    for i, (baseline, system, metric) in enumerate(pairs):
+        if baseline is None or system is None:
+            continue
+        (result,) = compare(baseline, {"system": system}, metric, test="ttest")
+        raw.append((i, result.delta, result.n_queries, result.p_value))
+    adjusted = holm([p for *_, p in raw])
+    out: list[Paired | None] = [None] * len(pairs)
+    for (i, delta, n, p), p_holm in zip(raw, adjusted, strict=True):
+        out[i] = Paired(delta, n, p, p_holm, p_holm < ALPHA)
+    return out
+
+
+def p_value(p: float | None, mark: bool = False) -> str:
+    """A p-value as the tables print it (0.043, < 0.001), with ``bench compare``'s † when
+    ``mark``; the missing mark for None."""
+    if p is None:
+        return MISSING
+    text = "< 0.001" if p < 0.001 else f"{p:.3f}"
+    return text + ("†" if mark else "")
+
+
+def _read_per_query(record: Path, want: str | None) -> dict[str, dict[str, float]]:
+    """The per-query file of ``record`` once its SHA-256 is ``want``, the one the record
+    lists; any other bytes are an error naming the file and both hashes."""
+    path = per_query_path(record)
+    if want is None:
+        raise ReferenceError(
+            f"record {record} lists no SHA-256 of its {PER_QUERY}, so {path} cannot be shown "
+            f"to be its run's; remove {path.name}"
+        )
+    have = file_sha256(path)
+    if have != want:
+        raise ReferenceError(
+            f"{path} is not the per-query file of record {record} (SHA-256 {have[:12]}..., the "
+            f"record lists {want[:12]}...); restore it from the run's {PER_QUERY}"
+        )
+    return read_per_query(path)
 
 
 def _read_latency(path: Path) -> LatencyRecord:

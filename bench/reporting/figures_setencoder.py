@@ -1,33 +1,78 @@
-"""The Set-Encoder tables of docs/results.md: the Set-Encoder beside the monoBERT that taught it
-(same supervision), per dataset, from the Set-Encoder's own `bench run` record (dev AP@10 of the
-kept epoch, test figures, training time) and a `bench compare` record holding both rows (the
-paired test's table).
+"""The Set-Encoder tables of docs/results.md: the Set-Encoder beside the monoBERT that taught it,
+where joint scoring helps (paired tests), its DL19 zero-shot transfer and its time beside monoBERT
+and CROSS-JEM.
 
-A dataset's row appears once its records are kept in ``results/reference/set-encoder/``: add
-its entry to :data:`DATASETS` and the records to the table's marker.
+The accuracy tables read the `bench run` records kept in ``results/reference/set-encoder/`` (dev
+AP@10 of the kept epoch, test figures, training time) and the per-query file kept beside each
+(``NAME.perquery.tsv``, checked against the record's SHA-256), from which the paired tests are
+computed here rather than copied from a `bench compare` printout. A dataset's row appears once its
+records are kept: add its entry to :data:`DATASETS` and the records to the table's marker.
 """
 
 from __future__ import annotations
 
-from bench.core.trained import TrainingSummary
-from bench.reporting.figures import MISSING, Pick, Records, fixed, pick, renderer, table
+from collections.abc import Sequence
+from dataclasses import dataclass
 
-#: (dataset, the Set-Encoder's run record, the `bench compare` record, monoBERT's row there: the
-#: teacher folder scored with ``checkpoint=``, whose key the label names)
-DATASETS: tuple[tuple[str, str, str, Pick], ...] = (
-    (
+from bench.core.trained import TrainingSummary
+from bench.latency.records import LatencyRecord
+from bench.reporting.figures import (
+    MISSING,
+    Paired,
+    Pick,
+    Records,
+    best_row,
+    fixed,
+    p_value,
+    paired_tests,
+    pick,
+    renderer,
+    table,
+    three_figures,
+    times,
+)
+from bench.reporting.figures_order import LAYOUTS
+from bench.reporting.figures_tables import CROSSJEM_CHOSEN, WIKIQA
+
+
+@dataclass(frozen=True)
+class SetEncoderRuns:
+    """The records of one dataset's Set-Encoder comparison."""
+
+    dataset: str
+    #: the Set-Encoder's `bench run` record
+    run: str
+    #: one `bench compare` record holding it and its teacher, and the teacher's row there (the
+    #: teacher folder scored with ``checkpoint=``, whose key the label names)
+    compare: str
+    teacher: Pick
+    #: the teacher scored from its folder: its own run record (for the per-query values)
+    teacher_run: str
+    #: monoBERT trained as the Set-Encoder was (same teachers, ListNet, epochs, patience);
+    #: None until its record is kept
+    same_supervision: str | None = None
+
+
+DATASETS: tuple[SetEncoderRuns, ...] = (
+    SetEncoderRuns(
         "wikiqa",
         "set-encoder/wikiqa-run.json",
         "set-encoder/wikiqa.md",
         pick("monobert", model="minilm-l6", checkpoint="8096eb0bfed4"),
+        "set-encoder/wikiqa-monobert-run.json",
     ),
-    (
+    SetEncoderRuns(
         "semeval16b",
         "set-encoder/semeval16b-run.json",
         "set-encoder/semeval16b.json",
         pick("monobert", model="minilm-l6", checkpoint="4383b6188f9a"),
+        "set-encoder/semeval16b-monobert-run.json",
     ),
 )
+
+
+def _dataset(name: str) -> SetEncoderRuns:
+    return next(d for d in DATASETS if d.dataset == name)
 
 
 @renderer("set-encoder-accuracy")
@@ -35,9 +80,9 @@ def set_encoder_accuracy(records: Records) -> str:
     """Per dataset: monoBERT's test AP@10, the Set-Encoder's dev AP@10 (kept epoch), test
     AP@10, MAP and MRR@10, the difference in AP@10 points, and its training time."""
     rows = []
-    for dataset, run, compare, mono_pick in DATASETS:
-        record = records.run(run)
-        mono = records.row(compare, mono_pick).metrics["AP@10"]
+    for runs in DATASETS:
+        record = records.run(runs.run)
+        mono = records.row(runs.compare, runs.teacher).metrics["AP@10"]
         training = TrainingSummary.from_json(record.training or {})
         kept = training.kept_dev_score()
         dev = f"{kept:.4f} ({training.best_epoch})" if kept is not None else MISSING
@@ -45,7 +90,7 @@ def set_encoder_accuracy(records: Records) -> str:
         seconds = MISSING if training.seconds is None else f"{training.seconds:,.0f}"
         rows.append(
             [
-                dataset,
+                runs.dataset,
                 fixed(mono),
                 dev,
                 fixed(test),
@@ -66,3 +111,223 @@ def set_encoder_accuracy(records: Records) -> str:
         "training s",
     ]
     return table(header, rows)
+
+
+# -- where joint scoring helps ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class Versus:
+    """One row of a "where joint scoring helps" table: a model against a baseline on test
+    AP@10, each from its run record (None: no run record of it is kept, ``why`` says what)."""
+
+    shown: str
+    question: str
+    #: (run record or None, test AP@10 when there is no run record) of the model and baseline
+    model: tuple[str | None, float | None]
+    baseline: tuple[str | None, float | None]
+    why: str = ""
+
+
+_SEEING = "seeing the other candidates"
+_SHARING = "sharing tokens (vs concat, row positions)"
+CONCAT_ROW = "word-order/wikiqa-concat-row.json"
+
+
+def _seeing(runs: SetEncoderRuns) -> list[Versus]:
+    """The Set-Encoder against monoBERT with its supervision (when kept) and against its teacher
+    (labels, cross-entropy)."""
+    same = runs.same_supervision
+    return [
+        Versus(
+            "Set-Encoder vs monoBERT, same supervision",
+            _SEEING,
+            (runs.run, None),
+            (same, None),
+            "" if same else "monoBERT with this supervision: no run record yet",
+        ),
+        Versus(
+            "Set-Encoder vs its teacher monoBERT (labels, ce: the supervision differs too)",
+            _SEEING,
+            (runs.run, None),
+            (runs.teacher_run, None),
+        ),
+    ]
+
+
+def _sharing(records: Records) -> list[Versus]:
+    """Every CROSS-JEM row layout of the layout table against concat with row positions (which
+    shares no token), all distilled from the same monoBERT + ColBERT teachers."""
+    out = []
+    for shown, run, _, _ in LAYOUTS:
+        if run == CONCAT_ROW:
+            continue
+        if run is None:  # kept only as a row of a comparison, without its run record
+            test = records.row(WIKIQA, CROSSJEM_CHOSEN).metrics["AP@10"]
+            out.append(
+                Versus(shown, _SHARING, (None, test), (CONCAT_ROW, None), "no run record kept")
+            )
+        else:
+            out.append(Versus(shown, _SHARING, (run, None), (CONCAT_ROW, None)))
+    return out
+
+
+def _test_ap(records: Records, side: tuple[str | None, float | None]) -> float | None:
+    run, value = side
+    return records.run(run).metrics["AP@10"] if run is not None else value
+
+
+def _per_query(
+    records: Records, side: tuple[str | None, float | None]
+) -> dict[str, dict[str, float]] | None:
+    return None if side[0] is None else records.per_query(side[0])
+
+
+def _versus_table(records: Records, rows: Sequence[Versus], metric: str = "AP@10") -> str:
+    """The rows with their paired t-tests, Holm-adjusted over the rows of each question that
+    have both per-query files, and a line saying how many that was."""
+    tests: dict[int, Paired | None] = {}
+    families: list[str] = list(dict.fromkeys(r.question for r in rows))
+    counts = []
+    for question in families:
+        members = [i for i, r in enumerate(rows) if r.question == question]
+        pairs = [
+            (_per_query(records, rows[i].baseline), _per_query(records, rows[i].model), metric)
+            for i in members
+        ]
+        found = paired_tests(pairs)
+        tests.update(zip(members, found, strict=True))
+        counts.append(f"{question} {sum(t is not None for t in found)} of {len(members)}")
+    body = []
+    for i, row in enumerate(rows):
+        model, baseline = _test_ap(records, row.model), _test_ap(records, row.baseline)
+        test = tests[i]
+        if test is None:
+            why = row.why or "no per-query file kept"
+            cells = [MISSING, why, MISSING]
+        else:
+            cells = [str(test.queries), p_value(test.p), p_value(test.p_holm, test.significant)]
+        delta = MISSING if model is None or baseline is None else f"{100 * (model - baseline):+.2f}"
+        body.append([row.shown, row.question, fixed(model), fixed(baseline), delta, *cells])
+    header = [
+        "model vs baseline",
+        "what it measures",
+        f"model test {metric}",
+        f"baseline test {metric}",
+        "difference (points)",
+        "queries",
+        "p (paired t-test)",
+        "p (Holm)",
+    ]
+    note = (
+        f"Paired t-test on test {metric} over the queries both runs have; Holm over the rows of "
+        f"each question that have both per-query files ({'; '.join(counts)}); † Holm-adjusted "
+        "p below 0.05."
+    )
+    return table(header, body) + "\n" + note + "\n"
+
+
+@renderer("joint-scoring-wikiqa")
+def joint_scoring_wikiqa(records: Records) -> str:
+    """wikiqa: what seeing the other candidates buys (the Set-Encoder against monoBERT) and what
+    sharing tokens costs (each CROSS-JEM row layout against concat), with paired tests."""
+    runs = _dataset("wikiqa")
+    return _versus_table(records, [*_seeing(runs), *_sharing(records)])
+
+
+@renderer("joint-scoring-semeval16b")
+def joint_scoring_semeval16b(records: Records) -> str:
+    """semeval16b: what seeing the other candidates buys (the Set-Encoder against monoBERT);
+    its CROSS-JEM layouts were kept only as a sweep's table, without run records."""
+    return _versus_table(records, _seeing(_dataset("semeval16b")))
+
+
+# -- DL19 transfer ---------------------------------------------------------------------------------
+DL19_RUN = "set-encoder/dl19-run.json"
+DL19_TEACHER = "set-encoder/dl19-monobert-run.json"
+_DL19_METRICS = ("nDCG@10", "RR@10", "AP")
+
+
+@renderer("set-encoder-transfer-dl19")
+def set_encoder_transfer_dl19(records: Records) -> str:
+    """The wikiqa-trained Set-Encoder and its teacher monoBERT scored zero-shot on TREC DL19
+    (43 queries x 100 BM25 candidates), with the paired t-test of each measure, Holm-adjusted
+    over the three."""
+    model, teacher = records.run(DL19_RUN), records.run(DL19_TEACHER)
+    a, b = records.per_query(DL19_TEACHER), records.per_query(DL19_RUN)
+    tests = paired_tests([(a, b, metric) for metric in _DL19_METRICS])
+    rows = [
+        ["monobert (loss=ce, the teacher)", *(fixed(teacher.metrics[m]) for m in _DL19_METRICS)],
+        ["set-encoder", *(fixed(model.metrics[m]) for m in _DL19_METRICS)],
+        [
+            "difference (points)",
+            *(f"{100 * (model.metrics[m] - teacher.metrics[m]):+.2f}" for m in _DL19_METRICS),
+        ],
+    ]
+    queries = {t.queries for t in tests if t is not None}
+    rows.append(
+        [f"p (paired t-test, {', '.join(map(str, sorted(queries))) or MISSING} queries)"]
+        + [p_value(t.p if t else None) for t in tests]
+    )
+    rows.append(
+        ["p (Holm over the three)"]
+        + [p_value(t.p_holm, t.significant) if t else MISSING for t in tests]
+    )
+    return table(["wikiqa-trained model (DL19 test)", *_DL19_METRICS], rows)
+
+
+# -- latency ---------------------------------------------------------------------------------------
+#: `bench latency -d wikiqa --rankers monobert,crossjem,set-encoder` runs, one per list size
+LATENCY_RUNS = ("latency/set-encoder-n10.json", "latency/set-encoder-n100.json")
+_COLUMNS = ("monobert", "set-encoder", "crossjem")
+
+
+def _mean_ms(record: LatencyRecord, n: int, column: str) -> tuple[float, float]:
+    """Mean ms per query of ``column``'s fastest configuration at ``n``: pre-tokenised, end to
+    end."""
+    return (
+        float(best_row(record, n, column).latency["mean_ms"]),
+        float(best_row(record, n, column + " (end-to-end)").latency["mean_ms"]),
+    )
+
+
+@renderer("set-encoder-latency")
+def set_encoder_latency(records: Records) -> str:
+    """The Set-Encoder's time beside monoBERT's and CROSS-JEM's (the paper's union layout), each
+    N from its own run: mean ms per query pre-tokenised (end to end), the Set-Encoder's time as a
+    multiple of monoBERT's and CROSS-JEM's measured speed-up with the cost model's."""
+    rows = []
+    for name in LATENCY_RUNS:
+        record = records.latency(name)
+        for block in record.blocks:
+            ms = {c: _mean_ms(record, block.n, c) for c in _COLUMNS}
+            mono, setenc = ms["monobert"], ms["set-encoder"]
+            sp = block.speedup
+            rows.append(
+                [
+                    str(block.n),
+                    f"{block.queries} x {block.repeats}",
+                    *(f"{three_figures(m[0])} ({three_figures(m[1])})" for m in ms.values()),
+                    f"{times(setenc[0] / mono[0])} ({times(setenc[1] / mono[1])})",
+                    f"{times(sp.get('measured_mean'))} ({times(sp.get('predicted_flops'))})",
+                ]
+            )
+    header = [
+        "N",
+        "queries x repeats",
+        "monoBERT ms (end to end)",
+        "Set-Encoder ms (end to end)",
+        "CROSS-JEM ms (end to end)",
+        "Set-Encoder time / monoBERT's (end to end)",
+        "CROSS-JEM speed-up (predicted)",
+    ]
+    return table(header, rows)
+
+
+def set_encoder_relative(latency: Records, n: int) -> float | None:
+    """The Set-Encoder's mean time per query as a multiple of monoBERT's (pre-tokenised, each its
+    fastest configuration) at list size ``n`` in the runs of :data:`LATENCY_RUNS`; None when
+    none timed ``n`` (a point of the frontier plot, beside the layouts' speed-ups)."""
+    for name in LATENCY_RUNS:
+        record = latency.latency(name)
+        if any(b.n == n for b in record.blocks):
+            return _mean_ms(record, n, "set-encoder")[0] / _mean_ms(record, n, "monobert")[0]
+    return None

@@ -34,6 +34,9 @@ class Point:
     latency_ms: float
     accuracy: float
     ranker: str = ""
+    #: a matplotlib marker for a reference point drawn apart from the others, named in the
+    #: legend by its label ("D": a diamond); "" for the plot's plain points
+    marker: str = ""
 
 
 def dominates(a: Point, b: Point) -> bool:
@@ -152,13 +155,25 @@ def plot_accuracy_latency(
     key = [f"{i}: {p.label}" for i, p in enumerate(points, start=1)] if numbered else []
     fig, ax = plt.subplots(figsize=(8.0, 5.0 + 0.22 * len(key)))
     try:
+        plain = [p for p in points if not p.marker]
         ax.scatter(
-            [p.latency_ms for p in points],
-            [p.accuracy for p in points],
+            [p.latency_ms for p in plain],
+            [p.accuracy for p in plain],
             color="tab:blue",
             zorder=3,
             label="ranker",
         )
+        for p in points:
+            if p.marker:
+                ax.scatter(
+                    [p.latency_ms],
+                    [p.accuracy],
+                    marker=p.marker,
+                    s=60,
+                    color="black",
+                    zorder=4,
+                    label=p.label,
+                )
         ax.plot(
             [p.latency_ms for p in front],
             [p.accuracy for p in front],
