@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from bench.core.trained import TrainingSummary
 from bench.latency.records import LatencyRecord
 from bench.reporting.figures import (
+    ALPHA,
     MISSING,
     Paired,
     Pick,
@@ -115,15 +116,29 @@ def set_encoder_accuracy(records: Records) -> str:
 
 # -- where joint scoring helps ---------------------------------------------------------------------
 @dataclass(frozen=True)
+class Side:
+    """A model or baseline of a :class:`Versus` row: its run record, or (None) its test AP@10
+    from elsewhere (a comparison row) or nothing, when no run record of it is kept."""
+
+    run: str | None
+    test: float | None = None
+
+    def test_ap(self, records: Records) -> float | None:
+        return records.run(self.run).metrics["AP@10"] if self.run is not None else self.test
+
+    def per_query(self, records: Records) -> dict[str, dict[str, float]] | None:
+        return None if self.run is None else records.per_query(self.run)
+
+
+@dataclass(frozen=True)
 class Versus:
     """One row of a "where joint scoring helps" table: a model against a baseline on test
-    AP@10, each from its run record (None: no run record of it is kept, ``why`` says what)."""
+    AP@10; ``why`` says what is missing when a side has no run record."""
 
     shown: str
     question: str
-    #: (run record or None, test AP@10 when there is no run record) of the model and baseline
-    model: tuple[str | None, float | None]
-    baseline: tuple[str | None, float | None]
+    model: Side
+    baseline: Side
     why: str = ""
 
 
@@ -140,15 +155,15 @@ def _seeing(runs: SetEncoderRuns) -> list[Versus]:
         Versus(
             "Set-Encoder vs monoBERT, same supervision",
             _SEEING,
-            (runs.run, None),
-            (same, None),
+            Side(runs.run),
+            Side(same),
             "" if same else "monoBERT with this supervision: no run record yet",
         ),
         Versus(
             "Set-Encoder vs its teacher monoBERT (labels, ce: the supervision differs too)",
             _SEEING,
-            (runs.run, None),
-            (runs.teacher_run, None),
+            Side(runs.run),
+            Side(runs.teacher_run),
         ),
     ]
 
@@ -163,25 +178,14 @@ def _sharing(records: Records) -> list[Versus]:
         if run is None:  # kept only as a row of a comparison, without its run record
             test = records.row(WIKIQA, CROSSJEM_CHOSEN).metrics["AP@10"]
             out.append(
-                Versus(shown, _SHARING, (None, test), (CONCAT_ROW, None), "no run record kept")
+                Versus(shown, _SHARING, Side(None, test), Side(CONCAT_ROW), "no run record kept")
             )
         else:
-            out.append(Versus(shown, _SHARING, (run, None), (CONCAT_ROW, None)))
+            out.append(Versus(shown, _SHARING, Side(run), Side(CONCAT_ROW)))
     return out
 
 
-def _test_ap(records: Records, side: tuple[str | None, float | None]) -> float | None:
-    run, value = side
-    return records.run(run).metrics["AP@10"] if run is not None else value
-
-
-def _per_query(
-    records: Records, side: tuple[str | None, float | None]
-) -> dict[str, dict[str, float]] | None:
-    return None if side[0] is None else records.per_query(side[0])
-
-
-def _versus_table(records: Records, rows: Sequence[Versus], metric: str = "AP@10") -> str:
+def _versus_table(records: Records, rows: Sequence[Versus]) -> str:
     """The rows with their paired t-tests, Holm-adjusted over the rows of each question that
     have both per-query files, and a line saying how many that was."""
     tests: dict[int, Paired | None] = {}
@@ -190,7 +194,7 @@ def _versus_table(records: Records, rows: Sequence[Versus], metric: str = "AP@10
     for question in families:
         members = [i for i, r in enumerate(rows) if r.question == question]
         pairs = [
-            (_per_query(records, rows[i].baseline), _per_query(records, rows[i].model), metric)
+            (rows[i].baseline.per_query(records), rows[i].model.per_query(records), "AP@10")
             for i in members
         ]
         found = paired_tests(pairs)
@@ -198,7 +202,7 @@ def _versus_table(records: Records, rows: Sequence[Versus], metric: str = "AP@10
         counts.append(f"{question} {sum(t is not None for t in found)} of {len(members)}")
     body = []
     for i, row in enumerate(rows):
-        model, baseline = _test_ap(records, row.model), _test_ap(records, row.baseline)
+        model, baseline = row.model.test_ap(records), row.baseline.test_ap(records)
         test = tests[i]
         if test is None:
             why = row.why or "no per-query file kept"
@@ -210,17 +214,17 @@ def _versus_table(records: Records, rows: Sequence[Versus], metric: str = "AP@10
     header = [
         "model vs baseline",
         "what it measures",
-        f"model test {metric}",
-        f"baseline test {metric}",
+        "model test AP@10",
+        "baseline test AP@10",
         "difference (points)",
         "queries",
         "p (paired t-test)",
         "p (Holm)",
     ]
     note = (
-        f"Paired t-test on test {metric} over the queries both runs have; Holm over the rows of "
+        "Paired t-test on test AP@10 over the queries both runs have; Holm over the rows of "
         f"each question that have both per-query files ({'; '.join(counts)}); † Holm-adjusted "
-        "p below 0.05."
+        f"p below {ALPHA:g}."
     )
     return table(header, body) + "\n" + note + "\n"
 
