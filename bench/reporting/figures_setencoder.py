@@ -68,6 +68,7 @@ DATASETS: tuple[SetEncoderRuns, ...] = (
         "set-encoder/semeval16b.json",
         pick("monobert", model="minilm-l6", checkpoint="4383b6188f9a"),
         "set-encoder/semeval16b-monobert-run.json",
+        "set-encoder/semeval16b-monobert-listnet-run.json",
     ),
 )
 
