@@ -61,6 +61,7 @@ DATASETS: tuple[SetEncoderRuns, ...] = (
         "set-encoder/wikiqa.md",
         pick("monobert", model="minilm-l6", checkpoint="8096eb0bfed4"),
         "set-encoder/wikiqa-monobert-run.json",
+        "set-encoder/wikiqa-monobert-listnet-run.json",
     ),
     SetEncoderRuns(
         "semeval16b",
