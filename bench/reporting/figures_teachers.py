@@ -20,6 +20,8 @@ from bench.reporting.figures import (
     ReferenceError,
     best_row,
     fixed,
+    p_value,
+    paired_tests,
     renderer,
     table,
     times,
@@ -68,7 +70,20 @@ TEACHERS: tuple[TeacherRow, ...] = (
         "word-order/teachers/wikiqa-hybrid4-row-concat.json",
         (CONCAT,),
     ),
+    TeacherRow(
+        "monoBERT + CROSS-JEM concat",
+        "word-order/teachers/wikiqa-hybrid4-row-monobert-concat.json",
+        (MONOBERT_AGAIN, CONCAT),
+    ),
+    TeacherRow(
+        "monoBERT x 2 + ColBERT (weighted towards monoBERT)",
+        "word-order/teachers/wikiqa-hybrid4-row-2monobert-colbert.json",
+        (MONOBERT_AGAIN, MONOBERT_AGAIN, COLBERT_AGAIN),
+    ),
 )
+#: monoBERT's own run (the ce model scored from its folder, with its per-query file): the
+#: baseline of the paired tests
+MONOBERT_RUN = "set-encoder/wikiqa-monobert-run.json"
 
 
 def members(record: ResultRecord) -> tuple[str, ...]:
@@ -91,16 +106,20 @@ def targets(record: ResultRecord) -> str:
 @renderer("crossjem-teachers-wikiqa")
 def crossjem_teachers_wikiqa(records: Records) -> str:
     """Hybrid share_min=4 with row positions on wikiqa, one row per teacher: the targets, dev
-    AP@10 of the kept epoch, test AP@10, the difference to monoBERT and to the aim, and the
-    layout's measured speed-up at N=100."""
+    AP@10 of the kept epoch, test AP@10, the difference to monoBERT with the paired t-test
+    (Holm over the rows; missing where a run's per-query file is not kept), the difference to the
+    aim, and the layout's measured speed-up at N=100."""
     mono = records.row(WIKIQA, MONOBERT_CE).metrics["AP@10"]
     bench = records.latency(LAYOUT_LATENCY)
     speed = bench.block(AIM_N).speedup
     if speed.get("model") != best_row(bench, AIM_N, LAYOUT_COLUMN).label:
         raise ReferenceError(f"{bench.path}: N={AIM_N} speed-up is not of {LAYOUT_COLUMN!r}")
     speedup = float(speed["measured_mean"])
+    tests = paired_tests(
+        [(records.per_query(MONOBERT_RUN), records.per_query(r.record), "AP@10") for r in TEACHERS]
+    )
     rows = []
-    for row in TEACHERS:
+    for row, test_p in zip(TEACHERS, tests, strict=True):
         record = records.run(row.record)
         if members(record) != row.members:
             raise ReferenceError(
@@ -120,6 +139,7 @@ def crossjem_teachers_wikiqa(records: Records) -> str:
                 dev,
                 fixed(test),
                 f"{100 * (test - mono):+.2f}",
+                p_value(test_p.p_holm, test_p.significant) if test_p else MISSING,
                 "met" if met else f"{short:+.2f}",
                 times(speedup),
             ]
@@ -130,6 +150,7 @@ def crossjem_teachers_wikiqa(records: Records) -> str:
         "dev AP@10 (epoch)",
         "test AP@10",
         "vs monoBERT (points)",
+        "p vs monoBERT (Holm)",
         "to the aim (points)",
         f"speed-up N={AIM_N}",
     ]
