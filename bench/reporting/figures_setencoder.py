@@ -282,7 +282,11 @@ def set_encoder_transfer_dl19(records: Records) -> str:
 
 # -- latency ---------------------------------------------------------------------------------------
 #: `bench latency -d wikiqa --rankers monobert,crossjem,set-encoder` runs, one per list size
-LATENCY_RUNS = ("latency/set-encoder-n10.json", "latency/set-encoder-n100.json")
+LATENCY_RUNS = (
+    "latency/set-encoder-n10.json",
+    "latency/set-encoder-n100.json",
+    "latency/set-encoder-n700.json",
+)
 _COLUMNS = ("monobert", "set-encoder", "crossjem")
 
 
