@@ -248,14 +248,15 @@ def _latency(root: Path, name: str, n: int, means: dict[str, float]) -> None:
 
 def test_the_set_encoder_latency_table_and_its_frontier_point(tmp_path: Path) -> None:
     ends = ("", " (end-to-end)")
-    for name, n, scale in (("set-encoder-n10.json", 10, 1.0), ("set-encoder-n100.json", 100, 10.0)):
+    sizes = ((f"set-encoder-n{n}.json", n, n / 10) for n in (10, 100, 700))
+    for name, n, scale in sizes:
         means = {
             f"{c}{end}": scale * base * (1.1 if end else 1.0)
             for c, base in (("monobert", 200.0), ("set-encoder", 250.0), ("crossjem", 100.0))
             for end in ends
         }
         _latency(tmp_path, name, n, means)
-    names = ["latency/set-encoder-n10.json", "latency/set-encoder-n100.json"]
+    names = [f"latency/set-encoder-n{n}.json" for n in (10, 100, 700)]
     doc = _document(tmp_path, "set-encoder-latency", names)
     assert _rows(doc) == [
         ["10", "5 x 2", "200 (220)", "250 (275)", "100 (110)", "1.25x (1.25x)", "2.00x (2.25x)"],
@@ -268,14 +269,25 @@ def test_the_set_encoder_latency_table_and_its_frontier_point(tmp_path: Path) ->
             "1.25x (1.25x)",
             "2.00x (2.25x)",
         ],
+        [
+            "700",
+            "5 x 2",
+            "14,000 (15,400)",
+            "17,500 (19,250)",
+            "7,000 (7,700)",
+            "1.25x (1.25x)",
+            "2.00x (2.25x)",
+        ],
     ]
     records = Records("t", [Path("results/reference") / n for n in names], tmp_path)
-    assert set_encoder_relative(records, 100) == 1.25 and set_encoder_relative(records, 700) is None
+    assert (
+        set_encoder_relative(records, 100) == 1.25 and set_encoder_relative(records, 1000) is None
+    )
 
 
 def test_the_checkouts_set_encoder_frontier_point_is_its_n100_run() -> None:
     """The frontier plot places the Set-Encoder at its mean time over monoBERT's (2,051 / 1,520
     ms pre-tokenised, the record's run at N=100)."""
-    names = ["latency/set-encoder-n10.json", "latency/set-encoder-n100.json"]
+    names = [f"latency/set-encoder-n{n}.json" for n in (10, 100, 700)]
     records = Records("t", [Path("results/reference") / n for n in names], REPO)
     assert set_encoder_relative(records, 100) == pytest.approx(2051.1 / 1519.6, abs=1e-3)
