@@ -158,8 +158,17 @@ def test_plan_skips_what_a_ranker_cannot_run_and_refuses_what_none_can(toys: Non
         plan_precisions(["float32", "int8"], ["typed"], "toy", {}, device="cuda")
 
 
+@pytest.fixture
+def runtimes_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The optional runtime packages taken as installed (make test runs without them): the
+    plan only asks :func:`rankers.runtimes.missing_packages`, nothing is loaded."""
+    from rankers import runtimes
+
+    monkeypatch.setattr(runtimes, "missing_packages", lambda runtime, precision: [])
+
+
 def test_int8_without_onnxruntime_is_refused_naming_each_ranker(
-    monkeypatch: pytest.MonkeyPatch,
+    runtimes_installed: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The real rankers' configs (nothing loaded): int8 with ONNX Runtime missing is one error
     before any work, naming each ranker and what to install; the peer's int8 is a skip."""
@@ -178,7 +187,7 @@ def test_int8_without_onnxruntime_is_refused_naming_each_ranker(
     assert 'pip install "crossjem-bench[runtimes]"' in text
 
 
-def test_an_option_of_one_precision_goes_to_that_precision_only() -> None:
+def test_an_option_of_one_precision_goes_to_that_precision_only(runtimes_installed: None) -> None:
     overrides = {"int8_recipe": "all", "order": "union"}
     int8 = precision_options("crossjem", overrides, Precision("int8", "onnxruntime"))
     assert int8 == {**overrides, "dtype": "int8", "runtime": "onnxruntime"}
@@ -218,7 +227,7 @@ def test_precision_options_are_checked_before_any_work(change: dict, message: st
 
 
 def test_cli_refuses_a_bad_precision_before_any_work(
-    shared_data: Path, results_dir: Path, monkeypatch: pytest.MonkeyPatch
+    shared_data: Path, results_dir: Path, monkeypatch: pytest.MonkeyPatch, runtimes_installed: None
 ) -> None:
     monkeypatch.setenv("BENCH_DATA_DIR", str(shared_data))
     args = ["latency", "-d", "wikiqa", "--rankers", "monobert,st-crossencoder", "--n-items", "10"]
