@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from bench.core.trained import TrainingSummary
 from bench.latency.records import LatencyRecord, LatencyRow
 from bench.results.labels import RowKey
 from bench.results.records import (
@@ -465,6 +466,14 @@ def three_figures(value: float | None) -> str:
 def difference(row: ComparisonRow, base: ComparisonRow, metric: str = "AP@10") -> str:
     """``row`` minus ``base`` in points (hundredths), signed: -0.55."""
     return f"{100 * (row.metrics[metric] - base.metrics[metric]):+.2f}"
+
+
+def kept_dev(record: ResultRecord) -> str:
+    """A trained run's dev AP@10 of the kept epoch and the epoch (``0.7783 (6)``), from its
+    training summary; the missing mark for a run without one."""
+    training = TrainingSummary.from_json(record.training or {})
+    kept = training.kept_dev_score()
+    return f"{kept:.4f} ({training.best_epoch})" if kept is not None else MISSING
 
 
 def times(value: float | None) -> str:

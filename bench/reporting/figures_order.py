@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bench.core.trained import TrainingSummary
 from bench.reporting.figures import (
     MISSING,
     Pick,
@@ -19,13 +18,13 @@ from bench.reporting.figures import (
     best_row,
     difference,
     fixed,
+    kept_dev,
     pick,
     renderer,
     table,
     times,
 )
 from bench.reporting.figures_tables import CROSSJEM_CHOSEN, MONOBERT_CE, WIKIQA
-from bench.results.records import ResultRecord
 
 # -- word order ------------------------------------------------------------------------------------
 ITEM_ORDER = "word-order/item-order-{}.json"
@@ -123,13 +122,6 @@ LAYOUTS = (
 )
 
 
-def _kept_dev(record: ResultRecord) -> str:
-    """Dev AP@10 of the kept epoch and the epoch, from the training summary."""
-    training = TrainingSummary.from_json(record.training or {})
-    kept = training.kept_dev_score()
-    return f"{kept:.4f} ({training.best_epoch})" if kept is not None else MISSING
-
-
 @dataclass(frozen=True)
 class LayoutPoint:
     """One row of the layout frontier: a layout's accuracy and its speed-ups over monoBERT."""
@@ -156,7 +148,7 @@ def order_frontier(records: Records) -> list[LayoutPoint]:
             dev, test = MISSING, records.row(WIKIQA, CROSSJEM_CHOSEN).metrics["AP@10"]
         else:
             record = records.run(run)
-            dev, test = _kept_dev(record), record.metrics["AP@10"]
+            dev, test = kept_dev(record), record.metrics["AP@10"]
         bench = records.latency(latency)
         speed: dict[int, tuple[float, float]] = {}
         timed = {b.n for b in bench.blocks}

@@ -24,6 +24,7 @@ from bench.reporting.figures import (
     Records,
     best_row,
     fixed,
+    kept_dev,
     p_value,
     paired_tests,
     pick,
@@ -87,8 +88,7 @@ def set_encoder_accuracy(records: Records) -> str:
         record = records.run(runs.run)
         mono = records.row(runs.compare, runs.teacher).metrics["AP@10"]
         training = TrainingSummary.from_json(record.training or {})
-        kept = training.kept_dev_score()
-        dev = f"{kept:.4f} ({training.best_epoch})" if kept is not None else MISSING
+        dev = kept_dev(record)
         test = record.metrics["AP@10"]
         seconds = MISSING if training.seconds is None else f"{training.seconds:,.0f}"
         rows.append(

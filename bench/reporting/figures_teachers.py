@@ -13,13 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bench.core.trained import TrainingSummary
 from bench.reporting.figures import (
     MISSING,
     Records,
     ReferenceError,
     best_row,
     fixed,
+    kept_dev,
     p_value,
     paired_tests,
     renderer,
@@ -126,9 +126,6 @@ def crossjem_teachers_wikiqa(records: Records) -> str:
                 f"{row.record}: its teacher members are {members(record)}, not {row.members} "
                 f"as the row {row.shown!r} says"
             )
-        training = TrainingSummary.from_json(record.training or {})
-        kept = training.kept_dev_score()
-        dev = f"{kept:.4f} ({training.best_epoch})" if kept is not None else MISSING
         test = float(record.metrics["AP@10"])
         short = 100 * (test - mono) + AIM_POINTS
         met = short >= 0 and speedup >= AIM_SPEEDUP
@@ -136,7 +133,7 @@ def crossjem_teachers_wikiqa(records: Records) -> str:
             [
                 row.shown,
                 targets(record),
-                dev,
+                kept_dev(record),
                 fixed(test),
                 f"{100 * (test - mono):+.2f}",
                 p_value(test_p.p_holm, test_p.significant) if test_p else MISSING,
