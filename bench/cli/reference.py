@@ -14,8 +14,9 @@ reference_app = typer.Typer(
     help=(
         "Result tables of the README and docs/ rendered from records. Each table sits between "
         "`<!-- reference: NAME from RECORD[, RECORD] -->` and `<!-- /reference -->`; NAME is a "
-        "renderer registered in bench/reporting/figures_tables.py, figures_order.py or "
-        "figures_scale.py, the records are files under results/ (paths from the repository "
+        "renderer registered in one of the bench/reporting/figures_*.py modules (tables, order, "
+        "precision, scale, setencoder, teachers), the records are files under results/ (paths "
+        "from the repository "
         "root). `render` rewrites the tables from their records; `check` "
         "exits 1 naming the first figure that differs from its record (part of `make test`)."
     ),
