@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from bench.core.trained import TrainingSummary
 from bench.latency.records import LatencyRecord, LatencyRow
+from bench.reporting.tables import FLAG
 from bench.results.labels import RowKey
 from bench.results.records import (
     PER_QUERY,
@@ -171,7 +172,9 @@ def _comparison_markdown(text: str) -> dict[str, ComparisonRow]:
                 latency[latency_keys[title]] = value
             else:
                 metrics[title] = value
-        rows.setdefault(cells[1], ComparisonRow(cells[1], cells[2], metrics, latency))
+        # a row whose trained model scored below a no-training baseline on dev ends in the flag
+        label = cells[1].removesuffix(f" {FLAG}")
+        rows.setdefault(label, ComparisonRow(label, cells[2], metrics, latency))
     return rows
 
 
