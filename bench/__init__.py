@@ -7,8 +7,7 @@ record (:mod:`bench.results.records`) -> tables (:mod:`bench.reporting.tables`) 
 (:mod:`bench.latency`).
 """
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 # Nothing else here: every cache key hashes this file (the package of every module a job runs), so
-# the layer rule lives with its test (tests/test_layers.py) and the old-path table with the shims
-# (bench/core/moved.py).
+# the layer rule lives with its test (tests/test_layers.py).

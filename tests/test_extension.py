@@ -20,7 +20,7 @@ from toydata import write_toy_mteb
 from typer.testing import CliRunner
 
 import rankers
-from bench.cli import app
+from bench.cli.main import app
 
 runner = CliRunner()
 

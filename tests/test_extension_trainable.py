@@ -2,8 +2,8 @@
 (issue 19 item 4).
 
 The toy ranker below lives in a module written under ``tmp_path``, declares its training step
-(the :class:`rankers.training.Trainable` protocol) and nothing about persistence: the one helper
-of :mod:`rankers.persist` writes and restores it. It must then go through ``train``, ``run``,
+(the :class:`rankers.fit.loop.Trainable` protocol) and nothing about persistence: the one helper
+of :mod:`rankers.io.persist` writes and restores it. It must then go through ``train``, ``run``,
 ``sweep`` and ``ablate`` end to end, and a trained model must come back with the exact weights
 it was trained to (its weights hash), or be refused with a message naming the damage.
 """
@@ -20,8 +20,8 @@ from toydata import write_toy_mteb
 from typer.testing import CliRunner
 
 import rankers
-from bench.cache import MANIFEST, manifest_problem
-from bench.cli import app
+from bench.cli.main import app
+from bench.results.cache import MANIFEST, manifest_problem
 
 runner = CliRunner()
 
@@ -42,11 +42,11 @@ TOY_MODULE = textwrap.dedent(
     from torch import nn
 
     from bench.data.model import CandidateList, RankingSplit, relevant
-    from bench.trained import TrainingSummary
+    from bench.core.trained import TrainingSummary
     from rankers.base import SCORE, TRAINING, Ranker, TrainingConfig, inherit_option, option
     from rankers.itemorder import sort_items_option
-    from rankers.resume import split_key
-    from rankers.training import LoopPlan, train_loop
+    from rankers.fit.resume import split_key
+    from rankers.fit.loop import LoopPlan, train_loop
 
 
     @dataclasses.dataclass
@@ -97,7 +97,7 @@ TOY_MODULE = textwrap.dedent(
                     for cl in lists
                 ]
 
-        # -- the Trainable protocol: the loop does the rest, rankers.persist the saving --
+        # -- the Trainable protocol: the loop does the rest, rankers.io.persist the saving --
         def training_module(self) -> nn.Module:
             return self.module
 
@@ -158,8 +158,8 @@ def test_trainable_toy_ranker_trains_runs_sweeps_and_ablates(
     toy_trainable: Path, results_dir: Path
 ) -> None:
     from rankers import create_ranker
-    from rankers.models import state_hash
-    from rankers.persist import WEIGHTS_FILE
+    from rankers.io.models import state_hash
+    from rankers.io.persist import WEIGHTS_FILE
 
     _ok(["train", "-r", "words", "-d", "toy", "--device", "cpu"])
     (model,) = _models(results_dir)
@@ -199,7 +199,7 @@ def test_damaged_toy_model_is_refused_naming_the_file(
     toy_trainable: Path, results_dir: Path, tmp_path: Path
 ) -> None:
     from rankers import RankerError, create_ranker
-    from rankers.persist import WEIGHTS_FILE
+    from rankers.io.persist import WEIGHTS_FILE
 
     ranker = create_ranker("words", {}, device="cpu")
     ranker.module.w.data += 1.0

@@ -17,8 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from bench.core.moved import MOVED, REMOVED_IN
-
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("bench", "rankers")
 
@@ -249,9 +247,7 @@ SIBLINGS = frozenset({"latency", "experiments"})
 
 
 def layer_of(module: str) -> int | None:
-    """Index in :data:`LAYERS` of ``module``'s layer (None: in none); an old path of
-    :data:`~bench.core.moved.MOVED` is in the layer of the module it hands over."""
-    module = MOVED.get(module, module)
+    """Index in :data:`LAYERS` of ``module``'s layer (None: in none)."""
     for i, (_, patterns) in enumerate(LAYERS):
         if module in patterns:
             return i
@@ -306,52 +302,68 @@ def test_packages_hold_no_imports() -> None:
     """Importing ``bench.core.timing`` runs ``bench/__init__.py`` and ``bench/core/__init__.py``
     too, and cache keys hash a job's import closure: an import (or re-export) in a package's
     ``__init__`` would widen every key below it, so they hold docstrings and constants only.
-    ``bench.cli`` (the top layer, which no job imports) keeps the old ``bench.cli.app`` lazily;
     ``rankers`` itself is the registry (families imported by name, when first created)."""
     found = [
         f"{m} line {line}: {target}"
         for m, path in MODULES.items()
-        if path.name == "__init__.py" and m not in ("bench.cli", "rankers")
+        if path.name == "__init__.py" and m != "rankers"
         for line, target, _ in imports(m)
         if target != "__future__"
     ]
     assert not found, "imports in package __init__ files: " + "; ".join(found)
 
 
-def test_the_repository_imports_no_old_path() -> None:
-    """The old paths of :data:`~bench.core.moved.MOVED` are for code outside this repository
-    (bench and rankers; tests/test_extension*.py import them, as a ranker written elsewhere
-    would)."""
+#: the module paths removed in 0.3.0 (each had warned since bench/ and rankers/ were split into
+#: layers) -> where the module lives now: no code here imports them, none exists again
+REMOVED: dict[str, str] = {
+    "bench.cache": "bench.results.cache",
+    "bench.device": "bench.core.device",
+    "bench.io": "bench.core.io",
+    "bench.metrics": "bench.results.metrics",
+    "bench.progress": "bench.core.progress",
+    "bench.provenance": "bench.core.provenance",
+    "bench.ranking": "bench.results.ranking",
+    "bench.settings": "bench.core.settings",
+    "bench.shard": "bench.core.shard",
+    "bench.significance": "bench.results.significance",
+    "bench.trained": "bench.core.trained",
+    "bench.latency.tracker": "bench.core.timing",
+    "bench.core.moved": "(the table of old paths; gone with them)",
+    "rankers.training": "rankers.fit.loop",
+    "rankers.listtrain": "rankers.fit.lists",
+    "rankers.resume": "rankers.fit.resume",
+    "rankers.persist": "rankers.io.persist",
+    "rankers.models": "rankers.io.models",
+}
+
+
+def test_the_repository_imports_no_removed_path() -> None:
     found = [
-        f"{MODULES[m].relative_to(ROOT)}:{line} imports {target} (now {MOVED[target]})"
+        f"{MODULES[m].relative_to(ROOT)}:{line} imports {target} (now {REMOVED[target]})"
         for m in MODULES
         for line, target, _ in imports(m)
-        if target in MOVED
+        if target in REMOVED
     ]
-    assert not found, "old module paths used:\n" + "\n".join(found)
+    assert not found, "removed module paths used:\n" + "\n".join(found)
 
 
-@pytest.mark.parametrize("old", sorted(MOVED))
-def test_an_old_path_warns_and_is_the_new_module(old: str) -> None:
+@pytest.mark.parametrize("old", sorted(REMOVED))
+def test_a_removed_path_is_gone(old: str) -> None:
+    """Importing a removed path fails (no shim hands over the new module any more)."""
     import importlib
     import sys
 
     sys.modules.pop(old, None)
-    message = f"{old} moved to {MOVED[old]}; the old path will be removed in {REMOVED_IN}"
-    with pytest.warns(DeprecationWarning, match=message.replace(".", r"\.")):
-        module = importlib.import_module(old)
-    assert module is importlib.import_module(MOVED[old])
-    assert MODULES[old].read_text(encoding="utf-8").count("\n") < 15  # a pointer, not a copy
+    assert old not in MODULES
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)
 
 
-def test_the_old_cli_path_warns_and_is_the_app() -> None:
-    """``from bench.cli import app`` (the old single-module CLI) warns, as docs/design.md says
-    every kept old path does, with the new path, and gives the app itself."""
-    from bench.cli.main import app
-
-    with pytest.warns(DeprecationWarning, match=r"bench\.cli\.app moved to bench\.cli\.main\.app"):
-        from bench.cli import app as old
-    assert old is app
+def test_the_old_cli_path_is_gone() -> None:
+    """``from bench.cli import app`` (the single-module CLI before 0.2.0) fails; the app is
+    ``bench.cli.main.app``."""
+    with pytest.raises(ImportError):
+        from bench.cli import app  # noqa: F401
 
 
 def test_an_import_by_call_with_a_literal_name_counts() -> None:
@@ -377,19 +389,32 @@ def test_an_import_by_call_with_a_literal_name_counts() -> None:
     ]
 
 
-def test_every_old_path_is_a_shim_and_every_shim_an_old_path() -> None:
-    """One table, :data:`~bench.core.moved.MOVED`, says which old paths exist: each of its entries
-    is a module here, and every module that hands over (calls ``hand_over``) is in it."""
-    shims = {m for m, path in MODULES.items() if "hand_over(__name__)" in path.read_text()}
-    assert shims == set(MOVED)
-    assert all(new in MODULES and new not in MOVED for new in MOVED.values())
+#: the modules at the top of each package (the rest lives in packages by layer or role):
+#: ``bench`` holds only its version; ``rankers`` the contract a ranker is written against
+TOP_MODULES: dict[str, frozenset[str]] = {
+    "bench": frozenset({"__init__.py"}),
+    "rankers": frozenset(
+        {
+            "__init__.py",
+            "base.py",
+            "errors.py",
+            "hooks.py",
+            "itemorder.py",
+            "losses.py",
+            "precision.py",
+            "runtimes.py",
+            "trainconfig.py",
+        }
+    ),
+}
 
 
-def test_rankers_top_level_stays_small() -> None:
-    """The families and the shared machinery live in packages (families/, fit/, inputs/, io/);
-    the top of rankers/ holds the contract and the old paths, at most 16 modules."""
-    top = sorted(p.name for p in (ROOT / "rankers").glob("*.py"))
-    assert len(top) <= 16, top
+@pytest.mark.parametrize("package", PACKAGES)
+def test_top_level_holds_packages_and_the_contract_only(package: str) -> None:
+    """``ls bench/ rankers/`` shows packages and :data:`TOP_MODULES` only: a module added at the
+    top (a shim, a helper) goes into the package of its layer."""
+    top = {p.name for p in (ROOT / package).glob("*.py")}
+    assert top == TOP_MODULES[package]
 
 
 @pytest.mark.parametrize(

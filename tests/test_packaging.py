@@ -41,3 +41,12 @@ def test_license_is_an_spdx_expression_and_builds_without_deprecations(tmp_path:
     assert done.returncode == 0, done.stderr[-2000:]
     metadata = (tmp_path / done.stdout.strip().splitlines()[-1] / "METADATA").read_text()
     assert "License-Expression: MIT" in metadata.splitlines()
+
+
+def test_the_version_is_stated_alike() -> None:
+    """The package metadata (pyproject.toml) and ``bench.__version__`` (which records carry)
+    name the same release."""
+    import bench
+
+    project = tomllib.loads((PROJECT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert project["version"] == bench.__version__ == "0.3.0"
