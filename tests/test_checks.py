@@ -14,6 +14,7 @@ from bench.reporting.checks import (
     MISSING,
     OK,
     ExpectationError,
+    MetricExpectation,
     NothingToCheck,
     check_report,
     format_check_line,
@@ -394,3 +395,24 @@ def test_records_match_by_kind(tmp_path: Path, records: list[ResultRecord]) -> N
     assert [r.status for r in results] == [OK, OK]
     assert results[0].record is records[0] and results[0].actual == 0.6125
     assert results[1].records == (latency_row, records[0]) and results[1].actual == 18.0
+
+
+def test_an_entry_picks_its_records_as_a_table_picks_its_rows(tmp_path: Path) -> None:
+    """An entry's selection is a :class:`bench.reporting.picks.Pick` (the one pick language of
+    checks and tables): its ranker, its config as options, its dataset and split; `benchmark:
+    latency` makes it pick latency rows."""
+    from bench.reporting.picks import Pick
+
+    path = write_yaml(
+        tmp_path,
+        "- {dataset: wikiqa, split: test, ranker: bm25, config: {k1: 1.2}, metric: AP@10,"
+        " expected: 0.5, tolerance: 0.01}\n"
+        "- {dataset: wikiqa, ranker: monobert, config: {benchmark: latency}, metric: AP@10,"
+        " expected: 0.5, tolerance: 0.01, split: dev}\n",
+    )
+    first, second = load_expectations(path)
+    assert isinstance(first, MetricExpectation) and isinstance(second, MetricExpectation)
+    assert first.selector == Pick("bm25", options=(("k1", 1.2),), dataset="wikiqa", split="test")
+    assert first.selector.describe() == "wikiqa/test bm25 (k1=1.2)"
+    assert (first.selector.kind, second.selector.kind) == ("run", LATENCY_KIND)
+    assert str(first.selector.but(k1=None, b=0.75)) == "bm25 (b=0.75)"

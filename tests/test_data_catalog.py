@@ -7,6 +7,7 @@ import json
 import logging
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -340,3 +341,32 @@ def test_datasets_reports_cut_items_and_rows_per_layout(shared_data: Path) -> No
     assert _rows_cell(split, tokenizer) == (
         "L_u 272: union 1.04 (9) / concat 1.37 (73) / hybrid 1.04 (10)"
     )
+
+
+def test_datasets_asks_the_registered_ranker_that_packs_rows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The rows/list cell is what the registered ranker with ``rows_per_list`` says of the split,
+    given its settings for the dataset; '-' without one or without a tokenizer (bench names no
+    ranker for it)."""
+    from types import SimpleNamespace
+
+    import rankers
+    from bench.reporting.reports import _rows_cell
+
+    class Packs:
+        @classmethod
+        def rows_per_list(cls, split: SimpleNamespace, tokenize: Any, options: dict) -> str:
+            return f"{split.dataset}: {tokenize('a b')} {options}"
+
+    classes: dict[str, type] = {"plain": object, "packs": Packs}
+    monkeypatch.setattr(rankers, "available", lambda: sorted(classes))
+    monkeypatch.setattr(rankers, "get_ranker_class", classes.__getitem__)
+    monkeypatch.setattr(
+        "bench.execution.ranker_settings.ranker_options", lambda name, dataset, o: {"of": name}
+    )
+    split = SimpleNamespace(dataset="d", lists=[1])
+    assert _rows_cell(split, str.split) == "d: ['a', 'b'] {'of': 'packs'}"
+    assert _rows_cell(split, None) == "-"
+    del classes["packs"]
+    assert _rows_cell(split, str.split) == "-"

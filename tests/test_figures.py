@@ -20,10 +20,10 @@ from bench.reporting.figures import (
     Records,
     ReferenceError,
     find_blocks,
-    pick,
     read_comparison,
     renderer,
 )
+from bench.reporting.picks import pick
 from bench.reporting.reference_documents import check_document, render_document, renderers
 
 REPO = Path(__file__).resolve().parents[1]
@@ -426,6 +426,47 @@ def test_two_rows_one_pick_is_an_error(tmp_path: Path) -> None:
     )
     with pytest.raises(ReferenceError, match="2 rows of dpr"):
         doubled.row("cmp.json", pick("dpr", model="minilm-l6", pooling="cls", lr=0.1))
+
+
+def test_a_pick_table_renders_its_rows_from_data(tmp_path: Path) -> None:
+    """A :class:`PickTable` row shows its text cells, then each column's figure of the rows its
+    picks name (from the table's record or the row's own); a metric a row lacks is the missing
+    mark, or an error when the column says so."""
+    from bench.reporting.figures import Column, PickRow, PickTable
+
+    rows = [
+        {"label": "bm25", "supervision": "none", "metrics": {"AP@10": 0.5}, "latency": {}},
+        {
+            "label": "monobert (minilm-l6, fine-tuned)",
+            "supervision": "labels",
+            "metrics": {"AP@10": 0.625, "RR@10": 0.75},
+            "latency": {"p50_ms": 1234.56},
+        },
+    ]
+    (tmp_path / "cmp.json").write_text(json.dumps(rows))
+    (tmp_path / "other.json").write_text(json.dumps([{**rows[0], "metrics": {"AP@10": 0.25}}]))
+    records = Records("t", [Path("cmp.json"), Path("other.json")], tmp_path)
+    mono = pick("monobert", True, model="minilm-l6")
+    columns = (Column("supervision"), Column("RR@10"), Column("p50", "p50 ms"))
+    table = PickTable(
+        "cmp.json",
+        ("ranker",),
+        (*columns, Column("mono", "AP@10", of=1), Column("difference")),
+        (PickRow("a", (pick("bm25"), mono)), PickRow("b", (pick("bm25"), mono), "other.json")),
+    )
+    with pytest.raises(ReferenceError, match=r"no rows of monobert .* in other.json"):
+        table.render(records)
+    table = PickTable("cmp.json", table.labels, table.columns, table.rows[:1])
+    assert table.render(records).splitlines() == [
+        "| ranker | supervision | RR@10 | p50 | mono | difference |",
+        "|---|---|---|---|---|---|",
+        "| a | none | – | – | 0.6250 | +12.50 |",
+    ]
+    strict = PickTable("cmp.json", ("ranker",), (Column("RR@10", missing_ok=False),), table.rows)
+    with pytest.raises(KeyError, match="RR@10"):
+        strict.render(records)
+    mono_only = PickTable("other.json", ("x",), columns, (PickRow(("y",), mono, "cmp.json"),))
+    assert mono_only.render(records).splitlines()[-1] == "| y | labels | 0.7500 | 1,234.6 |"
 
 
 def test_every_reference_label_reads_back_as_written() -> None:

@@ -411,3 +411,25 @@ def test_a_model_below_a_no_training_baseline_on_dev_is_marked(
     assert r"CROSS-JEM $^{\ddagger}$ &" in render(table, "latex")
     unflagged = build_comparison(records, metrics=["AP@10"])
     assert not any("‡" in note for note in unflagged.notes())
+
+
+def test_one_writer_lays_out_markdown_and_rich_tables() -> None:
+    """Every table goes through bench.reporting.writer: the README's plain markdown, aligned
+    markdown with a bar in a header escaped, a titled table with its notes, and a rich table
+    with a line between groups of rows."""
+    from bench.reporting import writer
+
+    assert writer.markdown(["a", "b"], [["1", "2"]]) == "| a | b |\n|---|---|\n| 1 | 2 |\n"
+    aligned = writer.markdown(["x|y", "n"], [["p", "3"], ["q", "4"]], text_columns=1)
+    assert aligned.splitlines() == ["| x\\|y | n |", "|:---|---:|", "| p | 3 |", "| q | 4 |"]
+    titled = writer.titled("T", aligned, ["one", "two"])
+    assert titled == "**T**\n\n" + aligned + "\none  \ntwo  \n"
+    out = writer.rich("T [x]", ["name", "n"], [[["a", "1"]], [["b", "2"]]], 1, caption="c")
+    assert [c.justify for c in out.columns] == ["left", "right"]
+    assert [r.end_section for r in out.rows] == [True, True]
+    console = Console(width=40, record=True, color_system=None)
+    console.print(out)
+    text = console.export_text()
+    assert text.splitlines()[0].strip() == "T [x]"
+    assert text.index(" a ") < text.index("├") < text.index(" b ")
+    assert text.rstrip().splitlines()[-1].strip() == "c"

@@ -423,7 +423,7 @@ def plot(
         from bench.reporting.plot_growth import growth_table, plot_latency_growth
 
         grown, series = plot_latency_growth(dataset, split, out=out, results_dir=results_dir)
-        typer.echo(growth_table(series))
+        typer.echo(growth_table(series), nl=False)
         console.print(f"wrote {grown} ({len(series)} columns)")
         return
 

@@ -53,7 +53,8 @@ from typing import Any, Literal, overload
 import yaml
 
 from bench.data.files import read_text
-from bench.results.records import LATENCY_KIND, RUN_KIND, ResultRecord
+from bench.reporting.picks import Pick
+from bench.results.records import RUN_KIND, ResultRecord
 
 log = logging.getLogger(__name__)
 
@@ -66,32 +67,9 @@ class ExpectationError(ValueError):
 
 
 @dataclass(frozen=True)
-class Selector:
-    """Which records an expectation is about."""
-
-    dataset: str
-    split: str | None
-    ranker: str
-    config: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def kind(self) -> str:
-        """The kind of record this selects: `bench latency` rows when ``config`` names
-        ``benchmark: latency`` (their ``run_config`` holds it), else `bench run` records."""
-        benchmark = self.config.get("benchmark")
-        latency = benchmark is not None and _same(benchmark, LATENCY_KIND)
-        return LATENCY_KIND if latency else RUN_KIND
-
-    def describe(self) -> str:
-        where = f"{self.dataset}/{self.split}" if self.split else self.dataset
-        conf = ", ".join(f"{k}={v}" for k, v in self.config.items())
-        return f"{where} {self.ranker}" + (f" ({conf})" if conf else "")
-
-
-@dataclass(frozen=True)
 class MetricExpectation:
     source: str  # "file.yaml#3"
-    selector: Selector
+    selector: Pick
     metric: str
     expected: float
     tolerance: float
@@ -99,7 +77,7 @@ class MetricExpectation:
 
 @dataclass(frozen=True)
 class RatioSide:
-    selector: Selector
+    selector: Pick
     field: str  # a key of ResultRecord.latency
 
 
@@ -175,13 +153,11 @@ class _Entry:
         value = self.get(key, (str, int, float), required)
         return None if value is None else str(value)
 
-    def selector(self, split_required: bool = True) -> Selector:
+    def selector(self, split_required: bool = True) -> Pick:
         config = self.get("config", dict, required=False) or {}
-        return Selector(
-            self.text("dataset"),
-            self.text("split", split_required),
-            self.text("ranker"),
-            dict(config),
+        dataset, split = self.text("dataset"), self.text("split", split_required)
+        return Pick(
+            self.text("ranker"), options=tuple(config.items()), dataset=dataset, split=split
         )
 
     def sub(self, key: str) -> _Entry:
@@ -303,7 +279,7 @@ def _unnamed_overrides(record: ResultRecord, config: Mapping[str, Any]) -> dict[
     return {k: v for k, v in record_overrides(record).items() if k not in named}
 
 
-def _candidates(records: Sequence[ResultRecord], selector: Selector) -> list[ResultRecord]:
+def _candidates(records: Sequence[ResultRecord], selector: Pick) -> list[ResultRecord]:
     return [
         r
         for r in records
@@ -315,7 +291,7 @@ def _candidates(records: Sequence[ResultRecord], selector: Selector) -> list[Res
     ]
 
 
-def find_record(records: Sequence[ResultRecord], selector: Selector) -> ResultRecord | None:
+def find_record(records: Sequence[ResultRecord], selector: Pick) -> ResultRecord | None:
     """The newest record matching ``selector`` whose overrides it names, or None."""
     matches = [
         r for r in _candidates(records, selector) if not _unnamed_overrides(r, selector.config)
@@ -323,7 +299,7 @@ def find_record(records: Sequence[ResultRecord], selector: Selector) -> ResultRe
     return max(matches, key=lambda r: r.created) if matches else None
 
 
-def _no_match(records: Sequence[ResultRecord], selector: Selector) -> str:
+def _no_match(records: Sequence[ResultRecord], selector: Pick) -> str:
     """Why nothing matched: none at all, or only records with settings the entry does not name
     (smoke runs, other options), which are said so they can be named under ``config``."""
     others = _candidates(records, selector)
@@ -451,13 +427,13 @@ class CheckReport:
         return text
 
 
-def _selectors(exp: Expectation) -> list[Selector]:
+def _selectors(exp: Expectation) -> list[Pick]:
     if isinstance(exp, RatioExpectation):
         return [exp.numerator.selector, exp.denominator.selector]
     return [exp.selector]
 
 
-def _covers(selector: Selector, record: ResultRecord) -> bool:
+def _covers(selector: Pick, record: ResultRecord) -> bool:
     return bool(_candidates([record], selector)) and not _unnamed_overrides(record, selector.config)
 
 
@@ -482,7 +458,7 @@ def check_report(
         found = load_expectations(path)
         if not found:
             raise NothingToCheck(f"{path} has no entries: nothing to check")
-        named = sorted({s.dataset for exp in found for s in _selectors(exp)})
+        named = sorted({s.dataset for exp in found for s in _selectors(exp) if s.dataset})
         if not set(named) & datasets:
             have = ", ".join(sorted(datasets)) or "none"
             raise NothingToCheck(

@@ -36,7 +36,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from bench.core.trained import TrainingSummary
 from bench.latency.records import LatencyRecord, LatencyRow
+from bench.reporting.picks import Pick
 from bench.reporting.tables import FLAG
+from bench.reporting.writer import markdown
 from bench.results.labels import RowKey
 from bench.results.records import (
     PER_QUERY,
@@ -71,34 +73,6 @@ class ReferenceError(ValueError):
 
 
 # -- records ---------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Pick:
-    """Which row of a comparison record a table shows: the ranker, fine-tuned or not, and the
-    options its label names (those that differed from the ranker's settings when the row was
-    made, model alias included), compared as a label shows them and in any order."""
-
-    ranker: str
-    fine_tuned: bool = False
-    options: tuple[tuple[str, object], ...] = ()
-
-    def matches(self, key: RowKey) -> bool:
-        return key.matches(self.ranker, self.fine_tuned, dict(self.options))
-
-    def but(self, **options: object) -> Pick:
-        """This pick with ``options`` set (a None value removes one)."""
-        merged = {**dict(self.options), **options}
-        return Pick(self.ranker, self.fine_tuned, tuple(merged.items()))
-
-    def __str__(self) -> str:
-        shown = ", ".join(f"{k}={v}" for k, v in self.options if v is not None)
-        return f"{self.ranker} ({shown}{', fine-tuned' if self.fine_tuned else ''})"
-
-
-def pick(ranker: str, fine_tuned: bool = False, /, **options: object) -> Pick:
-    """A :class:`Pick`: ``pick("monobert", True, model="minilm-l6", loss="ce")``."""
-    return Pick(ranker, fine_tuned, tuple(options.items()))
-
-
 @dataclass(frozen=True)
 class ComparisonRow:
     """One row of a ``bench compare`` table as kept in results/reference (json or markdown)."""
@@ -445,13 +419,6 @@ def registered() -> dict[str, Renderer]:
 
 
 # -- markdown helpers shared by the renderers ------------------------------------------------------
-def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """A plain markdown table, the README's style (no alignment marks)."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines) + "\n"
-
-
 def fixed(value: float | None, digits: int = 4) -> str:
     """A metric as the README prints it (0.7830); the missing mark for None."""
     return MISSING if value is None else f"{value:.{digits}f}"
@@ -488,11 +455,68 @@ def percent(value: float | None) -> str:
 
 
 def best_row(record: LatencyRecord, n: int, column: str) -> LatencyRow:
-    """The fastest configuration of ``column`` at ``n``; missing is an error naming the record."""
-    row = record.best(n, column)
+    """The fastest configuration of ``column`` at ``n``, or the row at ``n`` whose label is
+    ``column`` (a speed-up names its rows by label); missing is an error naming the record."""
+    labelled = (r for r in record.rows if r.n == n and r.label == column)
+    row = record.best(n, column) or next(labelled, None)
     if row is None:
         raise ReferenceError(f"{record.path}: no timed {column!r} row at N={n}")
     return row
+
+
+# -- tables of picked rows ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Column:
+    """A figure column of a :class:`PickTable`: its title and what it shows of the comparison
+    rows a table row picks: metric ``what`` (the title when empty) of the ``of``-th, the missing
+    mark when it lacks it and ``missing_ok`` (else an error naming the record); ``supervision``
+    and ``p50 ms`` of the first; ``difference``: AP@10 of the second minus the first's, in
+    points."""
+
+    title: str
+    what: str = ""
+    of: int = 0
+    missing_ok: bool = True
+
+    def cell(self, rows: Sequence[ComparisonRow]) -> str:
+        row, what = rows[self.of], self.what or self.title
+        if what == "supervision":
+            return row.supervision
+        if what == "difference":
+            return difference(rows[1], rows[0])
+        if what == "p50 ms":
+            return MISSING if (p50 := row.latency.get("p50_ms")) is None else f"{p50:,.1f}"
+        return fixed(row.metrics.get(what) if self.missing_ok else row.metrics[what])
+
+
+@dataclass(frozen=True)
+class PickRow:
+    """A row of a :class:`PickTable`: its text cells, then the rows of kept comparisons it
+    shows (:meth:`Records.row`), read from ``record`` (the table's when empty)."""
+
+    shown: str | tuple[str, ...]
+    picks: Pick | tuple[Pick, ...]
+    record: str = ""
+
+
+@dataclass(frozen=True)
+class PickTable:
+    """A table whose every row shows rows of kept comparisons picked by ranker and options, as
+    data: the record, the text columns' titles, the figure columns and the rows."""
+
+    record: str
+    labels: tuple[str, ...]
+    columns: tuple[Column, ...]
+    rows: tuple[PickRow, ...]
+
+    def render(self, records: Records) -> str:
+        body = []
+        for row in self.rows:
+            picks = row.picks if isinstance(row.picks, tuple) else (row.picks,)
+            found = [records.row(row.record or self.record, p) for p in picks]
+            shown = row.shown if isinstance(row.shown, tuple) else (row.shown,)
+            body.append([*shown, *(c.cell(found) for c in self.columns)])
+        return markdown([*self.labels, *(c.title for c in self.columns)], body)
 
 
 # -- documents -------------------------------------------------------------------------------------

@@ -12,19 +12,17 @@ from dataclasses import dataclass
 
 from bench.reporting.figures import (
     MISSING,
-    Pick,
     Records,
     ReferenceError,
     best_row,
     difference,
     fixed,
     kept_dev,
-    pick,
     renderer,
-    table,
     times,
 )
-from bench.reporting.figures_tables import CROSSJEM_CHOSEN, MONOBERT_CE, WIKIQA
+from bench.reporting.picks import CROSSJEM_CHOSEN, LAYOUTS, MONOBERT_CE, WIKIQA, Pick, pick
+from bench.reporting.writer import markdown
 
 # -- word order ------------------------------------------------------------------------------------
 ITEM_ORDER = "word-order/item-order-{}.json"
@@ -54,72 +52,11 @@ def item_order(records: Records) -> str:
             ]
         )
     header = ["dataset (test)", "items as written", "item words sorted", "difference (points)"]
-    return table(header, rows)
+    return markdown(header, rows)
 
 
 #: list sizes of the order table's speed-up columns
 ORDER_NS = (10, 100, 700)
-#: CROSS-JEM's row layouts on wikiqa: (shown, run record or None, latency record, the layout's
-#: column there); the union's run was kept only as a comparison row (accuracy-wikiqa.json)
-LAYOUTS = (
-    ("union (the paper's layout)", None, "latency/word-order-union.json", "crossjem"),
-    (
-        "concat, item positions",
-        "word-order/wikiqa-concat-item.json",
-        "latency/word-order-concat-item.json",
-        "crossjem {concat, item positions}",
-    ),
-    (
-        "concat, row positions (2 threads)",
-        "word-order/wikiqa-concat-row.json",
-        "latency/word-order-concat-row.json",
-        "crossjem {concat}",
-    ),
-    (
-        "hybrid share_min=2, item positions",
-        "word-order/wikiqa-hybrid-item.json",
-        "latency/word-order-hybrid-item.json",
-        "crossjem {hybrid share_min=2, item positions}",
-    ),
-    (
-        "hybrid share_min=2, row positions, union_len 477 (1 thread)",
-        "word-order/wikiqa-hybrid2-row.json",
-        "latency/word-order-hybrid2-row.json",
-        "crossjem {hybrid share_min=2}",
-    ),
-    (
-        "hybrid share_min=3, row positions, union_len 477 (1 thread)",
-        "word-order/wikiqa-hybrid3-row.json",
-        "latency/word-order-hybrid3-row.json",
-        "crossjem {hybrid share_min=3}",
-    ),
-    (
-        "union merged after 1 concat layer, union_len 477 (1 thread)",
-        "word-order/wikiqa-merge1-union.json",
-        "latency/word-order-merge1-union.json",
-        "crossjem {union, merged after 1 layer}",
-    ),
-    (
-        "hybrid share_min=4, row positions, union_len 477 (1 thread)",
-        "word-order/wikiqa-hybrid4-row.json",
-        "latency/word-order-hybrid4-row.json",
-        "crossjem {hybrid share_min=4}",
-    ),
-    (
-        "function words shared (+ content held by 3), row positions, union_len 477 (1 thread)",
-        "word-order/wikiqa-fw-c3.json",
-        "latency/word-order-fw-c3.json",
-        "crossjem {hybrid share_min=2, function words + content held by 3}",
-    ),
-    (
-        "function words shared (+ content held by 4), query terms pooled from the query, row "
-        "positions, union_len 477 (1 thread)",
-        "word-order/wikiqa-fw-q-c4.json",
-        "latency/word-order-fw-q-c4.json",
-        "crossjem {hybrid share_min=2, function words + content held by 4, query terms from the "
-        "query}",
-    ),
-)
 
 
 @dataclass(frozen=True)
@@ -179,7 +116,7 @@ def crossjem_order_wikiqa(records: Records) -> str:
         rows.append([p.shown, p.dev, fixed(p.test), f"{100 * (p.test - mono):+.2f}", *cells])
     header = ["ranker / row layout", "dev AP@10 (epoch)", "test AP@10", "vs monoBERT (points)"]
     header += [f"{what} N={n}" for n in ORDER_NS for what in ("speed-up", "predicted")]
-    return table(header, rows)
+    return markdown(header, rows)
 
 
 SETTINGS = "rankers/configs/crossjem.yaml"
@@ -199,7 +136,7 @@ def crossjem_order_semeval16b(records: Records) -> str:
             cells = [r["order"], r["positions"], r.get("union_len", "72")]
             rows.append([*cells, r["dev AP@10"], r["test AP@10"], r["epoch"]])
     header = ["order", "positions", "union_len", "dev AP@10", "test AP@10", "epoch kept"]
-    return table(header, rows)
+    return markdown(header, rows)
 
 
 def _scored_from(ranker: str, checkpoint: str) -> Pick:
@@ -254,4 +191,4 @@ def order_transfer_dl19(records: Records) -> str:
             else f"{100 * (row.metrics['nDCG@10'] - mono.metrics['nDCG@10']):+.2f}"
         )
         rows.append([shown, *cells, delta])
-    return table(["wikiqa-trained model", *metrics, "nDCG@10 vs monoBERT (points)"], rows)
+    return markdown(["wikiqa-trained model", *metrics, "nDCG@10 vs monoBERT (points)"], rows)

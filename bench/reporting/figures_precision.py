@@ -18,12 +18,13 @@ from bench.reporting.figures import (
     ComparisonRow,
     Records,
     ReferenceError,
+    best_row,
     fixed,
     renderer,
-    table,
     three_figures,
     times,
 )
+from bench.reporting.writer import markdown
 from bench.results.labels import RowKey
 
 #: (column header, device, dtype, runtime, int8 recipe): the precisions of the grid, float32 first
@@ -99,7 +100,7 @@ def precision_table(
             else:
                 cells.append(fixed(value))
         rows.append(cells)
-    return table(["ranker", *(c[0] for c in columns)], rows)
+    return markdown(["ranker", *(c[0] for c in columns)], rows)
 
 
 @renderer("precision-semeval16b")
@@ -148,14 +149,6 @@ LATENCY_N = 100
 PEER = "st-crossencoder"
 
 
-def _mean_ms(record: LatencyRecord, n: int, label: str) -> float:
-    """Mean ms/query of the row ``label`` at ``n``; missing is an error naming the record."""
-    for row in record.rows:
-        if row.n == n and row.label == label:
-            return float(row.latency["mean_ms"])
-    raise ReferenceError(f"{record.path}: no row {label!r} at N={n}")
-
-
 def _peer_ms(record: LatencyRecord, n: int, precision: str | None) -> float | None:
     """The sentence-transformers peer's fastest pre-tokenised-or-only row in that precision."""
     rows = [
@@ -177,8 +170,10 @@ def precision_latency(records: Records) -> str:
         speed = record.block(LATENCY_N).speedup
         if precision is not None:
             speed = speed["precisions"][precision]
-        mono = _mean_ms(record, LATENCY_N, speed["baseline"])
-        joint = _mean_ms(record, LATENCY_N, speed["model"])
+        mono, joint = (
+            float(best_row(record, LATENCY_N, speed[side]).latency["mean_ms"])
+            for side in ("baseline", "model")
+        )
         dtype = next(r.dtype for r in record.rows if r.label == speed["model"])
         shown = precision or dtype.removesuffix(" weights")
         peer = _peer_ms(record, LATENCY_N, precision)
@@ -206,4 +201,4 @@ def precision_latency(records: Records) -> str:
         "time model",
         "FLOP model",
     ]
-    return table(header, rows)
+    return markdown(header, rows)

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.reporting.figures import Records, renderer, table
+from bench.reporting.figures import Records, renderer
 from bench.reporting.plot_growth import growth_series, growth_table
+from bench.reporting.writer import markdown
 
 #: the stores of each record, in the README's words
 _STORES = {
@@ -68,13 +69,13 @@ def store_cost(records: Records) -> str:
         "tokens",
         "load (1 min)",
     ]
-    return table(head, rows)
+    return markdown(head, rows)
 
 
 @renderer("latency-growth-synth")
 def latency_growth(records: Records) -> str:
     """p50 ms per query of each ranker's best row at every N, and the log-log slope."""
-    return growth_table(growth_series([records.latency(GROWTH)])) + "\n"
+    return growth_table(growth_series([records.latency(GROWTH)]))
 
 
 #: monoBERT at N = 100 on wikiqa, 1 thread per process (`make throughput`), two rounds
@@ -121,4 +122,4 @@ def throughput_processes(records: Records) -> str:
         "2 processes, aggregate (each)",
         "ratio",
     ]
-    return table(head, rows)
+    return markdown(head, rows)

@@ -15,26 +15,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.core.trained import TrainingSummary
-from bench.latency.records import LatencyRecord
 from bench.reporting.figures import (
     ALPHA,
     MISSING,
     Paired,
-    Pick,
     Records,
     best_row,
     fixed,
     kept_dev,
     p_value,
     paired_tests,
-    pick,
     renderer,
-    table,
     three_figures,
     times,
 )
-from bench.reporting.figures_order import LAYOUTS
-from bench.reporting.figures_tables import CROSSJEM_CHOSEN, WIKIQA
+from bench.reporting.picks import CROSSJEM_CHOSEN, LAYOUTS, WIKIQA, Pick, pick
+from bench.reporting.writer import markdown
 
 
 @dataclass(frozen=True)
@@ -113,7 +109,7 @@ def set_encoder_accuracy(records: Records) -> str:
         "vs monoBERT (points)",
         "training s",
     ]
-    return table(header, rows)
+    return markdown(header, rows)
 
 
 # -- where joint scoring helps ---------------------------------------------------------------------
@@ -228,7 +224,7 @@ def _versus_table(records: Records, rows: Sequence[Versus]) -> str:
         f"each question that have both per-query files ({'; '.join(counts)}); † Holm-adjusted "
         f"p below {ALPHA:g}."
     )
-    return table(header, body) + "\n" + note + "\n"
+    return markdown(header, body) + "\n" + note + "\n"
 
 
 @renderer("joint-scoring-wikiqa")
@@ -277,7 +273,7 @@ def set_encoder_transfer_dl19(records: Records) -> str:
         ["p (Holm over the three)"]
         + [p_value(t.p_holm, t.significant) if t else MISSING for t in tests]
     )
-    return table(["wikiqa-trained model (DL19 test)", *_DL19_METRICS], rows)
+    return markdown(["wikiqa-trained model (DL19 test)", *_DL19_METRICS], rows)
 
 
 # -- latency ---------------------------------------------------------------------------------------
@@ -290,13 +286,7 @@ LATENCY_RUNS = (
 _COLUMNS = ("monobert", "set-encoder", "crossjem")
 
 
-def _mean_ms(record: LatencyRecord, n: int, column: str) -> tuple[float, float]:
-    """Mean ms per query of ``column``'s fastest configuration at ``n``: pre-tokenised, end to
-    end."""
-    return (
-        float(best_row(record, n, column).latency["mean_ms"]),
-        float(best_row(record, n, column + " (end-to-end)").latency["mean_ms"]),
-    )
+_MODES = ("", " (end-to-end)")
 
 
 @renderer("set-encoder-latency")
@@ -308,7 +298,10 @@ def set_encoder_latency(records: Records) -> str:
     for name in LATENCY_RUNS:
         record = records.latency(name)
         for block in record.blocks:
-            ms = {c: _mean_ms(record, block.n, c) for c in _COLUMNS}
+            ms = {
+                c: [float(best_row(record, block.n, c + m).latency["mean_ms"]) for m in _MODES]
+                for c in _COLUMNS
+            }
             mono, setenc = ms["monobert"], ms["set-encoder"]
             sp = block.speedup
             rows.append(
@@ -329,7 +322,7 @@ def set_encoder_latency(records: Records) -> str:
         "Set-Encoder time / monoBERT's (end to end)",
         "CROSS-JEM speed-up (predicted)",
     ]
-    return table(header, rows)
+    return markdown(header, rows)
 
 
 def set_encoder_relative(latency: Records, n: int) -> float | None:
@@ -339,5 +332,6 @@ def set_encoder_relative(latency: Records, n: int) -> float | None:
     for name in LATENCY_RUNS:
         record = latency.latency(name)
         if any(b.n == n for b in record.blocks):
-            return _mean_ms(record, n, "set-encoder")[0] / _mean_ms(record, n, "monobert")[0]
+            mono, setenc = (best_row(record, n, c).latency["mean_ms"] for c in _COLUMNS[:2])
+            return float(setenc) / float(mono)
     return None

@@ -1,10 +1,11 @@
-"""The README's rendered result tables: one registered function per table
+"""The README's rendered result tables: one registered function or :class:`PickTable` per table
 (:mod:`bench.reporting.figures`).
 
-Each function states which rows of which record it shows, in the README's words; every figure
-comes from the record. To add a table: write a function here decorated with
-``@renderer("name")`` and put ``<!-- reference: name from RECORD[, RECORD] -->`` ...
-``<!-- /reference -->`` where it belongs in the README, then run ``bench reference render``.
+Each states which rows of which record it shows, in the README's words; every figure comes from
+the record. To add a table: write a function here decorated with ``@renderer("name")`` (or a
+:class:`PickTable`, registered with ``renderer("name")(table.render)``) and put ``<!-- reference:
+name from RECORD[, RECORD] -->`` ... ``<!-- /reference -->`` where it belongs in the README, then
+run ``bench reference render``.
 """
 
 from __future__ import annotations
@@ -14,28 +15,36 @@ from collections.abc import Iterable, Sequence
 from bench.latency.records import LatencyRecord
 from bench.reporting.checks import MetricExpectation
 from bench.reporting.figures import (
-    MISSING,
-    ComparisonRow,
+    Column,
+    PickRow,
+    PickTable,
     Records,
     best_row,
-    difference,
     fixed,
     percent,
-    pick,
     renderer,
-    table,
     three_figures,
     times,
 )
+from bench.reporting.picks import (
+    COLBERT,
+    CROSSJEM_10,
+    CROSSJEM_CHOSEN,
+    CROSSJEM_WIKIQA,
+    MAIN_JOB,
+    MONOBERT_10,
+    MONOBERT_BCE_T,
+    MONOBERT_CE,
+    RANKT5,
+    SEMEVAL,
+    WIKIQA,
+    WIKIQA_PEERS,
+    pick,
+)
+from bench.reporting.writer import markdown
 
-SEMEVAL = "accuracy-semeval16b.md"
-MAIN_JOB = "main-job-semeval16b.md"
-WIKIQA = "accuracy-wikiqa.json"
-WIKIQA_PEERS = "accuracy-wikiqa-colbert-rankt5.json"
-
-
-def _metrics(row: ComparisonRow, names: Sequence[str]) -> list[str]:
-    return [fixed(row.metrics.get(name)) for name in names]
+#: the metric columns of the accuracy tables
+_METRICS = tuple(Column(m) for m in ("AP@10", "RR@10", "nDCG@10"))
 
 
 # -- CI regression ---------------------------------------------------------------------------------
@@ -47,90 +56,67 @@ def ci_regression(records: Records) -> str:
         if not isinstance(entry, MetricExpectation):
             continue
         sel = entry.selector
-        settings = ", ".join(f"{k}={v}" for k, v in sel.config.items()) or "defaults"
-        rows.append(
-            [
-                f"{sel.dataset} / {sel.split or 'any'}",
-                sel.ranker,
-                settings,
-                entry.metric,
-                fixed(entry.expected),
-                f"{entry.tolerance:g}",
-            ]
-        )
-    return table(["dataset / split", "ranker", "settings", "metric", "expected", "tolerance"], rows)
+        settings = ", ".join(f"{k}={v}" for k, v in sel.options) or "defaults"
+        where, value = f"{sel.dataset} / {sel.split or 'any'}", fixed(entry.expected)
+        rows.append([where, sel.ranker, settings, entry.metric, value, f"{entry.tolerance:g}"])
+    header = ["dataset / split", "ranker", "settings", "metric", "expected", "tolerance"]
+    return markdown(header, rows)
 
 
 # -- semeval16b ------------------------------------------------------------------------------------
-#: the semeval16b runs: options as their labels name them (those that differed from the settings)
-_TRAINED = {"model": "minilm-l6", "min_steps": 200, "patience": 3}
-MONOBERT_10 = pick("monobert", True, **_TRAINED, epochs=10)
-CROSSJEM_10 = pick("crossjem", True, **_TRAINED, epochs=10, union_len=72, item_positions=True)
-COLBERT = pick("colbert", True, model="minilm-l6", lr=1e-4, epochs=3)
-RANKT5 = pick("rankt5", True, model="minilm-l6-encdec", epochs=3)
-
-#: the main job's rows: each ranker with its settings file's semeval16b settings, which its label
-#: then leaves out (monoBERT and CROSS-JEM 10 epochs, CROSS-JEM with item positions)
-_MAIN_JOB_ROWS = (
-    ("bm25", pick("bm25")),
-    ("monobert (fine-tuned, 10 epochs)", pick("monobert", True, model="minilm-l6")),
+#: the main job's table (`make demo` fell back to semeval16b): each ranker with its settings
+#: file's semeval16b settings, which its label then leaves out (monoBERT and CROSS-JEM 10 epochs,
+#: CROSS-JEM with item positions)
+MAIN_JOB_TABLE = PickTable(
+    MAIN_JOB,
+    ("ranker",),
+    (Column("supervision"), *_METRICS, Column("p50 ms/query", "p50 ms")),
     (
-        "colbert (MiniLM-L6 + 128-d projection, fine-tuned)",
-        pick("colbert", True, model="minilm-l6"),
+        PickRow("bm25", pick("bm25")),
+        PickRow("monobert (fine-tuned, 10 epochs)", pick("monobert", True, model="minilm-l6")),
+        PickRow(
+            "colbert (MiniLM-L6 + 128-d projection, fine-tuned)",
+            pick("colbert", True, model="minilm-l6"),
+        ),
+        PickRow("dpr (zero-shot)", pick("dpr", model="minilm-l6")),
+        PickRow("dpr (fine-tuned)", pick("dpr", True, model="minilm-l6")),
+        PickRow("ance (fine-tuned)", pick("ance", True, model="minilm-l6")),
+        PickRow(
+            "rankt5 (MiniLM-L6 encoder-decoder, not T5, fine-tuned)",
+            pick("rankt5", True, model="minilm-l6-encdec"),
+        ),
+        PickRow("crossjem (item positions, 10 epochs)", pick("crossjem", True, model="minilm-l6")),
     ),
-    ("dpr (zero-shot)", pick("dpr", model="minilm-l6")),
-    ("dpr (fine-tuned)", pick("dpr", True, model="minilm-l6")),
-    ("ance (fine-tuned)", pick("ance", True, model="minilm-l6")),
-    (
-        "rankt5 (MiniLM-L6 encoder-decoder, not T5, fine-tuned)",
-        pick("rankt5", True, model="minilm-l6-encdec"),
-    ),
-    ("crossjem (item positions, 10 epochs)", pick("crossjem", True, model="minilm-l6")),
 )
+renderer("main-job-semeval16b")(MAIN_JOB_TABLE.render)
 
 
-@renderer("main-job-semeval16b")
-def main_job(records: Records) -> str:
-    """The main job's table (`make demo` fell back to semeval16b)."""
-    metrics = ("AP@10", "RR@10", "nDCG@10")
-    rows = []
-    for shown, wanted in _MAIN_JOB_ROWS:
-        row = records.row(MAIN_JOB, wanted)
-        p50 = row.latency.get("p50_ms")
-        rows.append(
-            [
-                shown,
-                row.supervision,
-                *_metrics(row, metrics),
-                MISSING if p50 is None else f"{p50:,.1f}",
-            ]
-        )
-    return table(["ranker", "supervision", *metrics, "p50 ms/query"], rows)
-
-
-@renderer("same-supervision-semeval16b")
-def same_supervision_semeval16b(records: Records) -> str:
-    """monoBERT and CROSS-JEM trained on the same supervision, test AP@10."""
-    pairs = (
-        (
-            "labels (monoBERT: BCE; CROSS-JEM: ListNet on labels)",
-            MONOBERT_10,
-            CROSSJEM_10,
-        ),
-        (
-            "teacher monoBERT (the 10-epoch one above), ListNet on sigmoid targets",
-            MONOBERT_10.but(loss="listnet", teacher="monobert"),
-            CROSSJEM_10.but(teacher="monobert"),
-        ),
+def _versus(first: str, second: str) -> tuple[Column, ...]:
+    """Test AP@10 of a row's two picks and the second's gain over the first."""
+    return (
+        Column(first, "AP@10", missing_ok=False),
+        Column(second, "AP@10", of=1, missing_ok=False),
+        Column("difference"),
     )
-    rows = []
-    for shown, mono_pick, cj_pick in pairs:
-        mono, cj = records.row(SEMEVAL, mono_pick), records.row(SEMEVAL, cj_pick)
-        rows.append(
-            [shown, fixed(mono.metrics["AP@10"]), fixed(cj.metrics["AP@10"]), difference(cj, mono)]
-        )
-    return table(["supervision", "monobert", "crossjem (item positions)", "difference"], rows)
 
+
+#: monoBERT and CROSS-JEM trained on the same supervision, test AP@10
+SAME_SUPERVISION_SEMEVAL16B = PickTable(
+    SEMEVAL,
+    ("supervision",),
+    _versus("monobert", "crossjem (item positions)"),
+    (
+        PickRow("labels (monoBERT: BCE; CROSS-JEM: ListNet on labels)", (MONOBERT_10, CROSSJEM_10)),
+        PickRow(
+            "teacher monoBERT (the 10-epoch one above), ListNet on sigmoid targets",
+            (
+                MONOBERT_10.but(loss="listnet", teacher="monobert"),
+                CROSSJEM_10.but(teacher="monobert"),
+            ),
+        ),
+    ),
+)
+renderer("same-supervision-semeval16b")(SAME_SUPERVISION_SEMEVAL16B.render)
 
 #: (shown, the loss a label names: None for the default, ListNet)
 _LOSSES = (
@@ -141,17 +127,19 @@ _LOSSES = (
     ("RPL (as written)", "rpl"),
     ("RPL-self (each item in its own set)", "rpl-self"),
 )
+#: `bench ablate -d semeval16b --what loss` with the chosen settings
+LOSS_ABLATION_SEMEVAL16B = PickTable(
+    SEMEVAL,
+    ("crossjem loss",),
+    (Column("supervision"), *_METRICS),
+    tuple(
+        PickRow(shown, CROSSJEM_10.but(loss=loss, teacher="monobert")) for shown, loss in _LOSSES
+    ),
+)
+renderer("loss-ablation-semeval16b")(LOSS_ABLATION_SEMEVAL16B.render)
 
 
-@renderer("loss-ablation-semeval16b")
-def loss_ablation_semeval16b(records: Records) -> str:
-    """`bench ablate -d semeval16b --what loss` with the chosen settings."""
-    metrics = ("AP@10", "RR@10", "nDCG@10")
-    rows = []
-    for shown, loss in _LOSSES:
-        row = records.row(SEMEVAL, CROSSJEM_10.but(loss=loss, teacher="monobert"))
-        rows.append([shown, row.supervision, *_metrics(row, metrics)])
-    return table(["crossjem loss", "supervision", *metrics], rows)
+_SWEPT = ("dev AP@10", "test AP@10", "epoch", "train s")
 
 
 @renderer("sweeps-semeval16b")
@@ -165,92 +153,74 @@ def sweeps_semeval16b(records: Records) -> str:
             settings = ", ".join(f"{k}={row[k]}" for k in keys)
             if all(row[k] == v for k, v in sweep.chosen.items()):
                 settings = f"**{settings}** (chosen)"
-            rows.append(
-                [
-                    ranker,
-                    settings,
-                    row["dev AP@10"],
-                    row["test AP@10"],
-                    row["epoch"],
-                    row["train s"],
-                ]
-            )
+            rows.append([ranker, settings, *(row[k] for k in _SWEPT)])
     header = ["ranker", "settings", "dev AP@10", "test AP@10", "epoch kept", "train s"]
-    return table(header, rows)
+    return markdown(header, rows)
 
 
 # -- wikiqa ----------------------------------------------------------------------------------------
-MONOBERT_CE = pick("monobert", True, **_TRAINED, loss="ce")
-#: monoBERT trained with bce for 3 epochs (T), scored from its folder
-MONOBERT_BCE_T = pick("monobert", **_TRAINED, checkpoint="T")
-#: CROSS-JEM on wikiqa: the union capped at 272 tokens; the chosen one distils monoBERT (ce, M)
-#: and ColBERT (C) for 6 epochs with patience 2
-CROSSJEM_WIKIQA = pick("crossjem", True, **_TRAINED, union_len=272)
-CROSSJEM_CHOSEN = CROSSJEM_WIKIQA.but(epochs=6, patience=2, teacher="M+C")
-
-
-@renderer("loss-ablation-wikiqa")
-def loss_ablation_wikiqa(records: Records) -> str:
-    """`bench ablate -d wikiqa --what loss --set teacher=T+C`, test split."""
-    metrics = ("AP@10", "RR@10", "nDCG@10")
-    rows = []
-    for shown, loss in _LOSSES:
-        row = records.row(WIKIQA, CROSSJEM_WIKIQA.but(loss=loss, teacher="T+C"))
-        rows.append(
-            [shown.split(" (")[0] + (" (default)" if not loss else ""), *_metrics(row, metrics)]
+#: `bench ablate -d wikiqa --what loss --set teacher=T+C`, test split
+LOSS_ABLATION_WIKIQA = PickTable(
+    WIKIQA,
+    ("crossjem loss",),
+    (Column("test AP@10", "AP@10"), *_METRICS[1:]),
+    tuple(
+        PickRow(
+            shown.split(" (")[0] + (" (default)" if not loss else ""),
+            CROSSJEM_WIKIQA.but(loss=loss, teacher="T+C"),
         )
-    return table(["crossjem loss", "test AP@10", "RR@10", "nDCG@10"], rows)
+        for shown, loss in _LOSSES
+    ),
+)
+renderer("loss-ablation-wikiqa")(LOSS_ABLATION_WIKIQA.render)
 
-
-@renderer("same-supervision-wikiqa")
-def same_supervision_wikiqa(records: Records) -> str:
-    """monoBERT and CROSS-JEM on wikiqa under the same supervision, test AP@10."""
-    pairs = (
-        (
-            "labels, listwise softmax cross-entropy",
-            MONOBERT_CE,
-            CROSSJEM_WIKIQA.but(loss="ce"),
+#: monoBERT and CROSS-JEM on wikiqa under the same supervision, test AP@10
+SAME_SUPERVISION_WIKIQA = PickTable(
+    WIKIQA,
+    ("supervision",),
+    _versus("monobert", "crossjem"),
+    (
+        PickRow(
+            "labels, listwise softmax cross-entropy", (MONOBERT_CE, CROSSJEM_WIKIQA.but(loss="ce"))
         ),
-        (
+        PickRow(
             "teacher: the ce monoBERT, ListNet on sigmoid targets",
-            MONOBERT_CE.but(loss="listnet", teacher="M"),
-            CROSSJEM_WIKIQA.but(teacher="M"),
+            (MONOBERT_CE.but(loss="listnet", teacher="M"), CROSSJEM_WIKIQA.but(teacher="M")),
         ),
-        (
+        PickRow(
             "chosen settings of each (monoBERT on labels; CROSS-JEM from monoBERT+ColBERT, "
             "6 epochs)",
-            MONOBERT_CE,
-            CROSSJEM_CHOSEN,
+            (MONOBERT_CE, CROSSJEM_CHOSEN),
         ),
-    )
-    rows = []
-    for shown, mono_pick, cj_pick in pairs:
-        mono, cj = records.row(WIKIQA, mono_pick), records.row(WIKIQA, cj_pick)
-        rows.append(
-            [shown, fixed(mono.metrics["AP@10"]), fixed(cj.metrics["AP@10"]), difference(cj, mono)]
-        )
-    return table(["supervision", "monobert", "crossjem", "difference"], rows)
+    ),
+)
+renderer("same-supervision-wikiqa")(SAME_SUPERVISION_WIKIQA.render)
 
-
-@renderer("colbert-rankt5")
-def colbert_rankt5(records: Records) -> str:
-    """ColBERT and RankT5 beside monoBERT on both datasets (test)."""
-    metrics = ("AP@10", "AP", "RR@10", "nDCG@10")
-    wanted = (
-        ("wikiqa", "colbert", WIKIQA_PEERS, COLBERT),
-        ("wikiqa", "rankt5 (MiniLM-L6 enc-dec)", WIKIQA_PEERS, RANKT5),
-        ("wikiqa", "rankt5, 1 epoch (the schedule before)", WIKIQA_PEERS, RANKT5.but(epochs=None)),
-        ("wikiqa", "monobert bce, 3 epochs (the setting then)", WIKIQA, MONOBERT_BCE_T),
-        ("wikiqa", "monobert `loss=ce` (wikiqa's setting now, above)", WIKIQA, MONOBERT_CE),
-        ("semeval16b", "colbert", SEMEVAL, COLBERT),
-        ("semeval16b", "rankt5 (MiniLM-L6 enc-dec)", SEMEVAL, RANKT5),
-        ("semeval16b", "monobert (10 epochs, the main job's)", SEMEVAL, MONOBERT_10),
-    )
-    rows = [
-        [dataset, shown, *_metrics(records.row(name, wanted_row), metrics)]
-        for dataset, shown, name, wanted_row in wanted
-    ]
-    return table(["dataset / test", "ranker", *metrics], rows)
+#: ColBERT and RankT5 beside monoBERT on both datasets (test)
+COLBERT_RANKT5 = PickTable(
+    WIKIQA_PEERS,
+    ("dataset / test", "ranker"),
+    tuple(Column(m) for m in ("AP@10", "AP", "RR@10", "nDCG@10")),
+    (
+        PickRow(("wikiqa", "colbert"), COLBERT),
+        PickRow(("wikiqa", "rankt5 (MiniLM-L6 enc-dec)"), RANKT5),
+        PickRow(("wikiqa", "rankt5, 1 epoch (the schedule before)"), RANKT5.but(epochs=None)),
+        PickRow(
+            ("wikiqa", "monobert bce, 3 epochs (the setting then)"), MONOBERT_BCE_T, record=WIKIQA
+        ),
+        PickRow(
+            ("wikiqa", "monobert `loss=ce` (wikiqa's setting now, above)"),
+            MONOBERT_CE,
+            WIKIQA,
+        ),
+        PickRow(("semeval16b", "colbert"), COLBERT, SEMEVAL),
+        PickRow(("semeval16b", "rankt5 (MiniLM-L6 enc-dec)"), RANKT5, SEMEVAL),
+        PickRow(
+            ("semeval16b", "monobert (10 epochs, the main job's)"), MONOBERT_10, record=SEMEVAL
+        ),
+    ),
+)
+renderer("colbert-rankt5")(COLBERT_RANKT5.render)
 
 
 # -- latency ---------------------------------------------------------------------------------------
@@ -328,7 +298,7 @@ def latency_cpu_runs(records: Records) -> str:
         "% of prediction (run 1 / run 2)",
         "C",
     ]
-    return table(header, rows) + "\n" + _batch_sizes(runs) + "\n"
+    return markdown(header, rows) + "\n" + _batch_sizes(runs) + "\n"
 
 
 @renderer("latency-cpu-breakdown")
@@ -348,17 +318,12 @@ def latency_cpu_breakdown(records: Records) -> str:
                     parts = (row.tokenisation or {}, row.model_only or {}, row.latency)
                     cells.append(" / ".join(three_figures(p.get("p50_ms")) for p in parts))
             rows.append([name, str(block.n), *cells])
-    return table(header, rows)
+    return markdown(header, rows)
 
 
 LATENCY_ALL = "latency/test-bq1-20261123T131514-789f939cf355.json"
 LATENCY_BERT_BASE = "latency/test-bq1-20261123T132220-6cb41be6fb00.json"
 _ALL_COLUMNS = ("bm25", "dpr", "colbert", "monobert", "st-crossencoder", "rankt5", "crossjem")
-
-
-def _p50(record: LatencyRecord, n: int, column: str) -> str:
-    row = record.best(n, column)
-    return "" if row is None else three_figures(row.latency["p50_ms"])
 
 
 @renderer("latency-all-rankers")
@@ -374,15 +339,18 @@ def latency_all_rankers(records: Records) -> str:
     rows = []
     for name, record in runs:
         for block in record.blocks:
+            p50 = {  # the columns timed in this record
+                r.column: three_figures(r.latency["p50_ms"])
+                for r in record.rows
+                if r.n == block.n and r.best
+            }
             cells = []
             for col in _ALL_COLUMNS:
                 if col == "dpr":
-                    pair = [
-                        _p50(record, block.n, f"dpr ({m})") for m in ("precomputed", "query time")
-                    ]
+                    pair = [p50.get(f"dpr ({m})", "") for m in ("precomputed", "query time")]
                     cells.append(" / ".join(pair) if all(pair) else "")
                 else:
-                    cells.append(_p50(record, block.n, col))
+                    cells.append(p50.get(col, ""))
             sp = block.speedup
             cells.append(f"{times(sp.get('measured_mean'))} ({times(sp.get('predicted_flops'))})")
             rows.append([name, str(block.n), *cells])
@@ -398,7 +366,7 @@ def latency_all_rankers(records: Records) -> str:
         "CROSS-JEM",
         "speed-up (predicted)",
     ]
-    return table(header, rows)
+    return markdown(header, rows)
 
 
 LATENCY_THROUGHPUT = "latency/test-bq8-20261123T131851-246109f457e7.json"
@@ -424,67 +392,65 @@ def latency_throughput(records: Records) -> str:
             ]
         )
     header = ["N", "queries per call", "monoBERT pairs/s", "CROSS-JEM pairs/s", "speed-up"]
-    return table(header, rows)
+    return markdown(header, rows)
 
 
 # -- wikiqa single runs ----------------------------------------------------------------------------
-@renderer("monobert-wikiqa")
-def monobert_wikiqa(records: Records) -> str:
-    """monoBERT's wikiqa runs (`bench run -r monobert -d wikiqa --set ...`), test AP@10."""
-    wanted = (
-        ("bce, 3 epochs (the default before)", "labels", MONOBERT_BCE_T),
-        (
-            "bce, `max_item_len=64`",
-            "labels",
+_TEST_AP = (Column("test AP@10", "AP@10", missing_ok=False),)
+#: monoBERT's wikiqa runs (`bench run -r monobert -d wikiqa --set ...`), test AP@10
+MONOBERT_WIKIQA = PickTable(
+    WIKIQA,
+    ("settings", "supervision"),
+    _TEST_AP,
+    (
+        PickRow(("bce, 3 epochs (the default before)", "labels"), MONOBERT_BCE_T),
+        PickRow(
+            ("bce, `max_item_len=64`", "labels"),
             pick("monobert", True, model="minilm-l6", max_item_len=64),
         ),
-        ("**`loss=ce`** (listwise softmax cross-entropy; chosen)", "labels", MONOBERT_CE),
-        (
-            "`--teacher M --loss listnet` (M: the ce monoBERT)",
-            "teacher monobert",
+        PickRow(("**`loss=ce`** (listwise softmax cross-entropy; chosen)", "labels"), MONOBERT_CE),
+        PickRow(
+            ("`--teacher M --loss listnet` (M: the ce monoBERT)", "teacher monobert"),
             MONOBERT_CE.but(loss="listnet", teacher="M"),
         ),
-    )
-    rows = [
-        [shown, supervision, fixed(records.row(WIKIQA, wanted_row).metrics["AP@10"])]
-        for shown, supervision, wanted_row in wanted
-    ]
-    return table(["settings", "supervision", "test AP@10"], rows)
+    ),
+)
+renderer("monobert-wikiqa")(MONOBERT_WIKIQA.render)
 
-
-@renderer("crossjem-wikiqa")
-def crossjem_wikiqa(records: Records) -> str:
-    """CROSS-JEM's wikiqa runs (`bench run -r crossjem -d wikiqa ...`), test AP@10."""
-    before = pick("crossjem", True, model="minilm-l6", union_len=272)  # the settings then
-    wanted = (
-        (
-            "default of the time (`--teacher T`)",
-            "teacher monobert (bce)",
-            before.but(teacher="monobert"),
+#: CROSS-JEM's wikiqa runs (`bench run -r crossjem -d wikiqa ...`), test AP@10; the first with
+#: the settings of the time
+CROSSJEM_WIKIQA_RUNS = PickTable(
+    WIKIQA,
+    ("settings", "supervision"),
+    _TEST_AP,
+    (
+        PickRow(
+            ("default of the time (`--teacher T`)", "teacher monobert (bce)"),
+            pick("crossjem", True, model="minilm-l6", union_len=272, teacher="monobert"),
         ),
-        (
-            "`--teacher T --set item_positions=true --set epochs=4`",
-            "teacher monobert (bce)",
+        PickRow(
+            ("`--teacher T --set item_positions=true --set epochs=4`", "teacher monobert (bce)"),
             CROSSJEM_WIKIQA.but(teacher="T", epochs=4, item_positions=True),
         ),
-        ("`--teacher T+C`", "teacher monobert (bce) + colbert", CROSSJEM_WIKIQA.but(teacher="T+C")),
-        (
-            "`--teacher M` (the ce monoBERT)",
-            "teacher monobert (ce)",
+        PickRow(
+            ("`--teacher T+C`", "teacher monobert (bce) + colbert"),
+            CROSSJEM_WIKIQA.but(teacher="T+C"),
+        ),
+        PickRow(
+            ("`--teacher M` (the ce monoBERT)", "teacher monobert (ce)"),
             CROSSJEM_WIKIQA.but(teacher="M"),
         ),
-        (
-            "`--teacher M+C --set epochs=6 --set patience=2` (chosen)",
-            "teacher monobert (ce) + colbert",
+        PickRow(
+            (
+                "`--teacher M+C --set epochs=6 --set patience=2` (chosen)",
+                "teacher monobert (ce) + colbert",
+            ),
             CROSSJEM_CHOSEN,
         ),
-        ("`--set teacher=none --set loss=ce`", "labels", CROSSJEM_WIKIQA.but(loss="ce")),
-    )
-    rows = [
-        [shown, supervision, fixed(records.row(WIKIQA, wanted_row).metrics["AP@10"])]
-        for shown, supervision, wanted_row in wanted
-    ]
-    return table(["settings", "supervision", "test AP@10"], rows)
+        PickRow(("`--set teacher=none --set loss=ce`", "labels"), CROSSJEM_WIKIQA.but(loss="ce")),
+    ),
+)
+renderer("crossjem-wikiqa")(CROSSJEM_WIKIQA_RUNS.render)
 
 
 LATENCY_BEFORE = "latency/test-bq1-20261121T210447-fefade94bdcd.json"
@@ -514,4 +480,4 @@ def latency_host_step(records: Records) -> str:
                     three_figures((row.tokenisation or {}).get("p50_ms")),
                 ]
             )
-    return table(["CROSS-JEM at N=700", "scoring mode", "host step, p50 ms per query"], rows)
+    return markdown(["CROSS-JEM at N=700", "scoring mode", "host step, p50 ms per query"], rows)

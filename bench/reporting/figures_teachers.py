@@ -23,10 +23,10 @@ from bench.reporting.figures import (
     p_value,
     paired_tests,
     renderer,
-    table,
     times,
 )
-from bench.reporting.figures_tables import MONOBERT_CE, WIKIQA
+from bench.reporting.picks import MONOBERT_CE, WIKIQA
+from bench.reporting.writer import markdown
 from bench.results.records import ResultRecord
 
 #: the aim: test AP@10 within this many points of monoBERT's, at a measured speed-up of at least
@@ -151,4 +151,4 @@ def crossjem_teachers_wikiqa(records: Records) -> str:
         "to the aim (points)",
         f"speed-up N={AIM_N}",
     ]
-    return table(header, rows)
+    return markdown(header, rows)

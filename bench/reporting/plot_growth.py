@@ -16,6 +16,7 @@ from pathlib import Path
 from bench.core.settings import results_root
 from bench.latency.records import LatencyRecord, load_latency_records
 from bench.reporting.plot import pyplot, save_png
+from bench.reporting.writer import markdown
 
 #: each ranker's variants share a colour; these line styles tell the variants apart
 _STYLES = ("-", "--", ":", "-.")
@@ -47,15 +48,13 @@ def slope(points: dict[int, float]) -> float | None:
 def growth_table(series: Series, stat: str = "p50_ms") -> str:
     """Markdown: a row per column, a column per N, and the log-log slope."""
     ns = sorted({n for points in series.values() for n in points})
-    head = f"| ranker ({stat}) | " + " | ".join(f"N={n}" for n in ns) + " | slope |"
-    lines = [head, "|---|" + "---|" * (len(ns) + 1)]
+    rows = []
     for column in sorted(series):
         points = series[column]
-        cells = [f"{points[n]:,.2f}" if n in points else "-" for n in ns]
         s = slope(points)
-        tail = f"{s:.2f}" if s is not None else "-"
-        lines.append(f"| {column} | {' | '.join(cells)} | {tail} |")
-    return "\n".join(lines)
+        cells = [f"{points[n]:,.2f}" if n in points else "-" for n in ns]
+        rows.append([column, *cells, f"{s:.2f}" if s is not None else "-"])
+    return markdown([f"ranker ({stat})", *(f"N={n}" for n in ns), "slope"], rows)
 
 
 def plot_growth(series: Series, path: Path, *, title: str, stat: str = "p50_ms") -> Path:

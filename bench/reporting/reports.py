@@ -10,7 +10,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from rich.console import RenderableType
 from rich.markup import escape
 from rich.table import Table
@@ -147,36 +146,23 @@ def _cut_cell(cut: dict[str, Any], unit: str = "tokens") -> str:
     )
 
 
-#: the CROSS-JEM layouts `bench datasets` counts rows for
-ROW_LAYOUTS = ("union", "concat", "hybrid")
-
-
 def _rows_cell(split: Any, tokenizer: Callable[[str], list[str]] | None) -> str:
-    """``union 1.04 (9 split) / concat 1.37 (73) / hybrid 1.04 (10)`` for ``split`` (WordPiece
-    tokens cut as CROSS-JEM's settings for its dataset say); '-' without a tokenizer."""
+    """What the registered ranker that packs lists into encoder rows says of ``split`` (its
+    ``rows_per_list``: CROSS-JEM's rows per list in each layout, with its settings for the
+    dataset); '-' without a tokenizer or such a ranker."""
     if tokenizer is None or not split.lists:
         return "-"
     from bench.execution.ranker_settings import ranker_options
-    from rankers.families.crossjem.inputs import Layout, pack_groups
-    from rankers.families.crossjem.ranker import CrossJEMConfig
+    from rankers import RankerError, available, get_ranker_class
 
-    cfg = CrossJEMConfig.from_options(ranker_options("crossjem", split.dataset, {}))
-    assert isinstance(cfg, CrossJEMConfig)
-    # the tokenizer's own ids where it has them (packing follows their order), else stand-ins
-    owner = getattr(tokenizer, "__self__", None)
-    seen: dict[str, int] = {}
-    to_ids: Callable[[list[str]], list[int]] = getattr(
-        owner, "convert_tokens_to_ids", lambda toks: [seen.setdefault(x, len(seen)) for x in toks]
-    )
-    ids = {t: to_ids(tokenizer(t)[: cfg.max_item_len]) for cl in split.lists for t in cl.texts}
-    parts = []
-    for order in ROW_LAYOUTS:
-        rows = [
-            len(pack_groups([ids[t] for t in cl.texts], cfg.union_len, Layout(order)))
-            for cl in split.lists
-        ]
-        parts.append(f"{order} {np.mean(rows):.2f} ({sum(r > 1 for r in rows)})")
-    return f"L_u {cfg.union_len}: " + " / ".join(parts)
+    for name in available():
+        try:
+            rows = getattr(get_ranker_class(name), "rows_per_list", None)
+        except RankerError:  # an extra not installed: that ranker cannot say
+            continue
+        if rows is not None:
+            return str(rows(split, tokenizer, ranker_options(name, split.dataset, {})))
+    return "-"
 
 
 def list_tokens_table(

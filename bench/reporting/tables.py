@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from bench.core.io import json_safe
 from bench.execution.policy import DEFAULT_BASELINE
 from bench.execution.selection import newest_per_row
+from bench.reporting import writer
 from bench.reporting.paper import PAPER, PaperRow, paper_reference
 from bench.results.metrics import DEFAULT_MEASURES
 from bench.results.records import FAMILIES, ResultRecord, supervision
@@ -421,34 +422,17 @@ def _header(table: ComparisonTable) -> list[str]:
 
 def render_rich(table: ComparisonTable) -> Table:
     from rich.markup import escape
-    from rich.table import Table
 
     m = _Markup(bold=lambda s: f"[bold]{s}[/bold]", mark="†", escape=escape)
-    out = Table(
-        title=escape(table.title),
-        caption=escape(" ".join(table.notes(m.mark))),
-        caption_justify="left",
-    )
-    for i, title in enumerate(_header(table)):
-        out.add_column(escape(title), justify="left" if i < TEXT_COLUMNS else "right")
-    for lines in _text_rows(table, m):
-        for texts in lines:
-            out.add_row(*texts)
-        out.add_section()
-    return out
+    caption = " ".join(table.notes(m.mark))
+    return writer.rich(table.title, _header(table), _text_rows(table, m), TEXT_COLUMNS, caption)
 
 
 def render_markdown(table: ComparisonTable) -> str:
     m = _Markup(bold=lambda s: f"**{s}**", mark="†", escape=lambda s: s.replace("|", "\\|"))
-    header = _header(table)
-    lines = [
-        f"**{table.title}**",
-        "",
-        "| " + " | ".join(header) + " |",
-        "|" + "|".join([":---"] * TEXT_COLUMNS + ["---:"] * (len(header) - TEXT_COLUMNS)) + "|",
-    ]
-    lines += ["| " + " | ".join(t) + " |" for group in _text_rows(table, m) for t in group]
-    return "\n".join([*lines, "", *(f"{note}  " for note in table.notes(m.mark))]) + "\n"
+    rows = [t for group in _text_rows(table, m) for t in group]
+    body = writer.markdown(_header(table), rows, TEXT_COLUMNS)
+    return writer.titled(table.title, body, table.notes(m.mark))
 
 
 _LATEX_SPECIAL = {
