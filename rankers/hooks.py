@@ -56,13 +56,28 @@ class EncoderCall:
     sequences padded to ``width`` tokens through ``layers`` layers. ``masked``: the attention
     gets a padding mask (some row is shorter than ``width``), which changes the kernel's speed;
     ``attention``: which attention implementation runs (a name the latency cost model
-    calibrates, :data:`bench.latency.calibration.ATTENTIONS`). The latency cost model predicts
+    calibrates, :data:`bench.latency.costmodel.probes.ATTENTIONS`). The latency cost model predicts
     time from these, so it times exactly the batches the ranker runs."""
 
     rows: int
     width: int
     layers: int
     masked: bool
+    attention: str = "sdpa"
+
+
+@dataclasses.dataclass(frozen=True)
+class EncoderRun:
+    """How a ranker runs its transformer encoder, as the latency cost model reads it: the
+    encoder's Hugging Face ``config`` (its sizes), the ``dtype`` it computes in (``float32``,
+    ``bfloat16``, ``float16``, ``int8``: resolved, never ``auto``), the ``runtime`` that runs it,
+    that runtime's ``options`` that change its kernels (ONNX Runtime: ``graph``, ``int8_recipe``)
+    and the ``attention`` its calls run (:attr:`EncoderCall.attention`)."""
+
+    config: Any
+    dtype: str
+    runtime: str = "torch"
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)
     attention: str = "sdpa"
 
 
@@ -91,6 +106,11 @@ class LatencyParts(Protocol):
         """The encoder forward passes :meth:`score_prepared` makes on ``prepared`` (the latency
         cost model predicts their time); None: the ranker runs no transformer encoder the model
         knows, so no time is predicted for it."""
+        return None
+
+    def encoder_run(self) -> EncoderRun | None:
+        """How the encoder :meth:`encoder_calls` declares runs (runtime, precision, sizes), for
+        the latency cost model's kernel rates; None: no transformer encoder the model knows."""
         return None
 
     def latency_variants(self, batch_sizes: Sequence[int] | None = None) -> list[LatencyVariant]:

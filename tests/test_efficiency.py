@@ -1,10 +1,11 @@
-"""The cost model (bench.latency.efficiency) on a hand-made list, with hand-computed integers."""
+"""The FLOP cost model (bench.latency.costmodel.flops) on a hand-made list, with hand-computed
+integers."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.latency.efficiency import (
+from bench.latency.costmodel.flops import (
     MINILM_L6,
     EncoderShape,
     crossjem_lengths,

@@ -895,7 +895,7 @@ def test_latency_threads_out_of_range_is_rejected_before_any_work(env: Path, thr
 
 
 def test_latency_options_reject_zero_threads() -> None:
-    from bench.latency.protocol import BenchOptions
+    from bench.latency.plan import BenchOptions
 
     with pytest.raises(ValueError, match="--threads must be >= 1, not 0"):
         BenchOptions(dataset="semeval16b", threads=0).validate()

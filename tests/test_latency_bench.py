@@ -15,16 +15,13 @@ from toymodels import CountingRanker
 import rankers
 from bench.data.model import Candidate, CandidateList, Query, RankingSplit
 from bench.execution.ranker_settings import ranker_options
-from bench.latency import protocol
-from bench.latency.arch import ArchPreset
+from bench.latency import plan
 from bench.latency.benchmark import run_benchmark
-from bench.latency.efficiency import EncoderShape
+from bench.latency.costmodel.flops import EncoderShape
 from bench.latency.lists import bm25_lists, list_tokens, token_summary
+from bench.latency.plan import ArchPreset, BenchOptions, column_for, entries_for
 from bench.latency.protocol import (
     PARTS,
-    BenchOptions,
-    column_for,
-    entries_for,
     time_interleaved,
     time_part,
     time_parts,
@@ -39,8 +36,8 @@ from bench.latency.records import (
     mark_best,
     speedup_summary,
 )
-from bench.latency.tables import build_latency_table, merge_records, render_latency
 from bench.reporting.checks import OK, run_checks
+from bench.reporting.latency_tables import build_latency_table, merge_records, render_latency
 from rankers.base import Ranker, RankerConfig, RankerError
 from rankers.hooks import LatencyParts, LatencyVariant
 from rankers.io.models import write_random_bert
@@ -702,7 +699,7 @@ def test_arch_times_random_weights_of_the_preset(
     toys: None, shared_data: Path, results_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tiny = ArchPreset(layers=2, hidden=32, heads=2, intermediate=64)
-    monkeypatch.setitem(protocol.ARCHS, "tiny-test", tiny)
+    monkeypatch.setitem(plan.ARCHS, "tiny-test", tiny)
     rec = run_benchmark(_toy_options(shared_data, results_dir, arch="tiny-test"))
     folder = results_dir / "models" / "random" / "tiny-test-seed0"
     config = json.loads((folder / "config.json").read_text())
@@ -781,7 +778,7 @@ def test_speedup_reads_a_crossjem_column_tagged_with_its_layout() -> None:
 
 
 def test_latency_set_options_go_to_the_rankers_that_have_them() -> None:
-    from bench.latency.protocol import options_per_ranker
+    from bench.latency.plan import options_per_ranker
 
     timed = ["bm25", "monobert", "crossjem"]
     assert options_per_ranker({"order": "concat"}, timed) == {"crossjem": {"order": "concat"}}

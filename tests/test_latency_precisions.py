@@ -15,19 +15,19 @@ from typer.testing import CliRunner
 
 import rankers
 from bench.cli.main import app
-from bench.latency.benchmark import run_benchmark
-from bench.latency.precisions import (
+from bench.latency.benchmark import precision_speedups, run_benchmark
+from bench.latency.plan import (
+    BenchOptions,
     Precision,
     PrecisionPlan,
     Skip,
     parse_precisions,
     plan_precisions,
+    precision_entries,
     precision_options,
-    precision_speedups,
 )
-from bench.latency.protocol import BenchOptions, precision_entries
 from bench.latency.records import LatencyRecord, LatencyRow, ListBlock, mark_best
-from bench.latency.tables import build_latency_table, latency_summary, render_latency
+from bench.reporting.latency_tables import build_latency_table, latency_summary, render_latency
 from rankers.base import RUNTIME, Ranker, RankerConfig, RankerError, option
 from rankers.hooks import LatencyParts, LatencyVariant
 
@@ -374,6 +374,21 @@ def test_speedup_per_precision_and_gain_over_float32() -> None:
     assert sp["bfloat16"]["gain_over"] == "float32"
 
 
+def test_gains_are_over_float32_wherever_it_is_listed() -> None:
+    """``--dtypes bfloat16,float32``: the gains are still over float32, not over the precision
+    listed first; without float32 they are over the first listed."""
+    record = _precision_record()
+    block = record.blocks[0]
+    plan = PrecisionPlan([Precision("bfloat16"), Precision("float32")], {}, ["bm25"])
+    assert plan.reference == "float32"
+    sp = precision_speedups(record.rows, block, plan)
+    assert sp["bfloat16"]["gain_over"] == "float32"
+    assert sp["bfloat16"]["gain"]["monobert"] == pytest.approx(2000 / 600)
+    assert sp["float32"]["gain"] == {"monobert": 1.0, "crossjem": 1.0}
+    half = PrecisionPlan([Precision("float16"), Precision("bfloat16")], {}, ["bm25"])
+    assert half.reference == "float16"
+
+
 def test_precision_table_lines() -> None:
     table = build_latency_table(_precision_record())
     assert table.precision is not None
@@ -448,6 +463,8 @@ def test_tiny_run_in_two_precisions(shared_data: Path, tiny_bert: Path, results_
     assert rec.rows[2].label == "crossjem [pre-tokenised] @ float32"
     assert all(r.options["dtype"] == r.precision for r in rec.rows)
     assert all(r.encoder["dtype"] == r.precision for r in rec.rows)
+    # each precision predicted from the calibration measured in it, never another's
+    assert all(r.cost["calibration"][0]["dtype"] == r.precision for r in rec.rows)
     assert rec.config["precisions"] == ["float32", "bfloat16"] and rec.config["skipped"] == []
     sp = rec.blocks[0].speedup["precisions"]
     assert set(sp) == {"float32", "bfloat16"}
@@ -467,7 +484,7 @@ def test_a_cost_line_names_a_torch_dtype_once() -> None:
     """A --dtypes label already ends in the torch dtype, so the cost line does not repeat it; a
     runtime row keeps what ran its encoder (its time model's settings), and a row of a
     single-precision run still says its dtype."""
-    from bench.latency.tables import cost_line
+    from bench.reporting.latency_tables import cost_line
 
     tagged = _row("crossjem", "float32", 1000.0, cost=_cost(900.0, 28.0, 0.65))
     assert cost_line(tagged).startswith("N=100 crossjem @ float32: measured 1,000.0 ms/query")

@@ -23,7 +23,7 @@ from commands import BENCH, PROJECT_ROOT, run_command
 from bench.core.timing import pool
 from bench.latency.processes import THROUGHPUT_DEFINITION
 from bench.latency.records import LatencyRecord
-from bench.latency.tables import merge_records
+from bench.reporting.latency_tables import merge_records
 
 pytestmark = pytest.mark.processes
 

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from bench.cli.main import app
 from bench.data.model import Candidate, CandidateList, Query
-from bench.latency.protocol import checkpoint_for
+from bench.latency.plan import checkpoint_for
 from rankers import RankerError, create_ranker, get_ranker_class
 from rankers.families.stcross import STCrossEncoderRanker
 

@@ -146,8 +146,8 @@ def latency(
     from bench.core.timing import check_stat
     from bench.execution.scale import launch
     from bench.latency.benchmark import latency_rank, run_benchmark
-    from bench.latency.protocol import BenchOptions, options_per_ranker
-    from bench.latency.tables import LATENCY_FORMATS
+    from bench.latency.plan import BenchOptions, options_per_ranker
+    from bench.reporting.latency_tables import LATENCY_FORMATS
 
     several = processes > 1 or launched()
     if threads is None:  # one thread per process where several share the machine's cores
@@ -203,7 +203,7 @@ def latency(
 def show_latency(stat: str, fmt: str, record: Any) -> None:
     """The table of a `bench latency` record (:class:`bench.latency.LatencyRecord`) in ``fmt``,
     with the summary lines under a rich table. Module-level so spawned ranks can be handed it."""
-    from bench.latency.tables import build_latency_table, latency_summary, render_latency
+    from bench.reporting.latency_tables import build_latency_table, latency_summary, render_latency
 
     emit(render_latency(build_latency_table(record, stat), fmt))
     if fmt == "table":

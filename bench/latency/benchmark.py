@@ -1,10 +1,12 @@
-"""`bench latency`, the orchestration: lists, cost model, timed entries, the record.
+"""`bench latency`, the orchestration: lists, cost model, timed entries, gains, the record.
 
-:func:`run_benchmark` builds the BM25 top-N lists of every N, their token statistics for the cost
-model (:mod:`bench.latency.lists`), times every entry (:mod:`bench.latency.protocol` in one
-process, :mod:`bench.latency.processes` over several) and writes the
-:class:`~bench.latency.records.LatencyRecord`. Apart from the timing primitives so that each of
-those modules imports only what is below it.
+:func:`run_benchmark` checks the plan (:mod:`bench.latency.plan`), builds the BM25 top-N lists of
+every N and their token statistics for the cost model (:mod:`bench.latency.lists`), times every
+entry (:mod:`bench.latency.protocol` in one process, :mod:`bench.latency.processes` over several),
+predicts each row's encoder time (:mod:`bench.latency.costmodel`, whichever runtime ran it), sets
+the speed-ups and each precision's gains, and writes the
+:class:`~bench.latency.records.LatencyRecord`. Apart from the timing so that each of those
+modules imports only what is below it.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ from bench.core.shard import Role
 from bench.data.model import RankingSplit
 from bench.execution.context import RunContext
 from bench.latency import processes
-from bench.latency.arch import arch_model
-from bench.latency.calibration import Calibrations
+from bench.latency.costmodel.kernels import Calibrations
+from bench.latency.costmodel.time import add_costs
 from bench.latency.lists import (
     bm25_lists,
     encoder_shape_and_tokenizer,
@@ -32,16 +34,18 @@ from bench.latency.lists import (
     token_settings,
     token_summary,
 )
-from bench.latency.precisions import PrecisionPlan, log_skips, precision_speedups
-from bench.latency.protocol import (
+from bench.latency.plan import (
     BenchOptions,
+    PrecisionPlan,
+    arch_model,
     canonical_keys,
     config_fields,
     entries_for,
     precision_entries,
-    time_entries,
 )
+from bench.latency.protocol import time_entries
 from bench.latency.records import (
+    LATENCY_DIR,
     LatencyRecord,
     LatencyRow,
     ListBlock,
@@ -50,7 +54,6 @@ from bench.latency.records import (
     speedup_summary,
     write_latency_record,
 )
-from bench.latency.timemodel import add_costs
 from bench.results.records import config_hash
 
 log = logging.getLogger(__name__)
@@ -123,6 +126,8 @@ def _benchmark_split(opts: BenchOptions, ctx: RunContext) -> tuple[RankingSplit,
 
     split = load_split(opts.dataset, opts.split, ctx.data_root)
     ensure_writable(latency_dir(ctx.results_root, split.dataset))
+    # the cost model's calibrations are cached (and --calibrate writes them) one folder up
+    ensure_writable(ctx.results_root / LATENCY_DIR, "latency calibration")
     collection = split.collection()
     too_big = [n for n in opts.n_values if n > len(collection)]
     if too_big:
@@ -148,15 +153,12 @@ def _time_blocks(
     over the launch's (``role``); with a ``plan`` (``--dtypes``) each ranker's entries in each
     of its precisions, all interleaved, and the speed-ups per precision. One BM25 index and one
     tokenizer serve every N."""
-    from bench.latency.ortcalibration import OrtCalibrations  # imports torch: only when timing
-    from bench.latency.ortmodel import add_runtime_costs
     from rankers.inputs.lexical import BM25Index
 
     settings = token_settings(split.dataset, options)
     shape, tokenizer = encoder_shape_and_tokenizer(settings["model"])
     index = BM25Index(collection)
     calibrations = Calibrations(ctx.results_root, ctx.device, fresh=opts.calibrate)
-    runtime_calibrations = OrtCalibrations(ctx.results_root, ctx.device, fresh=opts.calibrate)
     blocks: list[ListBlock] = []
     rows: list[LatencyRow] = []
     for n in opts.n_values:
@@ -186,9 +188,8 @@ def _time_blocks(
             else precision_entries(plan, split.dataset, n, opts.batch_queries, **what)
         )
         if role.world == 1:
-            timed = time_entries(entries, lists, opts, ctx.device)
+            timed = time_entries(entries, lists, opts, ctx.device, calibrations)
             add_costs(timed, calibrations.get)
-            add_runtime_costs(timed, runtime_calibrations.get)
             rows.extend(timed)
         else:
             rows.extend(processes.time_entries_sharded(entries, lists, opts, ctx.device, role))
@@ -288,3 +289,41 @@ def latency_rank(
             record = run_benchmark(opts, ctx)
             if role.main:
                 show(record)
+
+
+# -- the gains of each precision -----------------------------------------------------------------
+def gains(rows: Sequence[LatencyRow], n: int, precision: str, reference: str) -> dict[str, float]:
+    """Per column (untagged) timed in both: the best ``reference`` row's mean time over the
+    best ``precision`` row's at ``n``, how much faster the precision makes that ranker."""
+    best = {
+        (r.base_column, r.precision): r.latency["mean_ms"]
+        for r in rows
+        if r.n == n and r.best and r.precision in (precision, reference)
+    }
+    return {
+        col: best[(col, reference)] / mean
+        for (col, p), mean in best.items()
+        if p == precision and (col, reference) in best and mean
+    }
+
+
+def precision_speedups(
+    rows: Sequence[LatencyRow], block: ListBlock, plan: PrecisionPlan
+) -> dict[str, dict[str, Any]]:
+    """Per precision at ``block``'s N: CROSS-JEM's speed-up over monoBERT in that precision
+    (:func:`~bench.latency.records.speedup_summary` of its columns, predictions included) and
+    each ranker's ``gain`` over the reference precision (:func:`gains`)."""
+    return {
+        p: {
+            **speedup_summary(rows, block, precision=p),
+            "gain": gains(rows, block.n, p, plan.reference),
+            "gain_over": plan.reference,
+        }
+        for p in plan.names
+    }
+
+
+def log_skips(plan: PrecisionPlan) -> None:
+    """One warning line per (ranker, precision) pair left out, before any timing."""
+    for skip in plan.skipped:
+        log.warning("%s", skip.line())

@@ -3,8 +3,8 @@
 The dataset's own lists are short (WikiQA: at most 30 items), so the benchmark builds lists of
 exactly N items with a real first stage - BM25 over the split's whole candidate collection - which
 keeps the token overlap between candidates realistic (CROSS-JEM's speed depends on it). The token
-statistics of those lists feed the cost model (:mod:`bench.latency.efficiency`), whose predicted
-CROSS-JEM speed-up over monoBERT is set beside the measured one.
+statistics of those lists feed the cost model (:mod:`bench.latency.costmodel.flops`), whose
+predicted CROSS-JEM speed-up over monoBERT is set beside the measured one.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from bench.data.model import Candidate, CandidateList, RankingSplit
-from bench.latency import efficiency
+from bench.latency.costmodel import flops as efficiency
 from bench.results.records import config_hash
 
 if TYPE_CHECKING:

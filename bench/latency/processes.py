@@ -30,17 +30,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from bench.core.shard import FAIL_RANK_ENV, Role, all_gather, assign_shards, exchange_errors
 from bench.core.timing import LatencyTracker, aggregate_throughput
-from bench.latency.protocol import (
-    BenchOptions,
-    Entry,
-    Loaded,
-    load_entry,
-    parts_of,
-    split_calls,
-    time_parts,
-    warm_up,
-)
-from bench.latency.rows import entry_rows
+from bench.latency.plan import BenchOptions, Entry, Loaded, load_entry
+from bench.latency.protocol import entry_rows, parts_of, split_calls, time_parts, warm_up
 
 if TYPE_CHECKING:
     from bench.data.model import CandidateList, RankingSplit

@@ -1,338 +1,41 @@
-"""The timing protocol of `bench latency`: what is timed and how.
+"""How `bench latency` times: warm-up, interleaving, the host and model steps, the rows.
 
-Per N and ranker (:func:`bench.latency.benchmark.run_benchmark` drives it): each ranker of
-``--rankers`` is created with its resolved options and asked for its
-:meth:`~rankers.hooks.LatencyParts.latency_variants` (batch sizes, scoring modes); every variant is
-one :class:`Entry`, created, ``index()``-ed on the lists, given ``warmup`` untimed calls, then
-timed over ``repeats`` passes with
-:class:`~bench.core.timing.LatencyTracker`, ``batch_queries`` lists per ``score()`` call, the
-rankers taking turns call by call (:func:`time_interleaved`) so that load from other processes is
-shared fairly. A ranker with a host step (:attr:`~rankers.base.Ranker.host_step`) is called in
-its two steps, ``prepare_scoring`` then ``score_prepared``, under one clock with a mark between
-them, so each timed call gives the whole call, the host step and the model step, and the record
-shows where the time goes (:func:`time_parts`).
+Every :class:`~bench.latency.plan.Entry` of one N (:mod:`bench.latency.plan` says which) is
+created, ``index()``-ed on the lists, given ``warmup`` untimed calls, then timed over ``repeats``
+passes with :class:`~bench.core.timing.LatencyTracker`, ``batch_queries`` lists per ``score()``
+call, the rankers taking turns call by call (:func:`time_parts`) so that load from other
+processes is shared fairly. A ranker with a host step (:attr:`~rankers.base.Ranker.host_step`)
+is called in its two steps, ``prepare_scoring`` then ``score_prepared``, under one clock with a
+mark between them, so each timed call gives the whole call, the host step and the model step,
+and the record shows where the time goes. The rows (:func:`entry_rows`) are built here for the
+one-process benchmark and the throughput mode over several processes
+(:mod:`bench.latency.processes`) alike; after the timing, each row gets the encoder work its
+calls made (:func:`encoder_work`), which the cost model predicts.
 
-Nothing here knows a ranker by name: what differs per ranker comes from its hooks. The one
-exception is the cost model's configuration (CROSS-JEM's L_q, L_k, L_u in
-:func:`~bench.latency.lists.token_settings`), which is what the paper's prediction is about.
-
-``--arch`` times paper-size encoders: a BERT of the preset's size with random weights is written
-once under ``results/models/random/`` and given as ``model`` to every ranker that has one.
+Nothing here knows a ranker by name: what differs per ranker comes from its hooks.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from bench.core.timing import LatencyTracker, timed_call
+from bench.core.timing import LatencySummary, LatencyTracker, timed_call
 from bench.data.model import CandidateList, RankingSplit
-from bench.execution.context import RunContext
-from bench.execution.policy import ALL, DEFAULT_BATCH_SIZES, DEFAULT_RANKERS, BatchSize
-from bench.latency.arch import ARCHS, DEFAULT_ARCH
-from bench.latency.precisions import (
-    PrecisionPlan,
-    check_no_precision_options,
-    plan_precisions,
-    precision_free,
-    precision_options,
-    tag_entry,
-)
-from bench.latency.records import (
-    LatencyRow,
-)
-from bench.latency.rows import entry_rows
-from rankers.base import Ranker, RankerConfig, RankerError
-from rankers.hooks import latency_parts
+from bench.latency.costmodel.flops import EncoderShape
+from bench.latency.costmodel.kernels import BACKENDS, TORCH
+from bench.latency.costmodel.time import compress_calls
+from bench.latency.plan import ARCHS, BenchOptions, Entry, Loaded, load_entry, random_weights_note
+from bench.latency.records import LatencyRow
+from rankers.base import Ranker, RankerError
+from rankers.hooks import EncoderRun, latency_parts
+
+if TYPE_CHECKING:
+    from bench.latency.costmodel.kernels import Calibrations
 
 log = logging.getLogger(__name__)
-
-#: environment that changes CPU timings, recorded with every result. Under CPU contention
-#: OpenMP's default spin-waiting can make 2-thread forward passes ~30x slower;
-#: OMP_WAIT_POLICY=PASSIVE (set before torch loads) avoids that.
-
-
-@dataclass
-class BenchOptions:
-    """Everything `bench latency` takes; :meth:`validate` checks it before any work."""
-
-    dataset: str
-    split: str | None = None
-    n_values: Sequence[int] = (30, 100)
-    rankers: Sequence[str] = DEFAULT_RANKERS
-    batch_queries: int = 1
-    #: lists timed per N: the first ``queries`` queries of the split (None: all)
-    queries: int | None = 20
-    repeats: int = 3
-    warmup: int = 3
-    device: str = "cpu"
-    threads: int | None = 2
-    seed: int = 0
-    #: ranker name -> batch sizes to time (``"all"``: a call's pairs in one pass), given to the
-    #: ranker's latency_variants(); a ranker without an entry gets latency_variants(None)
-    batch_sizes: Mapping[str, Sequence[BatchSize]] = field(
-        default_factory=lambda: dict(DEFAULT_BATCH_SIZES)
-    )
-    #: encoder to time: a key of :data:`ARCHS`
-    arch: str = DEFAULT_ARCH
-    #: ranker name -> save() folder of trained weights (latency needs none)
-    checkpoints: Mapping[str, str] = field(default_factory=dict)
-    #: ranker name -> option overrides (like `bench run --set`)
-    options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    data_dir: str | Path | None = None
-    results_dir: str | Path | None = None
-    #: measure the kernel rates of the time model anew (:mod:`bench.latency.calibration`)
-    #: instead of reading the cached calibration
-    calibrate: bool = False
-    #: ``--dtypes``: precisions (``DTYPE`` or ``DTYPE@RUNTIME``) timed interleaved in this one
-    #: run (:mod:`bench.latency.precisions`); empty: each ranker in its own ``dtype`` option
-    dtypes: Sequence[str] = ()
-
-    def context(self) -> RunContext:
-        """The run context of these options, resolved once (device, threads set now, seed,
-        roots)."""
-        return RunContext.of(self)
-
-    def validate(self) -> None:
-        """Raise ValueError (RankerError for an unknown ranker) naming the bad option."""
-        from rankers import canonical_name
-
-        if not self.n_values:
-            raise ValueError("--n-items: give at least one list size N")
-        for n in self.n_values:
-            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-                raise ValueError(f"--n-items: list sizes must be integers >= 1, not {n!r}")
-        for name, value, low in (
-            ("--batch-queries", self.batch_queries, 1),
-            ("--queries", self.queries, 1),
-            ("--repeats", self.repeats, 1),
-            ("--warmup", self.warmup, 0),
-            ("--threads", self.threads, 1),
-        ):
-            if value is not None and value < low:
-                raise ValueError(f"{name} must be >= {low}, not {value}")
-        if self.arch not in ARCHS:
-            raise ValueError(f"--arch {self.arch!r} is unknown; known: {', '.join(ARCHS)}")
-        trained = self.checkpoints or any("checkpoint" in o for o in self.options.values())
-        if ARCHS[self.arch] is not None and trained:
-            raise ValueError(
-                f"--arch {self.arch} times random weights; it cannot be combined with "
-                "trained checkpoints"
-            )
-        if not self.rankers:
-            raise ValueError("--rankers: name at least one ranker")
-        for name in [*self.rankers, *self.batch_sizes, *self.options, *self.checkpoints]:
-            canonical_name(name)
-        from bench.execution.ranker_settings import ranker_options
-        from rankers import get_ranker_class
-
-        for name in self.rankers:
-            untimed = get_ranker_class(canonical_name(name)).untimed
-            if untimed:
-                raise ValueError(f"--rankers {name}: bench latency cannot time it: {untimed}")
-
-        for name, overrides in self.options.items():
-            several = str(overrides.get("dtype", "")).split(",")
-            if len(several) > 1:
-                raise ValueError(
-                    f"--set {name}.dtype={overrides['dtype']}: one dtype per --set; time several "
-                    f"precisions in one run with --dtypes {','.join(several)}"
-                )
-        if self.dtypes:
-            check_no_precision_options(canonical_keys(self.options))
-        for name, overrides in self.options.items():  # bad values fail here, not mid-benchmark
-            key = canonical_name(name)
-            if self.dtypes:  # options that need one precision are checked in it (the plan)
-                overrides = precision_free(key, overrides)
-            get_ranker_class(key).Config.from_options(ranker_options(key, self.dataset, overrides))
-        for name, sizes in self.batch_sizes.items():
-            resolve_batch_sizes(sizes, 1, owner=name)
-        self.precision_plan()
-
-    def precision_plan(self) -> PrecisionPlan | None:
-        """Which ranker is timed in which precision of :attr:`dtypes` (None without them),
-        checked without loading anything: :func:`bench.latency.precisions.plan_precisions`."""
-        if not self.dtypes:
-            return None
-        from bench.core.device import resolve_device
-
-        device = resolve_device(self.device)
-        options = canonical_keys(self.options)
-        return plan_precisions(self.dtypes, self.rankers, self.dataset, options, device)
-
-
-def options_per_ranker(
-    sets: Mapping[str, str], rankers: Sequence[str]
-) -> dict[str, dict[str, str]]:
-    """``--set`` pairs of `bench latency` as option overrides per ranker: ``RANKER.KEY`` sets
-    that ranker's option, a bare ``KEY`` every timed ranker whose config declares it (e.g.
-    ``order=concat`` times CROSS-JEM in that layout). A key no timed ranker has is an error
-    naming it, before any work."""
-    from rankers import canonical_name, get_ranker_class
-
-    timed = [canonical_name(r) for r in rankers]
-    out: dict[str, dict[str, str]] = {}
-    for key, value in sets.items():
-        name, dot, option = key.rpartition(".")
-        owners = [canonical_name(name)] if dot else timed
-        takers = [r for r in owners if option in config_fields(get_ranker_class(r).Config)]
-        if not takers:
-            where = f"ranker {owners[0]}" if dot else f"the timed rankers ({', '.join(timed)})"
-            raise ValueError(f"--set {key}={value}: no option {option!r} in {where}")
-        for r in takers:
-            out.setdefault(r, {})[option] = value
-    return out
-
-
-def resolve_batch_sizes(sizes: Sequence[BatchSize], everything: int, owner: str = "") -> list[int]:
-    """Batch sizes as integers, ``"all"`` replaced by ``everything`` (the pairs of one call),
-    duplicates dropped in order."""
-    out = []
-    for bs in sizes:
-        if bs == ALL:
-            out.append(everything)
-            continue
-        try:
-            value = int(bs)
-        except (TypeError, ValueError):
-            value = 0
-        if isinstance(bs, bool) or value < 1:
-            where = f" for {owner}" if owner else ""
-            raise ValueError(f"batch size{where} must be an integer >= 1 or {ALL!r}, not {bs!r}")
-        out.append(value)
-    return list(dict.fromkeys(out))
-
-
-def config_fields(config_cls: type[RankerConfig]) -> set[str]:
-    return {f.name for f in dataclasses.fields(config_cls)}
-
-
-def canonical_keys(mapping: Mapping[str, Any]) -> dict[str, Any]:
-    from rankers import canonical_name
-
-    return {canonical_name(k): v for k, v in mapping.items()}
-
-
-# -- what is timed -------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Entry:
-    """One timed configuration: its row label, the registered ranker and the options that make
-    it, and its table column (the fastest row of a column is the column's figure); in a run
-    timing several precisions, the precision's name (:mod:`bench.latency.precisions`)."""
-
-    label: str
-    ranker: str
-    options: dict[str, Any] = field(default_factory=dict)
-    column: str = ""
-    precision: str = ""
-
-
-def entries_for(
-    rankers: Sequence[str],
-    dataset: str,
-    n: int,
-    batch_queries: int,
-    *,
-    batch_sizes: Mapping[str, Sequence[BatchSize]] | None = None,
-    options: Mapping[str, Mapping[str, Any]] | None = None,
-) -> list[Entry]:
-    """The rows to time at list size ``n``: for each ranker, its resolved options (config file,
-    then ``options``; ``batch_queries`` when its config has that field) and one entry per
-    :meth:`~rankers.hooks.LatencyParts.latency_variants` (creating a ranker loads nothing)."""
-    from bench.execution.ranker_settings import ranker_options
-    from rankers import canonical_name, get_ranker_class
-
-    options = canonical_keys(options or {})
-    sizes = canonical_keys(batch_sizes or {})
-    out: list[Entry] = []
-    for key in dict.fromkeys(canonical_name(name) for name in rankers):
-        cls = get_ranker_class(key)
-        base = ranker_options(key, dataset, options.get(key))
-        if "batch_queries" in config_fields(cls.Config):
-            base["batch_queries"] = batch_queries
-        ranker = cls(cls.Config.from_options(base), device="cpu")
-        wanted = resolve_batch_sizes(sizes[key], n * batch_queries, key) if key in sizes else None
-        for variant in latency_parts(ranker).latency_variants(wanted):
-            out.append(Entry(variant.label, key, {**base, **variant.options}, variant.column))
-    return out
-
-
-def precision_entries(
-    plan: PrecisionPlan,
-    dataset: str,
-    n: int,
-    batch_queries: int,
-    *,
-    batch_sizes: Mapping[str, Sequence[BatchSize]] | None = None,
-    options: Mapping[str, Mapping[str, Any]] | None = None,
-) -> list[Entry]:
-    """The entries of a ``--dtypes`` run at list size ``n``: the rankers without a dtype once,
-    then per precision (in ``--dtypes`` order) the entries of every ranker that runs it
-    (:func:`~bench.latency.protocol.entries_for` with the precision's options), tagged."""
-    options = canonical_keys(options or {})
-    out = entries_for(
-        plan.untyped, dataset, n, batch_queries, batch_sizes=batch_sizes, options=options
-    )
-    for p in plan.precisions:
-        takers = plan.takers[p.name]
-        chosen = {r: precision_options(r, options.get(r), p) for r in takers}
-        found = entries_for(
-            takers, dataset, n, batch_queries, batch_sizes=batch_sizes, options=chosen
-        )
-        out += [tag_entry(e, p.name) for e in found]
-    return out
-
-
-def checkpoint_for(ranker: str, checkpoints: Mapping[str, str]) -> str | None:
-    """The ranker's own checkpoint, else that of the ranker whose weights it declares it can
-    borrow (``borrows_checkpoint_of``: the sentence-transformers peer takes monoBERT's encoder)."""
-    from rankers import get_ranker_class
-
-    checkpoints = canonical_keys(checkpoints)
-    own = checkpoints.get(ranker)
-    if own:
-        return own
-    source = get_ranker_class(ranker).borrows_checkpoint_of
-    return checkpoints.get(source) if source else None
-
-
-def create_entry(entry: Entry, device: str, checkpoint: str | None = None) -> Ranker:
-    """The ranker of ``entry``; ``checkpoint`` (a ``save()`` folder) loads trained weights,
-    through the config's ``checkpoint`` option where it has one, else :meth:`Ranker.load`."""
-    from rankers import create_ranker, get_ranker_class
-
-    options = dict(entry.options)
-    takes_checkpoint = "checkpoint" in config_fields(get_ranker_class(entry.ranker).Config)
-    if checkpoint and takes_checkpoint:
-        options["checkpoint"] = checkpoint
-    ranker = create_ranker(entry.ranker, options, device=device)
-    if checkpoint and not takes_checkpoint:
-        ranker.load(Path(checkpoint))
-    return ranker
-
-
-def column_for(ranker: str, config: Mapping[str, Any]) -> str:
-    """The latency-table column a ranker configured with ``config`` is timed in: that of its
-    first latency variant whose options ``config`` agrees with (e.g. a DPR run with
-    ``precompute=true`` -> ``dpr (precomputed)``); the ranker's name when none does or the
-    config no longer fits the ranker."""
-    from rankers import get_ranker_class
-
-    try:
-        cls = get_ranker_class(ranker)
-        probe = cls(cls.Config.from_options(dict(config)), device="cpu")
-    except (RankerError, TypeError, ValueError) as exc:
-        log.debug("column of %s: %s", ranker, exc)
-        return ranker
-    resolved = probe.config.to_dict()
-    for variant in latency_parts(probe).latency_variants(None):
-        if all(resolved.get(k) == v for k, v in variant.options.items()):
-            return variant.column
-    return ranker
 
 
 # -- timing --------------------------------------------------------------------------------------
@@ -501,30 +204,30 @@ def time_part(
     )[0]
 
 
-#: a created and indexed entry: the entry, the checkpoint it loaded (None: none) and its ranker
-Loaded = tuple[Entry, str | None, Ranker]
-
-
-def load_entry(entry: Entry, split: RankingSplit, opts: BenchOptions, device: str) -> Loaded:
-    """Create ``entry``'s ranker (with its checkpoint, if any) and index it on ``split``."""
-    checkpoint = checkpoint_for(entry.ranker, opts.checkpoints)
-    ranker = create_entry(entry, device, checkpoint)
-    ranker.index(split)
-    return entry, checkpoint, ranker
-
-
 def parts_of(ranker: Ranker) -> tuple[str, ...]:
     """What is timed of ``ranker``'s calls: all :data:`PARTS` with a host step, else the call."""
     return PARTS if ranker.host_step is not None else ("score",)
 
 
 def time_entries(
-    entries: Sequence[Entry], split: RankingSplit, opts: BenchOptions, device: str
+    entries: Sequence[Entry],
+    split: RankingSplit,
+    opts: BenchOptions,
+    device: str,
+    calibrations: Calibrations | None = None,
 ) -> list[LatencyRow]:
     """Create and index every entry and time them interleaved on one N's lists; the calls of
-    an entry with a host step are timed in their two steps as well (:func:`time_parts`)."""
+    an entry with a host step are timed in their two steps as well (:func:`time_parts`). With
+    ``calibrations``, each entry's calibration is read (checked, measured where it must be)
+    before the timing, so a bad cache or an unwritable folder shows at once."""
     loaded = [load_entry(entry, split, opts, device) for entry in entries]
     rankers = [r for _, _, r in loaded]
+    if calibrations is not None:
+        for ranker in rankers:
+            run = latency_parts(ranker).encoder_run()
+            if run is not None:
+                shape = EncoderShape.from_config(run.config)
+                calibrations.get(shape, encoder_setting(run), run.attention)
     timed = time_parts(
         rankers,
         split.lists,
@@ -539,52 +242,132 @@ def time_entries(
     return rows
 
 
+def encoder_setting(run: EncoderRun) -> dict[str, Any]:
+    """What a row records of how its encoder ran: the ``dtype``; on another runtime than
+    PyTorch also the ``runtime`` and its options (ONNX Runtime: ``graph``, ``int8_recipe``)."""
+    if run.runtime == TORCH:
+        return {"dtype": run.dtype}
+    return {"dtype": run.dtype, "runtime": run.runtime, **run.options}
+
+
 def encoder_work(
     ranker: Ranker, lists: Sequence[CandidateList], batch_queries: int
 ) -> dict[str, Any]:
-    """What the cost model needs of ``ranker``'s timed calls (untimed, after the timing): its
-    scoring dtype, its encoder's shape and the encoder calls of one pass over ``lists``
-    (:meth:`~rankers.hooks.LatencyParts.encoder_calls` of each call's prepared inputs), and on
-    ONNX Runtime the runtime, its graph and int8 recipe (:func:`runtime_work`); empty for a ranker
-    that declares none or runs on a runtime no calibration times (OpenVINO)."""
-    from bench.latency.efficiency import EncoderShape
-    from bench.latency.timemodel import compress_calls
-    from rankers.families.encoder import EncoderRanker
-
-    if not isinstance(ranker, EncoderRanker):
-        return {}
-    work = runtime_work(ranker)
-    if work is None:
+    """What the cost model needs of ``ranker``'s timed calls (untimed, after the timing): how
+    its encoder runs (:meth:`~rankers.hooks.LatencyParts.encoder_run`, :func:`encoder_setting`),
+    its encoder's shape and the encoder calls of one pass over ``lists``
+    (:meth:`~rankers.hooks.LatencyParts.encoder_calls` of each call's prepared inputs); empty
+    for a ranker that declares none or runs on a runtime no calibration times
+    (:data:`~bench.latency.costmodel.kernels.BACKENDS`)."""
+    parts = latency_parts(ranker)
+    run = parts.encoder_run()
+    if run is None or run.runtime not in BACKENDS:
         return {}
     calls = []
     for batch in split_calls(lists, batch_queries):
-        found = ranker.encoder_calls(ranker.prepare_scoring(batch))  # an EncoderRanker
+        found = parts.encoder_calls(parts.prepare_scoring(batch))
         if found is None:
             return {}
         calls.extend(found)
     return {
-        **work,
-        "shape": dataclasses.asdict(EncoderShape.from_config(ranker.encoder_config())),
+        **encoder_setting(run),
+        "shape": dataclasses.asdict(EncoderShape.from_config(run.config)),
         "queries": len(lists),
         "calls": compress_calls(calls),
     }
 
 
-def runtime_work(ranker: Any) -> dict[str, Any] | None:
-    """What runs an encoder ranker's encoder, as its time model reads it: on PyTorch the scoring
-    ``dtype``; on ONNX Runtime the ``runtime``, the precision it runs (``dtype``: float32 or
-    int8), the ``graph`` (option ``onnx_graph``) and, for int8, the ``int8_recipe``. None on a
-    runtime no calibration times."""
-    from rankers.precision import INT8, scoring_dtype
-    from rankers.runtimes import runtime_precision
-
-    cfg = ranker.cfg
-    runtime = getattr(cfg, "runtime", "torch") or "torch"
-    if runtime == "torch":
-        dtype = scoring_dtype(str(cfg.dtype), ranker.device)
-        return {"dtype": str(dtype).removeprefix("torch.")}
-    if runtime != "onnxruntime":
+# -- the rows ----------------------------------------------------------------------------------
+def _split_summaries(
+    ranker: Ranker, timed: dict[str, LatencyTracker], extra: dict[str, Any], interleaved: int
+) -> tuple[LatencySummary, LatencySummary] | None:
+    """(host step, model only) summaries of a ranker with a host step; None without one."""
+    if "host" not in timed:
         return None
-    precision = runtime_precision(runtime, str(cfg.dtype))
-    recipe = {"int8_recipe": cfg.int8_recipe} if precision == INT8 else {}
-    return {"dtype": precision, "runtime": runtime, "graph": cfg.onnx_graph, **recipe}
+    return (
+        timed["host"].summary(
+            **extra,
+            interleaved=interleaved,
+            scope="ranker.prepare_scoring: the first step of each timed call",
+            covers=ranker.host_step,
+        ),
+        timed["model"].summary(
+            **extra,
+            interleaved=interleaved,
+            scope="ranker.score_prepared: the second step of each timed call",
+        ),
+    )
+
+
+def _with_share(summary: LatencySummary, whole_mean_ms: float) -> dict[str, Any]:
+    """A part's summary with its share of the whole call's mean time."""
+    return {**summary.to_dict(), "share_of_mean": summary.mean_ms / whole_mean_ms}
+
+
+def _weights(ranker: Ranker, checkpoint: str | None, arch: str) -> str:
+    fields = {f.name for f in dataclasses.fields(type(ranker.config))}
+    if ARCHS.get(arch) is not None and "model" in fields:
+        return random_weights_note(arch)
+    return latency_parts(ranker).weights_note(checkpoint)
+
+
+def entry_rows(
+    loaded: Sequence[Loaded],
+    timed: Sequence[dict[str, LatencyTracker]],
+    opts: BenchOptions,
+    n: int,
+    interleaved: int,
+    **extra: Any,
+) -> list[LatencyRow]:
+    """One row per loaded entry from its trackers (one per timed part); ``interleaved``: how
+    many entries took turns call by call; ``extra`` goes into every summary."""
+    extra = {
+        "batch_queries": opts.batch_queries,
+        "warmup_calls": opts.warmup,
+        "repeats": opts.repeats,
+        "n": n,
+        **extra,
+    }
+    rows = []
+    for (entry, checkpoint, ranker), parts in zip(loaded, timed, strict=True):
+        split_timing = _split_summaries(ranker, parts, extra, interleaved)
+        scope = (
+            "ranker.score per call (tokenisation included)"
+            if split_timing is None
+            else "ranker.prepare_scoring then ranker.score_prepared (its score()) per call"
+        )
+        latency = parts["score"].summary(**extra, interleaved=interleaved, scope=scope).to_dict()
+        host, model_only = (
+            (None, None)
+            if split_timing is None
+            else (_with_share(part, latency["mean_ms"]) for part in split_timing)
+        )
+        rows.append(
+            LatencyRow(
+                label=entry.label,
+                ranker=entry.ranker,
+                column=entry.column,
+                family=ranker.family,
+                n=n,
+                batch_queries=opts.batch_queries,
+                options=ranker.config.to_dict(),
+                weights=_weights(ranker, checkpoint, opts.arch),
+                dtype=latency_parts(ranker).compute_dtype(),
+                latency=latency,
+                tokenisation=host,
+                model_only=model_only,
+                mode=latency_parts(ranker).scoring_mode(),
+                ranker_info=ranker.describe(),
+                precision=entry.precision,
+            )
+        )
+        log.info(
+            "%s N=%d: p50 %.2f ms/query, mean %.2f ms, %.0f pairs/s%s",
+            entry.label,
+            n,
+            latency["p50_ms"],
+            latency["mean_ms"],
+            latency["candidates_per_s"],
+            f"; host step {100 * host['share_of_mean']:.0f}% of the mean" if host else "",
+        )
+    return rows

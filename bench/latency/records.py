@@ -70,10 +70,9 @@ class LatencyRow:
     #: rankers without an encoder the cost model knows
     encoder: dict[str, Any] = field(default_factory=dict)
     #: per query: FLOPs, achieved GFLOP/s against the calibrated matmul peak and the
-    #: predicted encoder time (:func:`bench.latency.timemodel.row_cost`, ONNX Runtime rows:
-    #: :func:`bench.latency.ortmodel.ort_row_cost`); empty: none
+    #: predicted encoder time (:func:`bench.latency.costmodel.time.row_cost`); empty: none
     cost: dict[str, Any] = field(default_factory=dict)
-    #: the precision of a run timing several (``--dtypes``: :mod:`bench.latency.precisions`),
+    #: the precision of a run timing several (``--dtypes``: :mod:`bench.latency.plan`),
     #: whose name also tags :attr:`column` (:func:`precision_column`); "" in a one-precision run
     #: and for a ranker without a ``dtype`` option
     precision: str = ""
@@ -193,8 +192,9 @@ def _speedup(
 
 
 def _predicted_time(slow: LatencyRow, fast: LatencyRow, measured: float) -> dict[str, Any]:
-    """The speed-up the time model predicts for the same two rows (:mod:`bench.latency.timemodel`:
-    calibrated kernel rates), and the measured one as a share of it; empty without one."""
+    """The speed-up the time model predicts for the same two rows
+    (:mod:`bench.latency.costmodel.time`: calibrated kernel rates), and the measured one as a
+    share of it; empty without one."""
     a, b = slow.cost.get("predicted_ms"), fast.cost.get("predicted_ms")
     if not a or not b:
         return {}

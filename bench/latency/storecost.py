@@ -136,7 +136,7 @@ def measure_one(collection: Path, items: int, store: str, max_len: int, trace: b
     return out
 
 
-def measure(
+def measure_stores(
     collection: Path, sizes: list[int], stores: list[str], max_len: int
 ) -> list[dict[str, Any]]:
     """Every (store, size) measured twice, each in a fresh process: timed, then traced."""
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> None:
         )
         return
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    rows = measure(args.collection, sizes, stores, args.max_len)
+    rows = measure_stores(args.collection, sizes, stores, args.max_len)
     created = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
     record = {
         "kind": "token-store-cost",

@@ -140,7 +140,7 @@ ABLATIONS: tuple[AblationRow, ...] = (
 
 # -- latency (Table table_latency) ---------------------------------------------------------------
 @dataclass(frozen=True)
-class LatencyRow:
+class PaperLatency:
     """Mean time to score ``items`` candidates of one query, as published."""
 
     method: str
@@ -150,10 +150,10 @@ class LatencyRow:
     device: str = "A100"
 
 
-LATENCY: tuple[LatencyRow, ...] = (
-    LatencyRow("ANCE", "ance", 4.0),
-    LatencyRow("ColBERT", "colbert", 4.5),
-    LatencyRow("monoBERT", "monobert", 41.3),
-    LatencyRow("RankT5-6L", "rankt5", 41.3),
-    LatencyRow("CROSS-JEM", "crossjem", 9.8),
+LATENCY: tuple[PaperLatency, ...] = (
+    PaperLatency("ANCE", "ance", 4.0),
+    PaperLatency("ColBERT", "colbert", 4.5),
+    PaperLatency("monoBERT", "monobert", 41.3),
+    PaperLatency("RankT5-6L", "rankt5", 41.3),
+    PaperLatency("CROSS-JEM", "crossjem", 9.8),
 )

@@ -58,7 +58,7 @@ def pareto_front(points: Sequence[Point]) -> list[Point]:
 def _benchmark_column(record: ResultRecord) -> str:
     """The latency-benchmark column a run record corresponds to (the ranker's own latency
     variants decide, e.g. a DPR run with precomputed items -> ``dpr (precomputed)``)."""
-    from bench.latency.protocol import column_for
+    from bench.latency.plan import column_for
 
     return column_for(record.ranker, record.config)
 

@@ -1,6 +1,6 @@
 """What the CLI prints besides the comparison tables (:mod:`bench.reporting.tables`) and the latency
-tables (:mod:`bench.latency.tables`): the dataset listing, the ranker options and one run's record.
-Each function returns rich renderables; the CLI prints them."""
+tables (:mod:`bench.reporting.latency_tables`): the dataset listing, the ranker options and one
+run's record. Each function returns rich renderables; the CLI prints them."""
 
 from __future__ import annotations
 

@@ -41,7 +41,7 @@ from rankers.base import (
     inherit_option,
     option,
 )
-from rankers.hooks import Exportable, Fits, InputChecks, LatencyParts, LatencyVariant
+from rankers.hooks import EncoderRun, Exportable, Fits, InputChecks, LatencyParts, LatencyVariant
 from rankers.inputs.batching import SpecialIds, cut_counts, special_ids, token_ids
 from rankers.inputs.tokens import ItemTokens
 from rankers.io.models import resolve_model, state_hash, weights_hash
@@ -275,6 +275,19 @@ class EncoderRanker(
         """The Hugging Face config of the transformer encoder (layers, sizes, heads)."""
         encoder: Any = self.module.encoder  # _build_module keeps it as .encoder
         return encoder.config
+
+    def encoder_run(self) -> EncoderRun:
+        """On PyTorch the scoring dtype (``auto`` resolved on this device); on another runtime
+        the precision it runs (float32 or int8), the exported ``graph`` (option ``onnx_graph``)
+        and, for int8, the ``int8_recipe``."""
+        cfg = self.cfg
+        if cfg.runtime == "torch":
+            dtype = str(scoring_dtype(str(cfg.dtype), self.device)).removeprefix("torch.")
+            return EncoderRun(self.encoder_config(), dtype)
+        precision = runtime_precision(cfg.runtime, str(cfg.dtype))
+        recipe = {"int8_recipe": cfg.int8_recipe} if precision == INT8 else {}
+        options = {"graph": cfg.onnx_graph, **recipe}
+        return EncoderRun(self.encoder_config(), precision, cfg.runtime, options)
 
     @property
     def tokenizer(self) -> Any:

@@ -1,23 +1,30 @@
 """The latency cost model in time: a ranker's encoder time per query predicted from the machine's
-kernel rates (:mod:`bench.latency.calibration`) and the encoder calls it makes
-(:meth:`rankers.hooks.LatencyParts.encoder_calls`).
+kernel rates (:mod:`bench.latency.costmodel.kernels`) and the encoder calls it makes
+(:meth:`rankers.hooks.LatencyParts.encoder_calls`), one model for every runtime.
 
-The FLOP model (:mod:`bench.latency.efficiency`) predicts the same CROSS-JEM speed-up in every
-precision; measured, it is not the same, because the kernels do not speed up alike (on a CPU
-with native bfloat16 the projections gain 4-7x while attention on long rows gains nothing). Per
-encoder call of ``rows`` sequences padded to ``width`` tokens (``M = rows x width``), each of its
-layers costs
+The FLOP model (:mod:`bench.latency.costmodel.flops`) predicts the same CROSS-JEM speed-up in every
+precision; measured, it is not the same, because the kernels do not speed up alike (on a CPU with
+native bfloat16 the projections gain 4-7x while attention on long rows gains nothing). Per encoder
+call of ``rows`` sequences padded to ``width`` tokens (``M = rows x width``), each layer ``i``
+costs, in the precision its runtime gives each weight MatMul of that layer (its layer plan,
+:meth:`~bench.latency.costmodel.kernels.Backend.layer_plans`: PyTorch runs every one in the
+scoring dtype; an ONNX Runtime int8 recipe such as ``ffn-float`` keeps some in float32):
 
-* linear: ``sum over the layer's weight shapes k x n of 2 M k n / rate(k x n, M)``, the rate
-  interpolated in ``log M`` between the calibrated token counts (the end rate beyond them);
-* attention: ``rows x t(width)``, ``t`` the calibrated ms per row of the attention the call runs,
-  masked or not, interpolated linearly in L (from 0 at L = 0; beyond the longest calibrated L,
-  scaled as L^2);
+* linear: ``sum over the layer's weight MatMuls k x n of 2 M k n / rate(precision, k x n, M)``,
+  the rate interpolated in ``log M`` between the calibrated token counts (the end rate beyond
+  them); without the MatMuls the runtime's attention rate includes (ONNX Runtime's fused graph
+  runs Q, K and V inside its ``Attention`` op);
+* attention: ``rows x t(width)``, ``t`` the calibrated ms per row of the attention rate the
+  runtime names for the call (PyTorch: the call's attention, masked or not; ONNX Runtime: the
+  precision of what its graph runs), interpolated linearly in L (from 0 at L = 0; beyond the
+  longest calibrated L, scaled as L^2);
 * other: ``M x`` the calibrated ns per token (layer norms, GELU, residual adds).
 
 Embeddings, pooling, the heads, the host step (tokenisation, packing) and Python's per-call
-overhead are left out: the prediction is of the encoder's time. Pure arithmetic over a
-:class:`~bench.latency.calibration.Calibration`, so a test can check it by hand.
+overhead (on ONNX Runtime also the NumPy copies of inputs and outputs, and the plain int8 graph's
+one quantization of the input of Q, K and V for the three) are left out: the prediction is of the
+encoder's time. Pure arithmetic over a :class:`~bench.latency.costmodel.kernels.Calibration`, so
+a test can check it by hand.
 """
 
 from __future__ import annotations
@@ -30,8 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from bench.latency.calibration import Calibration, linear_shapes
-from bench.latency.efficiency import EncoderShape, sequence_flops
+from bench.latency.costmodel.flops import EncoderShape, sequence_flops
+from bench.latency.costmodel.kernels import Calibration, matmul_kinds
 from bench.latency.records import LatencyRow
 from rankers.hooks import EncoderCall
 
@@ -86,33 +93,35 @@ def row_ms_at(points: Sequence[Sequence[float]], length: int) -> float:
     return float(np.interp(length, [0, *(p[0] for p in points)], [0, *(p[1] for p in points)]))
 
 
-def linear_gflops(cal: Calibration, k: int, n: int, tokens: int) -> float:
-    """Calibrated GFLOP/s of ``tokens x k`` by ``k x n``, interpolated in log(tokens)."""
-    return rate_at(cal.linear[f"{k}x{n}"], tokens)
-
-
-def attention_row_ms(cal: Calibration, length: int, masked: bool) -> float:
-    """Calibrated ms of one row (all heads) of attention at ``length``."""
-    return row_ms_at(cal.attention["masked" if masked else "unmasked"], length)
+def linear_gflops(cal: Calibration, precision: str, k: int, n: int, tokens: int) -> float:
+    """Calibrated GFLOP/s of ``tokens x k`` by ``k x n`` in ``precision``, interpolated in
+    log(tokens)."""
+    return rate_at(cal.linear[precision][f"{k}x{n}"], tokens)
 
 
 def call_time(cal: Calibration, shape: EncoderShape, call: EncoderCall) -> CallTime:
     """Predicted time of one encoder call (all its layers) and its FLOPs."""
+    backend = cal.backend
     tokens = call.rows * call.width
-    linear = sum(
-        count * 2 * tokens * k * n / linear_gflops(cal, k, n, tokens) / 1e6
-        for k, n, count in linear_shapes(shape)
-    )
+    inside = backend.in_attention(cal)
+    linear = attention = 0.0
+    for plan, layers in backend.layer_plans(cal, call.layers):
+        for kind, (k, n, count) in matmul_kinds(shape).items():
+            if kind not in inside:
+                rate = linear_gflops(cal, plan[kind], k, n, tokens)
+                linear += layers * count * 2 * tokens * k * n / rate / 1e6
+        points = cal.attention[backend.attention_rate(cal, plan, call.masked)]
+        attention += layers * call.rows * row_ms_at(points, call.width)
     return CallTime(
-        linear_ms=call.layers * linear,
-        attention_ms=call.layers * call.rows * attention_row_ms(cal, call.width, call.masked),
+        linear_ms=linear,
+        attention_ms=attention,
         other_ms=call.layers * tokens * cal.other_ns_per_token / 1e6,
         flops=call_flops(shape, call),
     )
 
 
 def call_flops(shape: EncoderShape, call: EncoderCall) -> int:
-    """FLOPs (2 x multiply-accumulates, :func:`~bench.latency.efficiency.sequence_flops`) of
+    """FLOPs (2 x multiply-accumulates, :func:`~bench.latency.costmodel.flops.sequence_flops`) of
     one encoder call, padding included: what the machine computes."""
     return (
         2 * call.rows * sequence_flops(call.width, dataclasses.replace(shape, layers=call.layers))
@@ -157,17 +166,17 @@ def row_cost(
 ) -> dict[str, Any]:
     """What a latency row says about its encoder work per query: FLOPs, achieved GFLOP/s
     (model FLOPs / measured mean time of the whole call); with calibrations (attention name ->
-    :class:`Calibration`, one dtype) also the calibrated matmul peak, the share of it achieved
-    ("% of the limit") and the predicted encoder time by kernel."""
+    :class:`Calibration`, one runtime and dtype) also the calibrated matmul peak, the share of
+    it achieved ("% of the limit") and the predicted encoder time by kernel."""
     out = work_cost(shape, calls, queries, measured_ms)
     if not cals or any(c.attention not in cals for c in calls):
         return out
-    first = next(iter(cals.values()))
+    distinct = list({id(c): c for c in cals.values()}.values())
     return with_prediction(
         out,
         predict(cals, shape, calls).scaled(1 / queries),
-        first.peak_gflops,
-        [c.summary() for c in cals.values()],
+        distinct[0].peak_gflops,
+        [c.summary() for c in distinct],
     )
 
 
@@ -202,20 +211,20 @@ def with_prediction(
 
 def add_costs(
     rows: Iterable[LatencyRow],
-    calibration: Callable[[EncoderShape, str, str], Calibration | None],
+    calibration: Callable[[EncoderShape, Mapping[str, Any], str], Calibration | None],
 ) -> None:
-    """Fill :attr:`LatencyRow.cost` of every row whose encoder ran on PyTorch with encoder work,
-    predicted with ``calibration(shape, dtype, attention)`` (None: FLOPs and achieved GFLOP/s
-    only). Rows of another runtime are left to that runtime's model
-    (:func:`bench.latency.ortmodel.add_runtime_costs`): torch's rates do not time its kernels."""
+    """Fill :attr:`LatencyRow.cost` of every row with encoder work, predicted with
+    ``calibration(shape, encoder work, attention)`` for each attention its calls run (None: FLOPs
+    and achieved GFLOP/s only), whatever runtime ran it:
+    :meth:`bench.latency.costmodel.kernels.Calibrations.get` picks the runtime's rates."""
     for row in rows:
-        if not row.encoder or row.encoder.get("runtime", "torch") != "torch":
+        if not row.encoder:
             continue
         shape = EncoderShape(**row.encoder["shape"])
         calls = expand_calls(row.encoder["calls"])
         cals = {}
         for name in dict.fromkeys(c.attention for c in calls):
-            found = calibration(shape, row.encoder["dtype"], name)
+            found = calibration(shape, row.encoder, name)
             if found is not None:
                 cals[name] = found
         row.cost = row_cost(cals, shape, calls, int(row.encoder["queries"]), row.latency["mean_ms"])

@@ -431,13 +431,14 @@ def _notes(record: LatencyRecord, columns: Sequence[str], stat: str) -> list[str
         )
     notes.append(
         "Speed-up: best monoBERT / CROSS-JEM mean latency; predicted: ratio of the "
-        "cost model's encoder FLOPs (bench.latency.efficiency) on the same lists. "
+        "cost model's encoder FLOPs (bench.latency.costmodel.flops) on the same lists. "
         "C = L_k N / |U| (mean over queries)."
     )
     if any("predicted_time" in b.speedup for b in record.blocks):
         notes.append(
             "Predicted (time): ratio of the two rows' encoder times predicted from this "
-            "machine's calibrated kernel rates (bench.latency.timemodel) for the batches they ran."
+            "machine's calibrated kernel rates (bench.latency.costmodel.time) for the batches "
+            "they ran."
         )
     return notes
 
