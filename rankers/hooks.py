@@ -81,6 +81,17 @@ class EncoderRun:
     attention: str = "sdpa"
 
 
+@dataclasses.dataclass(frozen=True)
+class RowLengths:
+    """The encoder rows a ranker packs one list into, as token counts for the paper's FLOP model:
+    each row's length, and in a layout whose first layers run other rows (CROSS-JEM's merged
+    layouts) each of those rows' length and how many layers run them."""
+
+    rows: tuple[int, ...]
+    first_rows: tuple[int, ...] = ()
+    first_layers: int = 0
+
+
 @runtime_checkable
 class LatencyParts(Protocol):
     """How ``bench latency`` times a ranker. ``prepare_scoring``/``score_prepared`` split
@@ -111,6 +122,19 @@ class LatencyParts(Protocol):
     def encoder_run(self) -> EncoderRun | None:
         """How the encoder :meth:`encoder_calls` declares runs (runtime, precision, sizes), for
         the latency cost model's kernel rates; None: no transformer encoder the model knows."""
+        return None
+
+    def cost_model_settings(self) -> dict[str, Any] | None:
+        """The options the paper's FLOP model reads of this ranker (``model``,
+        ``max_query_len``, ``max_item_len``, ``union_len`` and its row layout), recorded beside
+        the token statistics; None: the model is not about this ranker."""
+        return None
+
+    def row_lengths(
+        self, tokenizer: Any, query: Sequence[int], items: Sequence[Sequence[int]]
+    ) -> RowLengths | None:
+        """The rows this ranker packs the list of token ids ``query`` and ``items`` into (the
+        paper's FLOP model counts them); None: not a ranker the model is about."""
         return None
 
     def latency_variants(self, batch_sizes: Sequence[int] | None = None) -> list[LatencyVariant]:

@@ -726,10 +726,11 @@ def test_share_frac_reaches_layout_tag_keys_and_cost_model(monkeypatch: pytest.M
         "bench.execution.ranker_settings.ranker_options",
         lambda name, dataset, options=None: dict(options or {}),
     )
-    settings = lists.token_settings("wikiqa", {"crossjem": {"order": "hybrid", "share_frac": 0.04}})
-    assert settings["share_frac"] == 0.04
-    assert lists.settings_layout(settings) == Layout("hybrid", share_frac=0.04)
-    assert "share_frac" not in lists.token_settings("wikiqa", {"crossjem": {"order": "hybrid"}})
+    paper = lists.cost_model_ranker("wikiqa", {"crossjem": {"order": "hybrid", "share_frac": 0.04}})
+    assert lists.token_settings(paper)["share_frac"] == 0.04
+    assert paper.cfg.layout == Layout("hybrid", share_frac=0.04)
+    plain_paper = lists.cost_model_ranker("wikiqa", {"crossjem": {"order": "hybrid"}})
+    assert "share_frac" not in lists.token_settings(plain_paper)
 
 
 def test_a_checkpoint_without_share_frac_restores_it_off(tiny_bert: Path, tmp_path: Path) -> None:

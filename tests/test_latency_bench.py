@@ -96,7 +96,10 @@ class WordTokenizer:
 def test_list_tokens_union_compression_and_groups() -> None:
     cands = tuple(Candidate(f"d{i}", t) for i, t in enumerate(["a b c", "b c d e", "a e", "c"]))
     cl = CandidateList(Query("q", "q q"), cands)
-    [tok] = list_tokens(WordTokenizer(), [cl], max_query_len=32, max_item_len=3, union_len=4)
+    ranker = rankers.create_ranker(
+        "crossjem", {"max_query_len": 32, "max_item_len": 3, "union_len": 4}
+    )
+    [tok] = list_tokens(WordTokenizer(), [cl], ranker)
     assert tok.query_len == 2
     assert tok.item_lens == (3, 3, 2, 1)  # "b c d e" cut to 3
     assert (tok.union.union, tok.union.item_tokens) == (5, 9)  # {a, b, c, d, e}
@@ -110,46 +113,38 @@ def test_list_tokens_union_compression_and_groups() -> None:
     assert summary["union_mean"] == 5 and summary["groups_mean"] == 2
 
 
-def test_list_tokens_follow_the_row_layout() -> None:
-    from rankers.families.crossjem.inputs import Layout
+def _crossjem(**options: object) -> Ranker:
+    """A CROSS-JEM ranker of the cost-model tests (created: nothing loaded)."""
+    return rankers.create_ranker("crossjem", {"max_query_len": 32, "max_item_len": 3, **options})
 
+
+def test_list_tokens_follow_the_row_layout() -> None:
     cands = tuple(Candidate(f"d{i}", t) for i, t in enumerate(["a b c", "b c d e", "a e", "c"]))
     cl = CandidateList(Query("q", "q q"), cands)
 
-    def rows(layout: Layout, union_len: int) -> tuple[int, ...]:
-        kw = {"max_query_len": 32, "max_item_len": 3, "union_len": union_len, "layout": layout}
-        [tok] = list_tokens(WordTokenizer(), [cl], **kw)
+    def rows(order: str, union_len: int) -> tuple[int, ...]:
+        ranker = _crossjem(order=order, union_len=union_len, share_min=2)
+        [tok] = list_tokens(WordTokenizer(), [cl], ranker)
         return tok.row_tokens
 
-    assert rows(Layout("concat"), 9) == (9,)  # 3 + 3 + 2 + 1 tokens, nothing shared
+    assert rows("concat", 9) == (9,)  # 3 + 3 + 2 + 1 tokens, nothing shared
     # canonical order a b c | a e | b c d | c, next-fit into 5: [a b c a e] [b c d c]
-    assert rows(Layout("concat"), 5) == (5, 4)
+    assert rows("concat", 5) == (5, 4)
     # hybrid: a, b, c are held by two or more items (shared once); d and e stay own tokens
-    assert rows(Layout("hybrid"), 8) == (3 + 2,)
+    assert rows("hybrid", 8) == (3 + 2,)
     shape = EncoderShape(layers=2, hidden=4, intermediate=16)
-    [tok] = list_tokens(
-        WordTokenizer(),
-        [cl],
-        max_query_len=32,
-        max_item_len=3,
-        union_len=9,
-        layout=Layout("concat"),
-    )
+    [tok] = list_tokens(WordTokenizer(), [cl], _crossjem(order="concat", union_len=9))
     assert token_summary([tok], shape)["crossjem_tokens_per_query"] == 2 + 9 + 3
 
 
 def test_list_tokens_and_costs_of_a_merged_layout() -> None:
     """``merge_layers`` reaches the cost model: the settings' layout merges, each list keeps its
     concat rows for the first layers, and the predicted cost is the hand-computed mix."""
-    from bench.latency.lists import settings_layout
-    from rankers.families.crossjem.inputs import Layout
-
-    layout = settings_layout({"order": "union", "merge_layers": 1})
-    assert layout == Layout("union", merge_layers=1)
+    ranker = _crossjem(order="union", merge_layers=1, union_len=9)
+    assert ranker.cost_model_settings()["merge_layers"] == 1
     cands = tuple(Candidate(f"d{i}", t) for i, t in enumerate(["a b c", "b c d e", "a e", "c"]))
     cl = CandidateList(Query("q", "q q"), cands)
-    kw = {"max_query_len": 32, "max_item_len": 3, "union_len": 9, "layout": layout}
-    [tok] = list_tokens(WordTokenizer(), [cl], **kw)
+    [tok] = list_tokens(WordTokenizer(), [cl], ranker)
     # one group (its concat row, 3 + 3 + 2 + 1 = 9 tokens, fits 9): union {a, b, c, d, e}
     assert (tok.row_tokens, tok.first_row_tokens, tok.first_layers) == ((5,), (9,), 1)
     shape = EncoderShape(layers=2, hidden=4, intermediate=16)

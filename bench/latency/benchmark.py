@@ -23,14 +23,15 @@ from bench.core.io import ensure_writable
 from bench.core.shard import Role
 from bench.data.model import RankingSplit
 from bench.execution.context import RunContext
+from bench.execution.policy import SPEEDUP_PAIRS
 from bench.latency import processes
 from bench.latency.costmodel.kernels import Calibrations
 from bench.latency.costmodel.time import add_costs
 from bench.latency.lists import (
     bm25_lists,
+    cost_model_ranker,
     encoder_shape_and_tokenizer,
     list_tokens,
-    settings_layout,
     token_settings,
     token_summary,
 )
@@ -105,8 +106,8 @@ def run_benchmark(opts: BenchOptions, ctx: RunContext | None = None) -> LatencyR
         role,
         f"writing the {opts.arch} model",
     )
-    # the cost model's encoder is CROSS-JEM's, so it takes the arch's model as well
-    options = _with_model(opts.options, [*rankers, "crossjem"], model)
+    # the cost model's encoder is its ranker's (CROSS-JEM's), so it takes the arch's model as well
+    options = _with_model(opts.options, [*rankers, SPEEDUP_PAIRS[""][1]], model)
     if plan is not None and role.main:
         log_skips(plan)
     blocks, rows = _time_blocks(opts, ctx, split, collection, rankers, options, role, plan)
@@ -155,7 +156,8 @@ def _time_blocks(
     tokenizer serve every N."""
     from rankers.inputs.lexical import BM25Index
 
-    settings = token_settings(split.dataset, options)
+    paper_ranker = cost_model_ranker(split.dataset, options)
+    settings = token_settings(paper_ranker)
     shape, tokenizer = encoder_shape_and_tokenizer(settings["model"])
     index = BM25Index(collection)
     calibrations = Calibrations(ctx.results_root, ctx.device, fresh=opts.calibrate)
@@ -163,17 +165,7 @@ def _time_blocks(
     rows: list[LatencyRow] = []
     for n in opts.n_values:
         lists = bm25_lists(split, n, index=index, queries=opts.queries)
-        summary = token_summary(
-            list_tokens(
-                tokenizer,
-                lists.lists,
-                max_query_len=settings["max_query_len"],
-                max_item_len=settings["max_item_len"],
-                union_len=settings["union_len"],
-                layout=settings_layout(settings),
-            ),
-            shape,
-        )
+        summary = token_summary(list_tokens(tokenizer, lists.lists, paper_ranker), shape)
         block = ListBlock(
             n=n,
             queries=len(lists),

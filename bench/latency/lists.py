@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from bench.data.model import Candidate, CandidateList, RankingSplit
+from bench.execution.policy import SPEEDUP_PAIRS
 from bench.latency.costmodel import flops as efficiency
 from bench.results.records import config_hash
+from rankers.hooks import latency_parts
 
 if TYPE_CHECKING:
-    from rankers.families.crossjem.inputs import Layout
+    from rankers.base import Ranker
     from rankers.inputs.lexical import BM25Index
 
 
@@ -84,39 +86,30 @@ class QueryTokens:
 
 
 def list_tokens(
-    tokenizer: Any,
-    lists: Sequence[CandidateList],
-    *,
-    max_query_len: int,
-    max_item_len: int,
-    union_len: int,
-    layout: Layout | None = None,
+    tokenizer: Any, lists: Sequence[CandidateList], ranker: Ranker
 ) -> list[QueryTokens]:
-    """Per list: lengths, token union and CROSS-JEM's rows in ``layout`` (default: the union),
-    as its ``rows()`` builds them."""
-    from rankers.families.crossjem.inputs import UNION, build_rows
+    """Per list: lengths, token union and the rows ``ranker`` (the one the cost model is about,
+    :func:`cost_model_ranker`) packs it into, with its lengths (:func:`token_settings`)."""
     from rankers.inputs.batching import token_ids
 
-    layout = (layout or UNION).bind(tokenizer)
+    settings, parts = token_settings(ranker), latency_parts(ranker)
+    max_item_len = settings["max_item_len"]
     out = []
     for cl in lists:
-        q = token_ids(tokenizer, [cl.query.text], max_query_len)[0]
+        q = token_ids(tokenizer, [cl.query.text], settings["max_query_len"])[0]
         items = token_ids(tokenizer, cl.texts, max_item_len)
-        rows = build_rows(q, items, union_len, 0, 0, layout)
+        rows = parts.row_lengths(tokenizer, q, items)
+        if rows is None:
+            raise ValueError(f"{ranker.name} packs no rows for the cost model")
+        own = len(q) + efficiency.SPECIAL_TOKENS
         out.append(
             QueryTokens(
                 query_len=len(q),
                 item_lens=tuple(len(ids) for ids in items),
                 union=efficiency.union_stats(items, max_item_len),
-                row_tokens=tuple(
-                    len(r.input_ids) - len(q) - efficiency.SPECIAL_TOKENS for r in rows
-                ),
-                first_row_tokens=tuple(
-                    len(r.first_ids) - len(q) - efficiency.SPECIAL_TOKENS
-                    for r in rows
-                    if r.first_ids
-                ),
-                first_layers=layout.merge_layers,
+                row_tokens=tuple(n - own for n in rows.rows),
+                first_row_tokens=tuple(n - own for n in rows.first_rows),
+                first_layers=rows.first_layers,
             )
         )
     return out
@@ -157,46 +150,26 @@ def token_summary(tokens: Sequence[QueryTokens], shape: efficiency.EncoderShape)
     }
 
 
-def token_settings(dataset: str, options: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """L_q, L_k, L_u, row layout and model of CROSS-JEM's configuration on ``dataset`` (monoBERT
-    shares L_q and L_k): the cost model compares exactly these two, whichever rankers are
-    timed."""
+def cost_model_ranker(dataset: str, options: Mapping[str, Mapping[str, Any]]) -> Ranker:
+    """The ranker the paper's cost model is about - the fast side of the paper's speed-up pair
+    (:data:`~bench.execution.policy.SPEEDUP_PAIRS`, CROSS-JEM) - configured as on ``dataset``
+    with ``options`` (per canonical ranker name), whichever rankers are timed; creating it loads
+    nothing."""
     from bench.execution.ranker_settings import ranker_options
-    from rankers.families.crossjem.ranker import CrossJEMConfig
+    from rankers import get_ranker_class
 
-    cfg = CrossJEMConfig.from_options(ranker_options("crossjem", dataset, options.get("crossjem")))
-    assert isinstance(cfg, CrossJEMConfig)
-    return {
-        "model": cfg.model,
-        "max_query_len": cfg.max_query_len,
-        "max_item_len": cfg.max_item_len,
-        "union_len": cfg.union_len,
-        "order": cfg.order,
-        "share_min": cfg.share_min,
-        "positions": cfg.positions,
-        "merge_layers": cfg.merge_layers,
-        # newer layout options only where set, so records of older layouts keep their settings
-        **({"share": cfg.share} if cfg.share != "all" else {}),
-        **({"query_pool": True} if cfg.query_pool else {}),
-        **({"content_share_min": cfg.content_share_min} if cfg.content_share_min else {}),
-        **({"share_frac": cfg.share_frac} if cfg.share_frac else {}),
-    }
+    name = SPEEDUP_PAIRS[""][1]
+    cls = get_ranker_class(name)
+    return cls(cls.Config.from_options(ranker_options(name, dataset, options.get(name))))
 
 
-def settings_layout(settings: Mapping[str, Any]) -> Layout:
-    """The row layout of :func:`token_settings` (records older than layouts: the union)."""
-    from rankers.families.crossjem.inputs import Layout
-
-    return Layout(
-        order=settings.get("order", "union"),
-        share_min=settings.get("share_min", 2),
-        share_frac=settings.get("share_frac", 0.0),
-        positions=settings.get("positions", "row"),
-        merge_layers=settings.get("merge_layers", 0),
-        share=settings.get("share", "all"),
-        query_pool=settings.get("query_pool", False),
-        content_min=settings.get("content_share_min", 0),
-    )
+def token_settings(ranker: Ranker) -> dict[str, Any]:
+    """What the cost model reads of ``ranker`` (:meth:`~rankers.hooks.LatencyParts.
+    cost_model_settings`: L_q, L_k, L_u, row layout and model; monoBERT shares L_q and L_k)."""
+    settings = latency_parts(ranker).cost_model_settings()
+    if settings is None:
+        raise ValueError(f"the paper's cost model is not about ranker {ranker.name}")
+    return settings
 
 
 def encoder_shape_and_tokenizer(model: str) -> tuple[efficiency.EncoderShape, Any]:

@@ -32,7 +32,7 @@ from rankers.families.crossjem.inputs import (
 from rankers.families.crossjem.model import CrossJEMBatch, CrossJEMModule, collate
 from rankers.families.crossjem.packed import PackedRows, pack_lists
 from rankers.families.encoder import EncoderConfig, EncoderRanker
-from rankers.hooks import EncoderCall, LatencyVariant
+from rankers.hooks import EncoderCall, LatencyVariant, RowLengths
 from rankers.inputs.batching import check_positions, token_ids
 
 if TYPE_CHECKING:
@@ -405,6 +405,38 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
 
     def score(self, lists: Sequence[CandidateList]) -> list[np.ndarray]:
         return self.score_prepared(self.prepare_scoring(lists))
+
+    def cost_model_settings(self) -> dict[str, Any]:
+        """L_q, L_k, L_u, row layout and model: what the paper's cost model compares with
+        monoBERT (which shares L_q and L_k)."""
+        cfg = self.cfg
+        return {
+            "model": cfg.model,
+            "max_query_len": cfg.max_query_len,
+            "max_item_len": cfg.max_item_len,
+            "union_len": cfg.union_len,
+            "order": cfg.order,
+            "share_min": cfg.share_min,
+            "positions": cfg.positions,
+            "merge_layers": cfg.merge_layers,
+            # newer layout options only where set, so records of older layouts keep their settings
+            **({"share": cfg.share} if cfg.share != "all" else {}),
+            **({"query_pool": True} if cfg.query_pool else {}),
+            **({"content_share_min": cfg.content_share_min} if cfg.content_share_min else {}),
+            **({"share_frac": cfg.share_frac} if cfg.share_frac else {}),
+        }
+
+    def row_lengths(
+        self, tokenizer: Any, query: Sequence[int], items: Sequence[Sequence[int]]
+    ) -> RowLengths:
+        """The rows :meth:`rows` builds in the configured layout, bound to ``tokenizer``."""
+        layout = self.cfg.layout.bind(tokenizer)
+        rows = build_rows(query, items, self.cfg.union_len, 0, 0, layout)
+        return RowLengths(
+            rows=tuple(len(r.input_ids) for r in rows),
+            first_rows=tuple(len(r.first_ids) for r in rows if r.first_ids),
+            first_layers=layout.merge_layers,
+        )
 
     def encoder_calls(self, prepared: list[CrossJEMBatch]) -> list[EncoderCall]:
         """One call per bucket of :meth:`score_prepared`, masked unless every row fills the
