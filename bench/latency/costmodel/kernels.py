@@ -55,8 +55,11 @@ TORCH = "torch"
 #: float32, and the attention projections)
 KINDS = ("qkv", "attn_out", "ffn_in", "ffn_out")
 #: a cached peak must lie within this factor of the peak measured when the file is read, and no
-#: rate above it times that peak: rates x1000 (or a file of another machine) are measured anew
-PEAK_FACTOR = 10.0
+#: rate above it times that peak: rates x1000 (or a file of another machine) are measured anew.
+#: Wide, since timings on a loaded machine swing: on a 2-core CPU shared by other jobs, a float32
+#: calibration of MiniLM's shape measured a 26.8 GFLOP/s peak, a 245 GFLOP/s MatMul and, read
+#: back, a 15.8 GFLOP/s peak (15.5x below that MatMul)
+PEAK_FACTOR = 100.0
 #: and no kernel below the measured peak divided by this (rates / 1000, times x1000)
 SLOWEST = 1000.0
 
