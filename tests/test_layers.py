@@ -201,6 +201,41 @@ def test_no_import_cycles_in_bench_and_rankers() -> None:
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
+def _defined(package: str, kind: type, name: str) -> list[str]:
+    """Modules of ``package`` that define ``name`` (a class or function of ``kind``)."""
+    return [
+        m
+        for m in MODULES
+        if _in(package, m)
+        for node in ast.walk(ast.parse(MODULES[m].read_text(encoding="utf-8")))
+        if isinstance(node, kind) and getattr(node, "name", None) == name
+    ]
+
+
+def test_the_latency_room_is_cut_by_stage() -> None:
+    """bench/latency: at most 13 modules (its packages' included), no import circle even through
+    ``TYPE_CHECKING`` (the plan's types live in the plan), one calibration record and one time
+    model for every runtime, and no ranker family named: it asks rankers through their hooks."""
+    latency = [m for m in MODULES if _in("bench.latency", m)]
+    assert len(latency) <= 13, f"{len(latency)} modules in bench/latency: {sorted(latency)}"
+    graph = {m: {t for _, t, _ in imports(m) if t in latency and t != m} for m in latency}
+    cycle = _cycle(graph)
+    assert cycle is None, "import cycle in bench/latency: " + " -> ".join(cycle or [])
+    assert _defined("bench.latency", ast.ClassDef, "Calibration") == [
+        "bench.latency.costmodel.kernels"
+    ]
+    assert _defined("bench.latency", ast.FunctionDef, "call_time") == [
+        "bench.latency.costmodel.time"
+    ]
+    families = [
+        f"{MODULES[m].relative_to(ROOT)}:{line} imports {target}"
+        for m in latency
+        for line, target, _ in imports(m)
+        if _in("rankers.families", target)
+    ]
+    assert not families, "bench/latency names a ranker family:\n" + "\n".join(families)
+
+
 #: The layers of the data flow, lowest first: a module imports only modules of its own layer or
 #: of layers listed before it, never one after it; ``latency`` and ``experiments`` are siblings
 #: (neither imports the other). Patterns as :func:`fnmatch.fnmatch` reads them; the first layer

@@ -56,9 +56,10 @@ TORCH = "torch"
 KINDS = ("qkv", "attn_out", "ffn_in", "ffn_out")
 #: a cached peak must lie within this factor of the peak measured when the file is read, and no
 #: rate above it times that peak: rates x1000 (or a file of another machine) are measured anew.
-#: Wide, since timings on a loaded machine swing: on a 2-core CPU shared by other jobs, a float32
-#: calibration of MiniLM's shape measured a 26.8 GFLOP/s peak, a 245 GFLOP/s MatMul and, read
-#: back, a 15.8 GFLOP/s peak (15.5x below that MatMul)
+#: Wide, since timings on a loaded machine swing and the 1024^3 matmul is not every dtype's
+#: fastest kernel: on a 2-core CPU shared by other jobs, MiniLM's shape in float32 measured a
+#: 26.8 GFLOP/s peak, a 245 GFLOP/s MatMul and, read back, a 15.8 GFLOP/s peak (15.5x below that
+#: MatMul); in float16 (emulated) a 0.3 GFLOP/s peak, F.linear up to 3.9 and, read back, 0.1 (39x)
 PEAK_FACTOR = 100.0
 #: and no kernel below the measured peak divided by this (rates / 1000, times x1000)
 SLOWEST = 1000.0
@@ -149,7 +150,7 @@ def _points(value: Any, where: str) -> list[list[float]]:
     return out
 
 
-#: the fields of a calibration file besides its rates, by type
+#: the fields of a calibration file, by type
 _FIELDS: dict[str, type] = {
     "runtime": str,
     "dtype": str,
