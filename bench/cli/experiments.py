@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -31,11 +31,13 @@ from bench.cli.options import (
     ranker_option,
     run_options,
 )
+from bench.cli.seeds import Seeds, parse_seeds, refuse_under_launcher
 from bench.experiments.ablate import ABLATIONS
 
 if TYPE_CHECKING:
     from bench.execution.context import RunContext
     from bench.execution.runner import RunOptions
+    from bench.results.records import ResultRecord
 
 PlanOnly = Annotated[
     bool,
@@ -109,6 +111,54 @@ def plan_or_shard(
     return shard_work(runs, base, processes)
 
 
+def records_of(
+    base: RunOptions,
+    seeds: Sequence[int] | None,
+    runs_of: Callable[[RunOptions], list[RunOptions]],
+    work: Callable[[RunOptions, RunContext], list[ResultRecord]],
+    plan: bool,
+    processes: int,
+) -> list[ResultRecord] | None:
+    """The common body of the commands that run jobs: with ``--plan``, show the plan of
+    ``runs_of(base)`` (of every seed's, shared jobs once) and return None; else shard them
+    (:func:`shard_work`) and ``work`` them, once, or once per seed (each seed exactly the
+    command with ``--seed K``) with each configuration's runs written as a seed group and
+    returned as its row (:class:`bench.results.groups.GroupRecord`). None: stop (a launch's
+    other rank)."""
+    from bench.cli.seeds import (
+        command_line,
+        each_seed,
+        refuse_under_launcher,
+        reseeded,
+        write_groups,
+    )
+
+    if seeds is None:
+        if (after := plan_or_shard(runs_of(base), base, plan, processes)) is None:
+            return None
+        return work(after, after.context())
+    refuse_under_launcher(seeds)
+    if plan:
+        show_plan([r for one in reseeded(base, seeds) for r in runs_of(one)], base.context())
+        return None
+    shard = lambda one: shard_work(runs_of(one), one, processes)  # noqa: E731
+    per_seed = each_seed(base, seeds, base.context(), work, shard=shard)
+    return None if per_seed is None else list(write_groups(per_seed, command_line()))
+
+
+def run_seeds(opts: RunOptions, seeds: Sequence[int], plan: bool, processes: int) -> None:
+    """`bench run --seeds`: the plan of every seed's run, or each seed's run in turn (sharded
+    as `bench run --seed K` would be), then their seed group written and shown."""
+    from bench.cli.seeds import report_groups
+    from bench.execution.runner import run as run_one
+
+    rows = records_of(
+        opts, seeds, lambda one: [one], lambda one, ctx: [run_one(one, ctx)], plan, processes
+    )
+    if rows is not None:
+        report_groups(rows)  # type: ignore[arg-type]
+
+
 def demo(
     dataset: Annotated[
         str | None, dataset_option("Dataset (default: sodq, else a local set).")
@@ -125,8 +175,10 @@ def demo(
     results_dir: ResultsDir = None,
     plan: PlanOnly = False,
     processes: Processes = 1,
+    seeds: Seeds = None,
 ) -> None:
-    """The main job: run every registered ranker on one dataset and print the comparison."""
+    """The main job: run every registered ranker on one dataset and print the comparison
+    (with --seeds 0,1,2: each row the mean ± sd of its seed group)."""
     from bench.core.settings import results_root
     from bench.experiments.suite import choose_dataset, run_suite, suite_runs
     from bench.reporting.tables import build_comparison, render
@@ -145,13 +197,22 @@ def demo(
         data_dir=data_dir,
         results_dir=results_dir,
     )
-    if (after := plan_or_shard(suite_runs(name, base), base, plan, processes)) is None:
+    chosen = parse_seeds(seeds, seed)
+    records = records_of(
+        base,
+        chosen,
+        lambda one: suite_runs(name, one),
+        lambda one, ctx: run_suite(name, one, ctx=ctx),
+        plan,
+        processes,
+    )
+    if records is None:
         return
-    base = after
-    records = run_suite(name, base, ctx=base.context())
-    wanted = {r.path for r in records}
-    recs = [r for r in load_records(results_root(results_dir), dataset=name) if r.path in wanted]
-    emit(render(build_comparison(recs), fmt))
+    if chosen is None:  # as written on disk (a seed group's rows are read from there already)
+        wanted = {r.path for r in records}
+        root = results_root(results_dir)
+        records = [r for r in load_records(root, dataset=name) if r.path in wanted]
+    emit(render(build_comparison(records), fmt))
 
 
 def ablate(
@@ -183,8 +244,10 @@ def ablate(
     results_dir: ResultsDir = None,
     plan: PlanOnly = False,
     processes: Processes = 1,
+    seeds: Seeds = None,
 ) -> None:
-    """Reproduce the paper's ablation table: one training setting varied, all else equal."""
+    """Reproduce the paper's ablation table: one training setting varied, all else equal
+    (with --seeds 0,1,2: each variant the mean ± sd of its seed group)."""
     from bench.experiments.ablate import ablation, ablation_runs, check_ranker, run_ablation
     from bench.reporting.tables import build_comparison, render
 
@@ -204,10 +267,16 @@ def ablate(
         data_dir=data_dir,
         results_dir=results_dir,
     )
-    if (after := plan_or_shard(ablation_runs(what, base), base, plan, processes)) is None:
+    records = records_of(
+        base,
+        parse_seeds(seeds, seed),
+        lambda one: ablation_runs(what, one),
+        lambda one, ctx: run_ablation(what, one, ctx),
+        plan,
+        processes,
+    )
+    if records is None:
         return
-    base = after
-    records = run_ablation(what, base, base.context())
     table = build_comparison(records, baseline=records[0].label, reference=False)
     emit(render(table, fmt))
     if what == "item-order" and fmt == "table":
@@ -252,9 +321,11 @@ def sweep(
     results_dir: ResultsDir = None,
     plan: PlanOnly = False,
     processes: Processes = 1,
+    seeds: Seeds = None,
 ) -> None:
     """Tune a ranker on dev: train every combination of the --set values, score dev and test,
-    choose the best dev score. Test is reported, never used to choose.
+    choose the best dev score. Test is reported, never used to choose. With --seeds 0,1,2 every
+    combination runs under each seed and the best mean dev score over the seeds chooses.
 
     Example: bench sweep -r crossjem -d wikiqa --set lr=3e-5,1e-4 --set epochs=3,6
 
@@ -285,8 +356,11 @@ def sweep(
             *(f"--set {k}={','.join(v)}" for k, v in grid.items()),
             *([f"--train-subset {train_subset}"] if train_subset else []),
             *([f"--seed {seed}"] if seed else []),
+            *([f"--seeds {seeds}"] if seeds else []),
         ]
     )
+    chosen = parse_seeds(seeds, seed)
+    refuse_under_launcher(chosen)
     base = run_options(
         ranker,
         dataset,
@@ -299,16 +373,21 @@ def sweep(
     )
     ctx = base.context()
     _, runs = sweep_runs(base, grid, measure, ctx)
-    every = [opts for _, test, dev in runs for opts in (test, dev)]
+    each = chosen or (seed,)
+    every = [
+        dataclasses.replace(o, seed=k) for k in each for _, test, dev in runs for o in (test, dev)
+    ]
     if plan:
         return show_plan(every, ctx)
     if write and not train_subset:
         check_settings_writable(settings_file(canonical_name(ranker)))
     ensure_writable(ctx.results_root / "sweeps")  # the sweep record is written after the work
-    if (after := shard_work(every, base, processes)) is None:
-        return
-    base = after
-    done = run_sweep(base, grid, measure=measure, command=command, ctx=ctx)
+    for k in each:  # one seed's runs at a time: each process seeds with its command's seed
+        seeded = dataclasses.replace(base, seed=k)
+        if (after := shard_work([o for o in every if o.seed == k], seeded, processes)) is None:
+            return
+    base = dataclasses.replace(after, seed=seed)
+    done = run_sweep(base, grid, measure=measure, command=command, ctx=ctx, seeds=each)
     typer.echo("\n".join(table_lines(done)))
     saved = save_sweep(done, ctx.results_root)
     typer.echo(f"sweep record: {saved}")

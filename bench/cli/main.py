@@ -37,6 +37,7 @@ from bench.cli.options import (
     run_options,
 )
 from bench.cli.reference import reference_app
+from bench.cli.seeds import Seeds, group_app, parse_seeds
 
 # With MKL_DYNAMIC on (MKL's default) MKL chooses a thread count per call, and another count sums
 # in another order: the CI's one-epoch CROSS-JEM training differed in its last bits from run to
@@ -183,6 +184,7 @@ def run(
     results_dir: ResultsDir = None,
     plan: cli_experiments.PlanOnly = False,
     processes: Processes = 1,
+    seeds: Seeds = None,
 ) -> None:
     """Rank a dataset split with one ranker; write run file, per-query metrics and a record.
 
@@ -190,7 +192,8 @@ def run(
     untrained head (crossjem, monobert) are trained first unless --set checkpoint=DIR. Results go
     to results/runs/DATASET/RANKER/SPLIT-HASH/; a rerun with the same configuration reuses the
     record unless --force. --plan lists the jobs (teachers, dev baselines, training, scoring,
-    evaluation), cached or not and why, and exits without work.
+    evaluation), cached or not and why, and exits without work. --seeds 0,1,2 runs it once per
+    seed (each exactly --seed K's run) and writes a seed group of the runs (mean ± sd).
     """
     from bench.execution.runner import run as run_one
     from bench.reporting.reports import record_report
@@ -212,6 +215,8 @@ def run(
         data_dir=data_dir,
         results_dir=results_dir,
     )
+    if (chosen := parse_seeds(seeds, seed)) is not None:
+        return cli_experiments.run_seeds(opts, chosen, plan, processes)
     if (after := cli_experiments.plan_or_shard([opts], opts, plan, processes)) is None:
         return  # the plan shown, or a launch's other rank: the main one reports
     opts = after
@@ -242,14 +247,18 @@ def train(
     data_dir: DataDir = None,
     results_dir: ResultsDir = None,
     plan: cli_experiments.PlanOnly = False,
+    seeds: Seeds = None,
 ) -> None:
     """Train a ranker on the train split (dev selects the epoch) and cache the model.
 
     Settings: rankers/configs/RANKER.yaml (default, then the dataset's section), then the flags.
     A teacher given by name (CROSS-JEM's default: monobert) is trained first on the same data.
     An interrupted training resumes. `bench run` with the same options reuses the model.
+    --seeds 0,1,2 trains once per seed (each exactly --seed K's model).
     """
+    from bench.cli.seeds import refuse_under_launcher, reseeded
     from bench.core.shard import process_group
+    from bench.execution.plan import Plan
     from bench.execution.runner import plan_train
     from bench.execution.runner import train as train_one
 
@@ -266,14 +275,22 @@ def train(
         data_dir=data_dir,
         results_dir=results_dir,
     )
+    chosen = parse_seeds(seeds, seed)
+    refuse_under_launcher(chosen)
+    runs = reseeded(opts, chosen) if chosen else [opts]
     if plan:
         from bench.reporting.reports import plan_table
 
-        return console.print(plan_table(plan_train(opts, opts.context())))
-    with process_group() as role:
-        summary = train_one(opts, opts.context())
-    if role.main:
-        console.print_json(data={k: v for k, v in summary.items() if k not in ("train", "dev")})
+        ctx, shown = opts.context(), Plan()
+        for one in runs:  # one plan: the jobs of every seed, shared ones once
+            plan_train(one, ctx, shown)
+        return console.print(plan_table(shown))
+    for one in runs:
+        with process_group() as role:
+            summary = train_one(one, one.context())
+        if role.main:
+            shown_summary = {k: v for k, v in summary.items() if k not in ("train", "dev")}
+            console.print_json(data=shown_summary)
 
 
 # -- compare / check -----------------------------------------------------------------------------
@@ -301,7 +318,8 @@ def compare(
     results_dir: ResultsDir = None,
 ) -> None:
     """Compare every recorded ranker per dataset split, laid out like the paper's main table.
-    Rows are the records `bench run` would reuse now (same data, card and code)."""
+    Rows are the records `bench run` would reuse now (same data, card and code); the runs of a
+    seed group (`bench run --seeds`, `bench group make`) are one row, mean ± sd over the seeds."""
     import json
 
     from bench.core.settings import results_root
@@ -311,7 +329,10 @@ def compare(
     selection = load_selected(
         results_root(results_dir), data_dir, dataset=dataset, split=split, all_records=all_records
     )
-    records, left_out = selection.records, selection.summary()
+    from bench.results.groups import collapse_groups, load_groups
+
+    groups = load_groups(results_root(results_dir), dataset, split)
+    records, left_out = collapse_groups(selection.records, groups), selection.summary()
     if not records:
         raise ValueError(
             f"no results under {results_root(results_dir)}"
@@ -507,6 +528,7 @@ def export(
 for command in (cli_experiments.demo, cli_experiments.ablate, cli_experiments.sweep):
     app.command()(friendly_errors(command))
 app.add_typer(reference_app, name="reference")
+app.add_typer(group_app, name="group")
 
 
 def main() -> None:  # pragma: no cover

@@ -111,7 +111,14 @@ def open_unit(value: float) -> float:
 
 
 #: count options shared by several commands, with their declared ranges
-Seed = Annotated[int, typer.Option(min=0, help="Seed for python, numpy and torch.")]
+Seed = Annotated[
+    int,
+    typer.Option(
+        min=0,
+        help="Seed for python, numpy and torch, and the training seed (option seed) of a ranker "
+        "trained here: another seed is another training.",
+    ),
+]
 
 
 def threads_option(help: str) -> Any:

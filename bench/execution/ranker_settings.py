@@ -9,6 +9,7 @@ of a run.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,28 @@ def ranker_options(
         options.update(data.get("default") or {})
         options.update((data.get("datasets") or {}).get(dataset) or {})
     options.update(overrides or {})
+    return options
+
+
+#: the option of a trainable ranker that seeds its new weights and its training order (the
+#: training loop seeds from it, not from the process's seed)
+TRAINING_SEED = "seed"
+
+
+def seeded_ranker_options(
+    name: str, dataset: str, overrides: Mapping[str, Any] | None, seed: int
+) -> dict[str, Any]:
+    """:func:`ranker_options` of a run with ``--seed seed``: a ranker with a training seed
+    option (:data:`TRAINING_SEED`) trains with the run's seed, so another seed is another
+    training (new weights drawn, another order), unless the command line sets the option itself.
+    Seed 0 leaves the options as they are, so a default run's settings, keys and label are
+    unchanged."""
+    options = ranker_options(name, dataset, overrides)
+    if not seed or TRAINING_SEED in (overrides or {}):
+        return options
+    fields = dataclasses.fields(get_ranker_class(name).Config)
+    if any(f.name == TRAINING_SEED for f in fields):
+        options[TRAINING_SEED] = seed
     return options
 
 

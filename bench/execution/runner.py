@@ -34,7 +34,12 @@ from bench.execution.keys import autocast_part, evaluation_stamp, scoring_code, 
 from bench.execution.memory import step_problem
 from bench.execution.plan import BASELINE, EVALUATE, SCORE, TEACHER, TRAIN, Executor, Job, Plan
 from bench.execution.policy import DEV_BASELINES
-from bench.execution.ranker_settings import ranker_options, settings_config, settings_file
+from bench.execution.ranker_settings import (
+    ranker_options,
+    seeded_ranker_options,
+    settings_config,
+    settings_file,
+)
 from bench.execution.scoring import (
     ScoreJob,
     evaluate_entry,
@@ -323,7 +328,7 @@ def plan_training(
         if name is None:
             folders.append(part)
             continue
-        options = ranker_options(name, opts.dataset)
+        options = seeded_ranker_options(name, opts.dataset, None, opts.seed)
         member = create_ranker(name, options, device=ranker.device)
         member_opts = replace(opts, ranker=name, options=options)
         if name in students:
@@ -468,7 +473,8 @@ def _run_ranker(name: str, opts: RunOptions, device: str) -> tuple[Ranker, str |
     checked before any data is read, with what it would score with untrained (None: it has
     trained weights, or needs none). A ranker that would score untrained weights and cannot be
     trained is refused here: its run would be meaningless, and the user can name a model."""
-    ranker = create_ranker(name, ranker_options(name, opts.dataset, opts.options), device=device)
+    options = seeded_ranker_options(name, opts.dataset, opts.options, opts.seed)
+    ranker = create_ranker(name, options, device=device)
     input_checks(ranker).check_model()
     untrained = fits(ranker).untrained_weights()
     if untrained is not None and not ranker.trainable:
@@ -626,9 +632,8 @@ def execute(plan: Plan, ctx: RunContext) -> list[Any]:
 
 def run(opts: RunOptions, ctx: RunContext | None = None) -> ResultRecord:
     """Run (or reuse) one ranker on one dataset split and write its result record: the plan of
-    :func:`plan_run`, executed.
-
-    ``ctx``: the command's run context (:meth:`RunOptions.context` when not given)."""
+    :func:`plan_run`, executed. ``ctx``: the command's run context (:meth:`RunOptions.context`
+    when not given)."""
     ctx = ctx or opts.context()
     ctx.seed_everything()
     plan = Plan()
@@ -643,7 +648,7 @@ def plan_train(opts: RunOptions, ctx: RunContext, plan: Plan | None = None) -> P
     plan = plan if plan is not None else Plan()
     name = canonical_name(opts.ranker)
     ranker = create_ranker(
-        name, ranker_options(name, opts.dataset, opts.options), device=ctx.device
+        name, seeded_ranker_options(name, opts.dataset, opts.options, opts.seed), device=ctx.device
     )
     input_checks(ranker).check_model()
     if not ranker.trainable:
@@ -657,9 +662,8 @@ def plan_train(opts: RunOptions, ctx: RunContext, plan: Plan | None = None) -> P
 
 def train(opts: RunOptions, ctx: RunContext | None = None) -> dict[str, Any]:
     """Train one ranker on ``opts.dataset``'s train split (dev selects the epoch), or load the
-    model cached for the same settings; returns the training summary.
-
-    ``ctx``: the command's run context (:meth:`RunOptions.context` when not given)."""
+    model cached for the same settings; returns the training summary. ``ctx``: the command's
+    run context (:meth:`RunOptions.context` when not given)."""
     ctx = ctx or opts.context()
     ctx.seed_everything()
     ((_, summary),) = execute(plan_train(opts, ctx), ctx)

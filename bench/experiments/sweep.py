@@ -13,6 +13,7 @@ import datetime as dt
 import itertools
 import logging
 import re
+import statistics
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from bench.data.files import read_text
 from bench.execution.context import RunContext
 from bench.execution.ranker_settings import ranker_options, settings_file
 from bench.execution.runner import RunOptions, check_runs, check_teacher, run
+from bench.results.groups import choose_by_mean, make_group, write_group
 from bench.results.metrics import DEFAULT_MEASURES
 from bench.results.records import ResultRecord, config_hash
 from rankers import RankerError, Role, canonical_name, get_ranker_class
@@ -36,8 +38,23 @@ DEFAULT_MEASURE = "AP@10"
 
 
 @dataclasses.dataclass(frozen=True)
+class SeedRun:
+    """One combination under one seed: its dev score, test metrics and records."""
+
+    seed: int
+    dev: float
+    test: dict[str, float]
+    best_epoch: int | None
+    train_seconds: float | None
+    dev_record: str
+    test_record: str
+
+
+@dataclasses.dataclass(frozen=True)
 class SweepRow:
-    """One combination: its settings, dev and test scores, and where its records are."""
+    """One combination: its settings, dev and test scores, and where its records are. Swept
+    over several seeds, ``dev`` and ``test`` are the means over ``per_seed`` (the dev mean
+    chooses), the epoch, training time and records the first seed's."""
 
     settings: dict[str, str]
     dev: float
@@ -46,6 +63,28 @@ class SweepRow:
     train_seconds: float | None
     dev_record: str
     test_record: str
+    per_seed: tuple[SeedRun, ...] = ()
+
+    @classmethod
+    def of(cls, settings: Mapping[str, str], runs: Sequence[SeedRun]) -> SweepRow:
+        """The row of one combination run under each of ``runs``' seeds (one: as it was)."""
+        first = runs[0]
+        names = [m for m in first.test if all(m in r.test for r in runs)]
+        return cls(
+            dict(settings),
+            statistics.fmean(r.dev for r in runs),
+            {m: statistics.fmean(r.test[m] for r in runs) for m in names},
+            first.best_epoch,
+            first.train_seconds,
+            first.dev_record,
+            first.test_record,
+            tuple(runs) if len(runs) > 1 else (),
+        )
+
+    @property
+    def dev_scores(self) -> list[float]:
+        """The dev score of each seed (one: the row's)."""
+        return [r.dev for r in self.per_seed] or [self.dev]
 
 
 @dataclasses.dataclass
@@ -61,9 +100,13 @@ class Sweep:
     rows: list[SweepRow]
     created: str = ""
 
+    #: the seeds every combination ran with (one: ``[seed]``; empty in older sweep records)
+    seeds: list[int] = dataclasses.field(default_factory=list)
+
     @property
     def chosen(self) -> int:
-        return max(range(len(self.rows)), key=lambda i: (self.rows[i].dev, -i))
+        """The row with the best mean dev score over the seeds (first on ties)."""
+        return choose_by_mean([row.dev_scores for row in self.rows])
 
     def to_json(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "chosen": self.chosen}
@@ -172,38 +215,57 @@ def run_sweep(
     command: str = "",
     on_row: Callable[[int, int, SweepRow], None] | None = None,
     ctx: RunContext | None = None,
+    seeds: Sequence[int] | None = None,
 ) -> Sweep:
     """Train and score every combination of ``grid`` on top of ``base.options``, all in ``ctx``
-    (default: ``base``'s context)."""
+    (default: ``base``'s context), under each of ``seeds`` (default: ``base.seed``; each seed's
+    runs exactly those of ``--seed K``, each combination's test and dev runs then written as
+    seed groups). The mean dev score over the seeds chooses."""
     ctx = ctx or base.context()
+    seeds = list(seeds) if seeds else [base.seed]
     dev_name, runs = sweep_runs(base, grid, measure, ctx)
-    check_runs([opts for _, test, dev in runs for opts in (test, dev)], ctx)
+    every = [opts for _, test, dev in runs for opts in (test, dev)]
+    check_runs([dataclasses.replace(o, seed=k) for k in seeds for o in every], ctx)
     ranker = canonical_name(base.ranker)
     rows: list[SweepRow] = []
     test_split = base.split
     for i, (combo, test_opts, dev_opts) in enumerate(runs, 1):
         settings = ", ".join(f"{k}={v}" for k, v in combo.items())
         log.info("sweep %d/%d: %s", i, len(runs), settings)
-        test = run(test_opts, ctx)  # trains first when needed, then ranks test
-        dev = run(dev_opts, ctx)
-        test_split = test.split
-        training = TrainingSummary.from_json(test.training or {})
-        row = SweepRow(
-            settings=dict(combo),
-            dev=_dev_score(dev, measure),
-            test=dict(test.metrics),
-            best_epoch=training.best_epoch,
-            train_seconds=training.seconds,
-            dev_record=str(dev.path),
-            test_record=str(test.path),
-        )
+        done = [
+            _seed_run(test_opts, dev_opts, measure, dataclasses.replace(ctx, seed=k)) for k in seeds
+        ]
+        test_split = done[0][1].split
+        if len(seeds) > 1:
+            for which in (1, 2):  # the test runs, then the dev runs, as seed groups
+                write_group(make_group([d[which] for d in done], command))
+        row = SweepRow.of(combo, [d[0] for d in done])
         rows.append(row)
         if on_row is not None:
             on_row(i, len(runs), row)
     created = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     return Sweep(
-        ranker, base.dataset, measure, dev_name, test_split or "test", command, rows, created
+        ranker, base.dataset, measure, dev_name, test_split or "test", command, rows, created, seeds
     )
+
+
+def _seed_run(
+    test_opts: RunOptions, dev_opts: RunOptions, measure: str, ctx: RunContext
+) -> tuple[SeedRun, ResultRecord, ResultRecord]:
+    """One combination under ``ctx.seed``: trained first when needed, then test and dev ranked."""
+    test = run(dataclasses.replace(test_opts, seed=ctx.seed), ctx)
+    dev = run(dataclasses.replace(dev_opts, seed=ctx.seed), ctx)
+    training = TrainingSummary.from_json(test.training or {})
+    found = SeedRun(
+        seed=ctx.seed,
+        dev=_dev_score(dev, measure),
+        test=dict(test.metrics),
+        best_epoch=training.best_epoch,
+        train_seconds=training.seconds,
+        dev_record=str(dev.path),
+        test_record=str(test.path),
+    )
+    return found, test, dev
 
 
 def save_sweep(sweep: Sweep, root: Path) -> Path:
@@ -215,18 +277,16 @@ def save_sweep(sweep: Sweep, root: Path) -> Path:
 
 
 def table_lines(sweep: Sweep) -> list[str]:
-    """The sweep as aligned text lines (dev and test scores, kept epoch, training time)."""
+    """The sweep as aligned text lines (dev and test scores, kept epoch, training time); over
+    several seeds the means with their sample standard deviations, each seed's kept epoch
+    (``3/4/3``) and the training time summed, and a last line saying the mean chose."""
     keys = list(sweep.rows[0].settings)
-    header = [*keys, f"dev {sweep.measure}", f"test {sweep.measure}", "epoch", "train s"]
+    several = len(sweep.seeds) > 1
+    m = sweep.measure
+    header = [*keys, f"dev {m}", *(["dev sd"] if several else [])]
+    header += [f"test {m}", *(["test sd"] if several else []), "epoch", "train s"]
     body = [
-        [
-            *(row.settings[k] for k in keys),
-            f"{row.dev:.4f}",
-            f"{row.test.get(sweep.measure, float('nan')):.4f}",
-            "-" if row.best_epoch is None else str(row.best_epoch),
-            "-" if row.train_seconds is None else f"{row.train_seconds:.0f}",
-        ]
-        for row in sweep.rows
+        [*(row.settings[k] for k in keys), *_score_cells(row, m, several)] for row in sweep.rows
     ]
     widths = [max(len(x) for x in col) for col in zip(header, *body, strict=True)]
     lines = [
@@ -234,8 +294,38 @@ def table_lines(sweep: Sweep) -> list[str]:
         for line in [header, *body]
     ]
     chosen = sweep.rows[sweep.chosen].settings
-    lines.append("chosen on dev: " + ", ".join(f"{k}={v}" for k, v in chosen.items()))
+    lines.append(_CHOSEN + ", ".join(f"{k}={v}" for k, v in chosen.items()))
+    if several:
+        seeds = ", ".join(str(s) for s in sweep.seeds)
+        lines.append(
+            f"chosen by the mean dev {m} over seeds {seeds}; sd: sample standard deviation "
+            "over the seeds"
+        )
     return lines
+
+
+def _score_cells(row: SweepRow, measure: str, several: bool) -> list[str]:
+    """A row's dev and test cells (with their sds over the seeds when ``several``), epoch and
+    training seconds."""
+    runs = row.per_seed
+    test = [r.test.get(measure, float("nan")) for r in runs]
+    dev_sd = [f"{statistics.stdev(r.dev for r in runs):.4f}"] if several else []
+    test_sd = [f"{statistics.stdev(test):.4f}"] if several else []
+    if several:
+        epochs = "/".join("-" if r.best_epoch is None else str(r.best_epoch) for r in runs)
+        times = [r.train_seconds for r in runs]
+        seconds = "-" if None in times else f"{sum(t or 0.0 for t in times):.0f}"
+    else:
+        epochs = "-" if row.best_epoch is None else str(row.best_epoch)
+        seconds = "-" if row.train_seconds is None else f"{row.train_seconds:.0f}"
+    return [
+        f"{row.dev:.4f}",
+        *dev_sd,
+        f"{row.test.get(measure, float('nan')):.4f}",
+        *test_sd,
+        epochs,
+        seconds,
+    ]
 
 
 def _typed(ranker: str, settings: Mapping[str, str]) -> dict[str, Any]:

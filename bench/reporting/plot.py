@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.execution.selection import newest_per_row
+from bench.results.groups import GroupRecord
 from bench.results.records import ResultRecord
 
 if TYPE_CHECKING:
@@ -37,6 +38,9 @@ class Point:
     #: a matplotlib marker for a reference point drawn apart from the others, named in the
     #: legend by its label ("D": a diamond); "" for the plot's plain points
     marker: str = ""
+    #: a seed group's point: the sample standard deviation of the accuracy over its seeds
+    #: (drawn as an error bar); 0.0 for one run
+    sd: float = 0.0
 
 
 def dominates(a: Point, b: Point) -> bool:
@@ -111,7 +115,12 @@ def accuracy_latency_points(
         if latency is None or latency <= 0:
             log.info("%s has no positive p50 latency: not plotted", label)
             continue
-        points.append(Point(label, float(latency), float(rec.metrics[metric]), rec.ranker))
+        sd = rec.sd.get(metric, 0.0) if isinstance(rec, GroupRecord) else 0.0
+        if isinstance(rec, GroupRecord):
+            label = f"{label} [n={len(rec.seeds)}]"
+        points.append(
+            Point(label, float(latency), float(rec.metrics[metric]), rec.ranker, sd=float(sd))
+        )
     return points
 
 
@@ -163,6 +172,18 @@ def plot_accuracy_latency(
             zorder=3,
             label="ranker",
         )
+        spread = [p for p in plain if p.sd > 0]
+        if spread:
+            ax.errorbar(
+                [p.latency_ms for p in spread],
+                [p.accuracy for p in spread],
+                yerr=[p.sd for p in spread],
+                fmt="none",
+                ecolor="tab:blue",
+                capsize=3,
+                zorder=3,
+                label="± sd over the seeds (seed group, [n=...])",
+            )
         for p in points:
             if p.marker:
                 ax.scatter(
@@ -238,10 +259,11 @@ def plot_dataset(
     """
     from bench.core.settings import results_root
     from bench.execution.selection import load_selected
+    from bench.results.groups import collapse_groups, load_groups
 
     root = results_root(results_dir)
     selection = load_selected(root, data_dir, dataset=dataset, split=split, all_records=all_records)
-    records = selection.records
+    records = collapse_groups(selection.records, load_groups(root, dataset, split))
     if selection.summary():
         log.warning("%s/%s: %s", dataset, split or "*", selection.summary())
     splits = sorted({r.split for r in records})

@@ -22,6 +22,7 @@ from bench.execution.policy import DEFAULT_BASELINE
 from bench.execution.selection import newest_per_row
 from bench.reporting import writer
 from bench.reporting.paper import PAPER, PaperRow, paper_reference
+from bench.results.groups import GroupRecord
 from bench.results.metrics import DEFAULT_MEASURES
 from bench.results.records import FAMILIES, ResultRecord, supervision
 from bench.results.significance import PairedResult, canonical_test, compare
@@ -36,6 +37,8 @@ HARNESS = "harness"
 PAPER_SOURCE = "paper"
 #: marks a row whose trained model scored below a no-training baseline on dev
 FLAG = "‡"
+#: marks a difference from the baseline smaller than the seed spread (a seed group's row)
+SPREAD = "≈"
 _EPS = 1e-12
 
 
@@ -60,6 +63,10 @@ class Cell:
     best: bool = False  # best of the column among the harness rows
     significant: bool = False  # Holm-adjusted p below alpha against the baseline
     comparison: PairedResult | None = None
+    #: a seed group's row: the sample standard deviation over its seeds (value: their mean)
+    sd: float | None = None
+    #: the difference from the baseline is smaller than the seed spread (:func:`_mark_spread`)
+    within_spread: bool = False
 
 
 @dataclass
@@ -76,6 +83,8 @@ class Row:
     #: rankers needing no training that the row's trained model scored below on dev, as its
     #: training found (``training.dev_baselines.below``): training did not help there
     below_baselines: list[str] = field(default_factory=list)
+    #: a seed group's row: its seeds (its metric cells are means over them); empty otherwise
+    seeds: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -141,6 +150,7 @@ class ComparisonTable:
                 f"baseline): {', '.join(self.untested)}."
             )
         notes.extend(self.remarks)
+        notes.extend(self._seed_notes())
         flagged = [row for row in self.rows if row.below_baselines]
         if flagged:
             which = "; ".join(
@@ -155,6 +165,23 @@ class ComparisonTable:
                 f"(paper) rows: published numbers from {PAPER}, Table table_acad_main, as "
                 "fractions (MAP@k shown as AP@k, MRR@k as RR@k); * = pre-trained model used "
                 "without fine-tuning. Not computed by this harness, never bold or tested."
+            )
+        return notes
+
+    def _seed_notes(self, spread: str = SPREAD) -> list[str]:
+        """What a seed group's row shows, and what ``spread`` marks."""
+        if not any(row.seeds for row in self.rows):
+            return []
+        notes = [
+            "A row naming seeds is a seed group: each metric as mean ± sample standard deviation "
+            "(n - 1) over its n seeds, one training and run per seed; in the paired tests its "
+            "per-query values are the mean over the seeds."
+        ]
+        if any(cell.within_spread for row in self.rows for cell in row.cells.values()):
+            notes.append(
+                f"{spread}: the difference from the baseline {self.baseline} is smaller than the "
+                "seed spread (|mean - baseline's mean| below the larger sample standard "
+                "deviation of the two rows): a reseed can reverse it."
             )
         return notes
 
@@ -238,6 +265,12 @@ def _record_row(rec: ResultRecord, columns: Sequence[Column]) -> Row:
         return None if v is None else float(v)
 
     cells = {col.key: Cell(value(col)) for col in columns}
+    seeds: list[int] = []
+    if isinstance(rec, GroupRecord):
+        seeds = list(rec.seeds)
+        for col in columns:
+            if col.kind == "metric":
+                cells[col.key].sd = rec.sd.get(col.key)
     verdict = (rec.training or {}).get("dev_baselines") or {}
     return Row(
         rec.label or rec.ranker,
@@ -248,6 +281,7 @@ def _record_row(rec: ResultRecord, columns: Sequence[Column]) -> Row:
         record=rec,
         supervision=supervision(rec.training),
         below_baselines=[str(b) for b in verdict.get("below") or []],
+        seeds=seeds,
     )
 
 
@@ -304,9 +338,10 @@ def _mark_significance(table: ComparisonTable, rows: Sequence[Row], baseline: st
         table.remarks.append(reason)
     if base_row is None:
         return
+    table.baseline = base_row.label
+    _mark_spread(table.columns, base_row, [row for row in rows if row is not base_row])
     per_query = {row.label: row.record.per_query() for row in rows if row.record is not None}
     base_pq = per_query[base_row.label]
-    table.baseline = base_row.label
     if not base_pq:
         table.remarks.append(
             f"Significance not tested: the baseline {base_row.label} has no per-query values."
@@ -339,6 +374,21 @@ def _mark_significance(table: ComparisonTable, rows: Sequence[Row], baseline: st
             cell = by_label[res.system].cells[col.key]
             cell.comparison, cell.significant = res, res.significant
         table.comparisons.extend(results)
+
+
+def _mark_spread(columns: Sequence[Column], base: Row, others: Sequence[Row]) -> None:
+    """Flag each metric cell whose difference from ``base`` is smaller than the seed spread:
+    the larger sample standard deviation of the two rows (only where one is a seed group)."""
+    for col in columns:
+        if col.kind != "metric":
+            continue
+        base_cell = base.cells[col.key]
+        for row in others:
+            cell = row.cells[col.key]
+            sds = [c.sd for c in (cell, base_cell) if c.sd is not None]
+            if not sds or cell.value is None or base_cell.value is None:
+                continue
+            cell.within_spread = abs(cell.value - base_cell.value) < max(sds)
 
 
 def _has_metric(per_query: dict[str, dict[str, float]], metric: str) -> bool:
@@ -378,6 +428,8 @@ class _Markup:
     escape: Callable[[str], str] = str
     missing: str = "–"
     flag: str = FLAG
+    spread: str = SPREAD
+    plus_minus: str = "±"
 
 
 def _number(value: float, col: Column) -> str:
@@ -385,6 +437,8 @@ def _number(value: float, col: Column) -> str:
 
 
 def _label(row: Row) -> str:
+    if row.seeds:
+        return f"{row.label} [n={len(row.seeds)}: seeds {', '.join(map(str, row.seeds))}]"
     return f"{row.label} (paper)" if row.source == PAPER_SOURCE else row.label
 
 
@@ -406,6 +460,8 @@ def _text_rows(table: ComparisonTable, m: _Markup) -> list[list[list[str]]]:
                     continue
                 text = _number(cell.value, col)
                 text = m.bold(text) if cell.best and row.source == HARNESS else text
+                text += "" if cell.sd is None else f" {m.plus_minus} {cell.sd:.{col.digits}f}"
+                text += m.spread if cell.within_spread else ""
                 texts.append(text + (m.mark if cell.significant else ""))
             lines.append(texts)
         out.append(lines)
@@ -463,10 +519,16 @@ def render_latex(table: ComparisonTable) -> str:
         escape=latex_escape,
         missing="--",
         flag=r"$^{\ddagger}$",
+        spread=r"$^{\approx}$",
+        plus_minus=r"$\pm$",
     )
     header = _header(table)
     caption = " ".join(
-        latex_escape(note).replace("†", m.mark).replace(FLAG, m.flag)
+        latex_escape(note)
+        .replace("†", m.mark)
+        .replace(FLAG, m.flag)
+        .replace(SPREAD, m.spread)
+        .replace("±", m.plus_minus)
         for note in table.notes("†", FLAG)
     )
     lines = [
@@ -490,6 +552,8 @@ def render_csv(table: ComparisonTable) -> str:
     ``below_dev_baselines`` the no-training rankers the row's model scored below on dev."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
+    grouped = any(row.seeds for row in table.rows)
+    sds = [col for col in table.columns if col.kind == "metric"] if grouped else []
     writer.writerow(
         [
             "dataset",
@@ -502,6 +566,8 @@ def render_csv(table: ComparisonTable) -> str:
             *(col.key for col in table.columns),
             "significant",
             "below_dev_baselines",
+            *(f"{col.key}_sd" for col in sds),
+            *(["seeds", "within_seed_spread"] if grouped else []),
         ]
     )
     for row in table.rows:
@@ -520,9 +586,18 @@ def render_csv(table: ComparisonTable) -> str:
                     col.key for col, c in zip(table.columns, cells, strict=True) if c.significant
                 ),
                 ";".join(row.below_baselines),
+                *("" if row.cells[c.key].sd is None else repr(row.cells[c.key].sd) for c in sds),
+                *(_seed_cells(table, row) if grouped else []),
             ]
         )
     return buf.getvalue()
+
+
+def _seed_cells(table: ComparisonTable, row: Row) -> list[str]:
+    """A CSV row's seeds and the metrics whose difference from the baseline is within the
+    seed spread."""
+    within = [col.key for col in table.columns if row.cells[col.key].within_spread]
+    return [";".join(map(str, row.seeds)), ";".join(within)]
 
 
 def render_json(table: ComparisonTable) -> str:
@@ -542,6 +617,14 @@ def render_json(table: ComparisonTable) -> str:
             },
             "latency": {k: json_safe(v) for k, v in (row.record.latency or {}).items()},
             "below_dev_baselines": list(row.below_baselines),
+            **(
+                {
+                    "seeds": list(row.seeds),
+                    "sd": {k: v.sd for k, v in row.cells.items() if v.sd is not None},
+                }
+                if row.seeds
+                else {}
+            ),
         }
         for row in table.rows
         if row.record is not None
