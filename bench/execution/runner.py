@@ -39,6 +39,7 @@ from bench.execution.ranker_settings import (
     seeded_ranker_options,
     settings_config,
     settings_file,
+    training_seeded,
 )
 from bench.execution.scoring import (
     ScoreJob,
@@ -452,6 +453,7 @@ def plan_run(
     name = canonical_name(opts.ranker)
     ranker, untrained = _run_ranker(name, opts, ctx.device)
     fit = opts.fit or untrained is not None
+    ranker = training_seeded(ranker, opts.seed, opts.options) if fit else ranker
     if fit:
         plan.writes_into(root / "models", "models", RESULTS_HINT)
     split = _run_split(opts, ctx)
@@ -473,8 +475,7 @@ def _run_ranker(name: str, opts: RunOptions, device: str) -> tuple[Ranker, str |
     checked before any data is read, with what it would score with untrained (None: it has
     trained weights, or needs none). A ranker that would score untrained weights and cannot be
     trained is refused here: its run would be meaningless, and the user can name a model."""
-    options = seeded_ranker_options(name, opts.dataset, opts.options, opts.seed)
-    ranker = create_ranker(name, options, device=device)
+    ranker = create_ranker(name, ranker_options(name, opts.dataset, opts.options), device=device)
     input_checks(ranker).check_model()
     untrained = fits(ranker).untrained_weights()
     if untrained is not None and not ranker.trainable:
