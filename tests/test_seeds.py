@@ -8,6 +8,7 @@ import dataclasses
 import json
 import math
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from typer.testing import CliRunner
 from bench.cli.main import app
 from bench.cli.seeds import parse_seeds
 from bench.experiments.sweep import SeedRun, Sweep, SweepRow, table_lines
+from bench.reporting.figures import Records, chosen_on_dev
 from bench.reporting.tables import SPREAD, build_comparison, render, render_csv
 from bench.results.groups import (
     GroupRecord,
@@ -25,6 +27,7 @@ from bench.results.groups import (
     group_record,
     make_group,
     read_group,
+    read_member,
     write_group,
 )
 from bench.results.records import ResultRecord, write_result
@@ -91,6 +94,22 @@ def test_plan_lists_one_training_per_seed_with_the_keys_of_seed_k(toy: Path) -> 
         )
         wanted = {(r[0], r[2]) for r in alone if r[0] in ("train", "score", "dev baseline")}
         assert len(wanted) == 3 and wanted <= {(r[0], r[2]) for r in grouped}
+
+
+@pytest.mark.parametrize(
+    ("command", "trainings"),
+    [
+        (("train", "-r", "monobert", "-d", "toy", "--seeds", "3"), 3),
+        (("sweep", "-r", "monobert", "-d", "toy", "--set", "lr=1e-4,3e-5", "--seeds", "2"), 4),
+        (("ablate", "-d", "toy", "--what", "item-order", "-r", "monobert", "--seeds", "2"), 4),
+    ],
+)
+def test_every_command_plans_each_seeds_trainings(
+    toy: Path, command: tuple[str, ...], trainings: int
+) -> None:
+    rows = _plan_rows(bench(*command, "--plan"))
+    keys = {r[2] for r in rows if r[0] == "train"}
+    assert len(keys) == trainings
 
 
 def _weights(results: Path) -> dict[str, str]:
@@ -259,6 +278,32 @@ def test_the_mean_dev_score_chooses_where_seed_zero_would_choose_otherwise() -> 
     assert lines[-2] == "chosen on dev: lr=3e-5"
     assert lines[-1].startswith("chosen by the mean dev AP@10 over seeds 0, 1")
     assert isinstance(GroupRecord, type)
+
+
+def test_a_reference_table_reads_groups_kept_with_their_members_and_chooses_by_mean_dev(
+    tmp_path: Path,
+) -> None:
+    ref = tmp_path / "results" / "reference" / "seeds"
+    ref.mkdir(parents=True)
+    names = []
+    for name, devs in (("a", (0.80, 0.60)), ("b", (0.78, 0.76))):
+        members = []
+        for seed, dev in enumerate(devs):
+            run = _record(tmp_path / "runs" / name, seed, dev, {"q1": dev})
+            assert run.path is not None
+            kept = ref / f"{name}-seed{seed}.json"  # as results/reference keeps a run record
+            shutil.copy(run.path / "record.json", kept)
+            shutil.copy(run.path / "perquery.tsv", kept.with_suffix(".perquery.tsv"))
+            members.append(read_member(kept))
+        group = write_group(make_group(members), ref)
+        assert group.path is not None and group.members[1].record == f"{name}-seed1.json"
+        names.append(group.path.relative_to(tmp_path))
+    records = Records("seeds", names, tmp_path)
+    dev = [records.group(path.name) for path in names]
+    assert [g.metrics["AP@10"] for g in dev] == [pytest.approx(0.70), pytest.approx(0.77)]
+    assert dev[1].per_query() == {"q1": {"AP@10": pytest.approx(0.77)}}
+    assert choose_by_mean([[g.metric_values("AP@10")[0]] for g in dev]) == 0  # seed 0 alone
+    assert chosen_on_dev(dev) == 1
 
 
 # -- how far the seeds reproduce one another (repro-eval) ------------------------------------------

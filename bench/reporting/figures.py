@@ -39,6 +39,7 @@ from bench.latency.records import LatencyRecord, LatencyRow
 from bench.reporting.picks import Pick
 from bench.reporting.tables import FLAG
 from bench.reporting.writer import markdown
+from bench.results.groups import GroupRecord, choose_by_mean, group_record, read_group
 from bench.results.labels import RowKey
 from bench.results.records import (
     PER_QUERY,
@@ -299,6 +300,13 @@ class Records:
             return None
         return self._once("per-query", name, lambda path: _read_per_query(path, want))
 
+    def group(self, name: str) -> GroupRecord:
+        """A seed group record (``bench run --seeds``, ``bench group make``) kept with its
+        members, each named in it by path (relative to it) and SHA-256: its row, each metric the
+        mean over the seeds (``sd`` their sample standard deviation, ``per_query()`` the
+        per-query mean). A member missing or changed is an error naming it."""
+        return self._once("group", name, lambda path: group_record(read_group(path)))
+
     def latency(self, name: str) -> LatencyRecord:
         """A ``bench latency`` record."""
         return self._once("latency", name, _read_latency)
@@ -313,6 +321,13 @@ class Records:
         from bench.reporting.checks import load_expectations
 
         return self._once("expected", name, load_expectations)
+
+
+def chosen_on_dev(dev: Sequence[GroupRecord], measure: str = "AP@10") -> int:
+    """Which of ``dev`` (one seed group per candidate, on the dev split) a "chosen on dev" row
+    shows: the best mean ``measure`` over the seeds (the first on ties), never one seed's; the
+    row says "chosen by the mean dev AP@10 over n seeds"."""
+    return choose_by_mean([group.metric_values(measure) for group in dev])
 
 
 def per_query_path(record: Path) -> Path:
