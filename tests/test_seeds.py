@@ -1,6 +1,7 @@
-"""Seeds as a dimension: ``--seeds`` runs each seed as ``--seed K`` would (the same keys), another
-seed trains other weights, a seed group is written and read as mean ± sd, paired tests use the
-per-query mean, a difference within the seed spread is flagged, and the mean dev score chooses."""
+"""Seeds as a dimension: ``--seeds`` runs each seed as ``--set seed=K`` would (the same keys),
+another seed trains other weights, a seed group is written and read as mean ± sd, paired tests
+use the per-query mean, a difference within the seed spread is flagged, and the mean dev score
+chooses."""
 
 from __future__ import annotations
 
@@ -88,10 +89,9 @@ def test_plan_lists_one_training_per_seed_with_the_keys_of_seed_k(toy: Path) -> 
     assert len(trainings) == 3 and len({r[2] for r in trainings}) == 3
     scores = [r for r in grouped if r[0] == "score"]
     assert len(scores) == 3
-    for k in range(3):  # the member of seed k: exactly the jobs of --seed k, key for key
-        alone = _plan_rows(
-            bench("run", "-r", "monobert", "-d", "toy", "--seed", str(k), *TINY, "--plan")
-        )
+    for k in range(3):  # the member of seed k: exactly the jobs of --set seed=k, key for key
+        seed = ("--set", f"seed={k}") if k else ()  # seed 0: the plain run
+        alone = _plan_rows(bench("run", "-r", "monobert", "-d", "toy", *seed, *TINY, "--plan"))
         wanted = {(r[0], r[2]) for r in alone if r[0] in ("train", "score", "dev baseline")}
         assert len(wanted) == 3 and wanted <= {(r[0], r[2]) for r in grouped}
 
@@ -110,6 +110,15 @@ def test_every_command_plans_each_seeds_trainings(
     rows = _plan_rows(bench(*command, "--plan"))
     keys = {r[2] for r in rows if r[0] == "train"}
     assert len(keys) == trainings
+
+
+def test_seeds_are_refused_where_they_would_change_nothing(toy: Path) -> None:
+    for args, message in (
+        (("-r", "bm25", "--seeds", "2"), "bm25 is not trained by this command"),
+        (("-r", "monobert", "--set", "seed=3", "--seeds", "2"), "--set seed=3 and --seeds 0,1"),
+    ):
+        result = cli.invoke(app, ["-q", "run", "-d", "toy", *args, "--plan"])
+        assert result.exit_code == 2 and message in " ".join(result.output.split())
 
 
 def _weights(results: Path) -> dict[str, str]:
@@ -158,7 +167,7 @@ def _record(
         metrics={"AP@10": ap},
         latency={"p50_ms": 10.0 + seed},
         config={"lr": 1e-4, "seed": seed, **extra},
-        run_config={"seed": seed, "device": "cpu"},
+        run_config={"seed": 0, "device": "cpu"},
         config_hash=f"hash{seed}",
         data={"queries": len(per_query)},
         provenance={},

@@ -31,7 +31,7 @@ from bench.cli.options import (
     ranker_option,
     run_options,
 )
-from bench.cli.seeds import Seeds, parse_seeds, refuse_under_launcher
+from bench.cli.seeds import Seeds, parse_seeds
 from bench.experiments.ablate import ABLATIONS
 
 if TYPE_CHECKING:
@@ -115,48 +115,45 @@ def records_of(
     base: RunOptions,
     seeds: Sequence[int] | None,
     runs_of: Callable[[RunOptions], list[RunOptions]],
-    work: Callable[[RunOptions, RunContext], list[ResultRecord]],
+    work: Callable[[list[RunOptions], RunContext], list[ResultRecord]],
     plan: bool,
     processes: int,
 ) -> list[ResultRecord] | None:
-    """The common body of the commands that run jobs: with ``--plan``, show the plan of
-    ``runs_of(base)`` (of every seed's, shared jobs once) and return None; else shard them
-    (:func:`shard_work`) and ``work`` them, once, or once per seed (each seed exactly the
-    command with ``--seed K``) with each configuration's runs written as a seed group and
-    returned as its row (:class:`bench.results.groups.GroupRecord`). None: stop (a launch's
-    other rank)."""
-    from bench.cli.seeds import (
-        command_line,
-        each_seed,
-        refuse_under_launcher,
-        reseeded,
-        write_groups,
-    )
+    """The common body of the commands that run jobs: the runs ``runs_of(base)``, once or, with
+    ``seeds``, once per training seed (:func:`bench.cli.seeds.member_runs`); with ``--plan``
+    their plan (shared jobs once), and None; else sharded (:func:`shard_work`), then ``work``
+    (a list of runs -> their records), each trained configuration's records of the seeds
+    written as a seed group and returned as its row (:class:`bench.results.groups.GroupRecord`).
+    None: stop (the plan shown, or a launch's other rank)."""
+    from bench.cli.seeds import command_line, member_runs, write_groups
 
-    if seeds is None:
-        if (after := plan_or_shard(runs_of(base), base, plan, processes)) is None:
-            return None
-        return work(after, after.context())
-    refuse_under_launcher(seeds)
-    if plan:
-        show_plan([r for one in reseeded(base, seeds) for r in runs_of(one)], base.context())
+    runs = runs_of(base)
+    per_seed = [runs] if seeds is None else member_runs(runs, seeds)
+    every = [opts for seed_runs in per_seed for opts in seed_runs]
+    if (after := plan_or_shard(every, base, plan, processes)) is None:
         return None
-    shard = lambda one: shard_work(runs_of(one), one, processes)  # noqa: E731
-    per_seed = each_seed(base, seeds, base.context(), work, shard=shard)
-    return None if per_seed is None else list(write_groups(per_seed, command_line()))
+    ctx = after.context()
+    # after sharding, read what the processes wrote (force off), as one run of the base would
+    done = [
+        work(
+            [dataclasses.replace(o, force=after.force, written_by=after.written_by) for o in rs],
+            ctx,
+        )
+        for rs in per_seed
+    ]
+    return done[0] if seeds is None else write_groups(done, command_line())
 
 
 def run_seeds(opts: RunOptions, seeds: Sequence[int], plan: bool, processes: int) -> None:
-    """`bench run --seeds`: the plan of every seed's run, or each seed's run in turn (sharded
-    as `bench run --seed K` would be), then their seed group written and shown."""
+    """`bench run --seeds`: the plan of every seed's run, or each seed's run in turn, then their
+    seed group written and shown."""
     from bench.cli.seeds import report_groups
     from bench.execution.runner import run as run_one
 
-    rows = records_of(
-        opts, seeds, lambda one: [one], lambda one, ctx: [run_one(one, ctx)], plan, processes
-    )
+    work = lambda runs, ctx: [run_one(o, ctx) for o in runs]  # noqa: E731
+    rows = records_of(opts, seeds, lambda one: [one], work, plan, processes)
     if rows is not None:
-        report_groups(rows)  # type: ignore[arg-type]
+        report_groups(rows)
 
 
 def demo(
@@ -202,7 +199,7 @@ def demo(
         base,
         chosen,
         lambda one: suite_runs(name, one),
-        lambda one, ctx: run_suite(name, one, ctx=ctx),
+        lambda runs, ctx: run_suite(name, base, ctx=ctx, runs=runs),
         plan,
         processes,
     )
@@ -271,7 +268,7 @@ def ablate(
         base,
         parse_seeds(seeds, seed),
         lambda one: ablation_runs(what, one),
-        lambda one, ctx: run_ablation(what, one, ctx),
+        lambda runs, ctx: run_ablation(what, base, ctx, runs=runs),
         plan,
         processes,
     )
@@ -336,6 +333,7 @@ def sweep(
     stays unless --replace. The sweep is kept in results/sweeps/DATASET/. An option that only
     changes speed (role runtime, e.g. batch_size) cannot be swept.
     """
+    from bench.cli.seeds import member_runs
     from bench.core.io import ensure_writable
     from bench.execution.ranker_settings import settings_file
     from bench.experiments.sweep import (
@@ -360,7 +358,6 @@ def sweep(
         ]
     )
     chosen = parse_seeds(seeds, seed)
-    refuse_under_launcher(chosen)
     base = run_options(
         ranker,
         dataset,
@@ -373,21 +370,18 @@ def sweep(
     )
     ctx = base.context()
     _, runs = sweep_runs(base, grid, measure, ctx)
-    each = chosen or (seed,)
-    every = [
-        dataclasses.replace(o, seed=k) for k in each for _, test, dev in runs for o in (test, dev)
-    ]
+    every = [o for _, test, dev in runs for o in (test, dev)]
+    if chosen is not None:  # each combination's runs once per training seed
+        every = [o for seed_runs in member_runs(every, chosen) for o in seed_runs]
     if plan:
         return show_plan(every, ctx)
     if write and not train_subset:
         check_settings_writable(settings_file(canonical_name(ranker)))
     ensure_writable(ctx.results_root / "sweeps")  # the sweep record is written after the work
-    for k in each:  # one seed's runs at a time: each process seeds with its command's seed
-        seeded = dataclasses.replace(base, seed=k)
-        if (after := shard_work([o for o in every if o.seed == k], seeded, processes)) is None:
-            return
-    base = dataclasses.replace(after, seed=seed)
-    done = run_sweep(base, grid, measure=measure, command=command, ctx=ctx, seeds=each)
+    if (after := shard_work(every, base, processes)) is None:
+        return
+    base = after
+    done = run_sweep(base, grid, measure=measure, command=command, ctx=ctx, seeds=chosen)
     typer.echo("\n".join(table_lines(done)))
     saved = save_sweep(done, ctx.results_root)
     typer.echo(f"sweep record: {saved}")

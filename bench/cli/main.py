@@ -192,8 +192,9 @@ def run(
     untrained head (crossjem, monobert) are trained first unless --set checkpoint=DIR. Results go
     to results/runs/DATASET/RANKER/SPLIT-HASH/; a rerun with the same configuration reuses the
     record unless --force. --plan lists the jobs (teachers, dev baselines, training, scoring,
-    evaluation), cached or not and why, and exits without work. --seeds 0,1,2 runs it once per
-    seed (each exactly --seed K's run) and writes a seed group of the runs (mean ± sd).
+    evaluation), cached or not and why, and exits without work. --seeds 0,1,2 trains and runs it
+    once per training seed (each exactly --set seed=K's run) and writes a seed group of the runs
+    (mean ± sd).
     """
     from bench.execution.runner import run as run_one
     from bench.reporting.reports import record_report
@@ -254,9 +255,9 @@ def train(
     Settings: rankers/configs/RANKER.yaml (default, then the dataset's section), then the flags.
     A teacher given by name (CROSS-JEM's default: monobert) is trained first on the same data.
     An interrupted training resumes. `bench run` with the same options reuses the model.
-    --seeds 0,1,2 trains once per seed (each exactly --seed K's model).
+    --seeds 0,1,2 trains once per training seed (each exactly --set seed=K's model).
     """
-    from bench.cli.seeds import refuse_under_launcher, reseeded
+    from bench.cli.seeds import member_runs
     from bench.core.shard import process_group
     from bench.execution.plan import Plan
     from bench.execution.runner import plan_train
@@ -276,8 +277,7 @@ def train(
         results_dir=results_dir,
     )
     chosen = parse_seeds(seeds, seed)
-    refuse_under_launcher(chosen)
-    runs = reseeded(opts, chosen) if chosen else [opts]
+    runs = [one for (one,) in member_runs([opts], chosen)] if chosen else [opts]
     if plan:
         from bench.reporting.reports import plan_table
 
@@ -331,8 +331,8 @@ def compare(
     )
     from bench.results.groups import collapse_groups, load_groups
 
-    groups = load_groups(results_root(results_dir), dataset, split)
-    records, left_out = collapse_groups(selection.records, groups), selection.summary()
+    seed_groups = load_groups(results_root(results_dir), dataset, split)
+    records, left_out = collapse_groups(selection.records, seed_groups), selection.summary()
     if not records:
         raise ValueError(
             f"no results under {results_root(results_dir)}"

@@ -115,8 +115,9 @@ Seed = Annotated[
     int,
     typer.Option(
         min=0,
-        help="Seed for python, numpy and torch, and the training seed (option seed) of a ranker "
-        "trained here: another seed is another training.",
+        help="Seed for python, numpy and torch (sampling, scoring). A trained ranker's new "
+        "weights and training order follow its option seed instead (--set seed=K; --seeds): "
+        "--seed alone trains the same weights under another key.",
     ),
 ]
 

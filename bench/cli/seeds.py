@@ -1,42 +1,36 @@
 """``--seeds`` of `bench run`, `train`, `sweep`, `ablate` and `demo`, and `bench group`.
 
-``--seeds 0,1,2`` (or a count: ``--seeds 3`` is 0,1,2) runs the command once per seed, each run
-exactly the run of ``--seed K`` (the same options, so the same cache keys: the member of the
-default seed reuses a single-seed run's entry, and a group stopped half-way resumes with its
-finished members reused). Each configuration's runs are then written as a seed group
-(:mod:`bench.results.groups`) and shown as mean ± sd. Every seed runs in its own run context
-(:meth:`RunContext.seed_everything` seeds each job with the run's own seed), one seed after the
-other, so ``--processes`` shards each seed's work as it would one ``--seed K`` command's.
+``--seeds 0,1,2`` (or a count: ``--seeds 3`` is 0,1,2) runs the command's trained rankers once
+per training seed, the member of seed K exactly the run with ``--set seed=K``
+(:mod:`bench.execution.seeding`): the same cache keys, so the seed-0 member is the plain run
+(its entry reused) and a group stopped half-way resumes with its finished members reused. Runs
+that train nothing are the same for every seed and run once. Each trained configuration's runs
+are then written as a seed group (:mod:`bench.results.groups`) and shown as mean ± sd.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import shlex
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from bench.cli.options import console, friendly_errors, print_parts
 
 if TYPE_CHECKING:
-    from bench.execution.context import RunContext
     from bench.execution.runner import RunOptions
-    from bench.results.groups import GroupRecord
     from bench.results.records import ResultRecord
-
-T = TypeVar("T")
 
 Seeds = Annotated[
     str | None,
     typer.Option(
         "--seeds",
-        help="Run once per seed and show the group as mean ± sd: seeds 0,1,2 or a count (3 = "
-        "0,1,2). Each seed's run is exactly --seed K's (the same cache keys), so finished seeds "
-        "are reused; not with --seed.",
+        help="Train once per training seed and show each group as mean ± sd: seeds 0,1,2 or a "
+        "count (3 = 0,1,2). Seed K's run is exactly the run with --set seed=K (the same cache "
+        "keys), so finished seeds are reused; not with --seed or --set seed.",
     ),
 ]
 
@@ -61,7 +55,7 @@ def parse_seeds(value: str | None, seed: int = 0) -> tuple[int, ...] | None:
         raise ValueError(f"--seeds {value}: seeds are >= 0")
     if len(seeds) < 2:
         raise ValueError(
-            f"--seeds {value}: a seed group needs two seeds or more (one seed: --seed K)"
+            f"--seeds {value}: a seed group needs two seeds or more (one seed: --set seed=K)"
         )
     if len(set(seeds)) != len(seeds):
         twice = next(s for i, s in enumerate(seeds) if s in seeds[:i])
@@ -69,26 +63,13 @@ def parse_seeds(value: str | None, seed: int = 0) -> tuple[int, ...] | None:
     return seeds
 
 
-def reseeded(base: RunOptions, seeds: Sequence[int]) -> list[RunOptions]:
-    """``base`` once per seed (the options of ``--seed K``)."""
-    return [dataclasses.replace(base, seed=k) for k in seeds]
+def member_runs(runs: Sequence[RunOptions], seeds: Sequence[int]) -> list[list[RunOptions]]:
+    """Each seed's runs (:func:`bench.execution.seeding.reseed`: a trained ranker's training
+    seed set, the rest as they are), after refusing seeds that would change nothing."""
+    from bench.execution.seeding import check_seeds, reseed
 
-
-def seed_context(ctx: RunContext, seed: int) -> RunContext:
-    """``ctx`` with another seed (device, threads and roots as resolved once)."""
-    return dataclasses.replace(ctx, seed=seed)
-
-
-def refuse_under_launcher(seeds: Sequence[int] | None) -> None:
-    """A launch's ranks run one command's plan together; one ``--seed K`` per launch, then
-    ``bench group make``, keeps every rank on the same seed."""
-    from bench.core.shard import launched
-
-    if seeds and launched():
-        raise ValueError(
-            "--seeds under torchrun or accelerate launch: launch once per --seed K, then "
-            "`bench group make` the records (or use --processes N with --seeds)"
-        )
+    check_seeds(runs, seeds)
+    return [[reseed(opts, k) for opts in runs] for k in seeds]
 
 
 def command_line() -> str:
@@ -96,46 +77,31 @@ def command_line() -> str:
     return " ".join(["bench", *(shlex.quote(a) for a in sys.argv[1:])])
 
 
-def each_seed(
-    base: RunOptions,
-    seeds: Sequence[int],
-    ctx: RunContext,
-    work: Callable[[RunOptions, RunContext], T],
-    shard: Callable[[RunOptions], RunOptions | None] | None = None,
-) -> list[T] | None:
-    """``work`` once per seed, in order, each with its own options and context; ``shard`` (the
-    command's process sharding of one seed's runs) first, which may say to stop (None)."""
-    out = []
-    for opts in reseeded(base, seeds):
-        if shard is not None:
-            after = shard(opts)
-            if after is None:
-                return None
-            opts = after
-        out.append(work(opts, seed_context(ctx, opts.seed)))
-    return out
+def write_groups(per_seed: Sequence[Sequence[ResultRecord]], command: str) -> list[ResultRecord]:
+    """One row per configuration of ``per_seed`` (each seed's records, in the same order): a
+    seed group written beside its members and read as its row, or, for a run that trains
+    nothing (the same record for every seed), that one record."""
+    from bench.results.groups import GroupRecord, make_group, record_seed, write_group
 
-
-def write_groups(per_seed: Sequence[Sequence[ResultRecord]], command: str) -> list[GroupRecord]:
-    """One seed group per row of ``per_seed`` (the runs of each seed, in the same order: the
-    same configuration at one index), written beside its members; their rows."""
-    from bench.results.groups import GroupRecord, make_group, write_group
-
-    rows = []
+    rows: list[ResultRecord] = []
     for members in zip(*per_seed, strict=True):
+        if len({m.path for m in members}) == 1:
+            rows.append(members[0])
+            continue
         group = write_group(make_group(members, command))
-        rows.append(GroupRecord.of(group, list(members)))
+        rows.append(GroupRecord.of(group, sorted(members, key=record_seed)))
     return rows
 
 
-def report_groups(rows: Sequence[GroupRecord]) -> None:
-    """Print each group: members, mean ± sd and the seeds' agreement (repro-eval)."""
+def report_groups(rows: Sequence[ResultRecord]) -> None:
+    """Print each seed group among ``rows``: members, mean ± sd and the seeds' agreement
+    (repro-eval)."""
     from bench.reporting.seeds import group_report
-    from bench.results.groups import read_group
+    from bench.results.groups import GroupRecord, read_group
 
     for row in rows:
-        assert row.path is not None
-        print_parts(group_report(read_group(row.path), row))
+        if isinstance(row, GroupRecord) and row.path is not None:
+            print_parts(group_report(read_group(row.path), row))
 
 
 # -- bench group ---------------------------------------------------------------------------------
@@ -179,11 +145,11 @@ def make(
 ) -> None:
     """Assemble a seed group from run records of one configuration that differ only in the
     seed (checked: dataset, split, ranker, label, config, run settings, data and code)."""
-    from bench.results.groups import GroupRecord, make_group, read_member, write_group
+    from bench.results.groups import GroupRecord, make_group, read_member, record_seed, write_group
 
     members = [read_member(_record_file(p)) for p in records]
     group = write_group(make_group(members, command), out)
-    report_groups([GroupRecord.of(group, sorted(members, key=lambda r: r.run_config["seed"]))])
+    report_groups([GroupRecord.of(group, sorted(members, key=record_seed))])
 
 
 @group_app.command("show")

@@ -9,7 +9,6 @@ of a run.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from typing import Any
 import yaml
 
 from bench.data.files import read_text
-from rankers import Ranker, RankerError, config_file, get_ranker_class
+from rankers import RankerError, config_file, get_ranker_class
 
 #: the settings files of the rankers registered in this repository
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "rankers" / "configs"
@@ -50,37 +49,6 @@ def ranker_options(
         options.update((data.get("datasets") or {}).get(dataset) or {})
     options.update(overrides or {})
     return options
-
-
-#: the option of a trainable ranker that seeds its new weights and its training order (the
-#: training loop seeds from it, not from the process's seed)
-TRAINING_SEED = "seed"
-
-
-def seeded_ranker_options(
-    name: str, dataset: str, overrides: Mapping[str, Any] | None, seed: int
-) -> dict[str, Any]:
-    """:func:`ranker_options` of a ranker trained by a run with ``--seed seed``: a ranker with a
-    training seed option (:data:`TRAINING_SEED`) trains with the run's seed, so another seed is
-    another training (new weights drawn, another order), unless the command line sets the
-    option itself (``overrides``). Seed 0 leaves the options as they are, so a default run's
-    settings, keys and label are unchanged."""
-    options = ranker_options(name, dataset, overrides)
-    if not seed or TRAINING_SEED in (overrides or {}):
-        return options
-    fields = dataclasses.fields(get_ranker_class(name).Config)
-    if any(f.name == TRAINING_SEED for f in fields):
-        options[TRAINING_SEED] = seed
-    return options
-
-
-def training_seeded(ranker: Ranker, seed: int, overrides: Mapping[str, Any]) -> Ranker:
-    """``ranker``, about to be trained by a run with ``--seed seed``, with that seed as its
-    training seed (the rule of :func:`seeded_ranker_options`; a new instance when it changes)."""
-    if not seed or TRAINING_SEED in overrides or not hasattr(ranker.config, TRAINING_SEED):
-        return ranker
-    config = dataclasses.replace(ranker.config, **{TRAINING_SEED: seed})
-    return type(ranker)(config, device=ranker.device)
 
 
 def settings_config(name: str, dataset: str) -> dict[str, Any]:

@@ -34,13 +34,7 @@ from bench.execution.keys import autocast_part, evaluation_stamp, scoring_code, 
 from bench.execution.memory import step_problem
 from bench.execution.plan import BASELINE, EVALUATE, SCORE, TEACHER, TRAIN, Executor, Job, Plan
 from bench.execution.policy import DEV_BASELINES
-from bench.execution.ranker_settings import (
-    ranker_options,
-    seeded_ranker_options,
-    settings_config,
-    settings_file,
-    training_seeded,
-)
+from bench.execution.ranker_settings import ranker_options, settings_config, settings_file
 from bench.execution.scoring import (
     ScoreJob,
     evaluate_entry,
@@ -329,7 +323,7 @@ def plan_training(
         if name is None:
             folders.append(part)
             continue
-        options = seeded_ranker_options(name, opts.dataset, None, opts.seed)
+        options = ranker_options(name, opts.dataset)
         member = create_ranker(name, options, device=ranker.device)
         member_opts = replace(opts, ranker=name, options=options)
         if name in students:
@@ -453,7 +447,6 @@ def plan_run(
     name = canonical_name(opts.ranker)
     ranker, untrained = _run_ranker(name, opts, ctx.device)
     fit = opts.fit or untrained is not None
-    ranker = training_seeded(ranker, opts.seed, opts.options) if fit else ranker
     if fit:
         plan.writes_into(root / "models", "models", RESULTS_HINT)
     split = _run_split(opts, ctx)
@@ -633,8 +626,9 @@ def execute(plan: Plan, ctx: RunContext) -> list[Any]:
 
 def run(opts: RunOptions, ctx: RunContext | None = None) -> ResultRecord:
     """Run (or reuse) one ranker on one dataset split and write its result record: the plan of
-    :func:`plan_run`, executed. ``ctx``: the command's run context (:meth:`RunOptions.context`
-    when not given)."""
+    :func:`plan_run`, executed.
+
+    ``ctx``: the command's run context (:meth:`RunOptions.context` when not given)."""
     ctx = ctx or opts.context()
     ctx.seed_everything()
     plan = Plan()
@@ -649,7 +643,7 @@ def plan_train(opts: RunOptions, ctx: RunContext, plan: Plan | None = None) -> P
     plan = plan if plan is not None else Plan()
     name = canonical_name(opts.ranker)
     ranker = create_ranker(
-        name, seeded_ranker_options(name, opts.dataset, opts.options, opts.seed), device=ctx.device
+        name, ranker_options(name, opts.dataset, opts.options), device=ctx.device
     )
     input_checks(ranker).check_model()
     if not ranker.trainable:
@@ -663,8 +657,9 @@ def plan_train(opts: RunOptions, ctx: RunContext, plan: Plan | None = None) -> P
 
 def train(opts: RunOptions, ctx: RunContext | None = None) -> dict[str, Any]:
     """Train one ranker on ``opts.dataset``'s train split (dev selects the epoch), or load the
-    model cached for the same settings; returns the training summary. ``ctx``: the command's
-    run context (:meth:`RunOptions.context` when not given)."""
+    model cached for the same settings; returns the training summary.
+
+    ``ctx``: the command's run context (:meth:`RunOptions.context` when not given)."""
     ctx = ctx or opts.context()
     ctx.seed_everything()
     ((_, summary),) = execute(plan_train(opts, ctx), ctx)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the CLI reads ABLATIONS for its help: importing this module stays light
@@ -131,15 +131,21 @@ def ablation_runs(what: str, base: RunOptions) -> list[RunOptions]:
     ]
 
 
-def run_ablation(what: str, base: RunOptions, ctx: RunContext | None = None) -> list[ResultRecord]:
+def run_ablation(
+    what: str,
+    base: RunOptions,
+    ctx: RunContext | None = None,
+    runs: Sequence[RunOptions] | None = None,
+) -> list[ResultRecord]:
     """Run every variant of ``what`` with ``base.ranker`` (cached variants are reused), all in
-    ``ctx`` (default: ``base``'s context); records carry variant labels."""
+    ``ctx`` (default: ``base``'s context); records carry variant labels. ``runs``: these runs of
+    the variants instead (one seed's, :mod:`bench.execution.seeding`)."""
     from bench.execution.runner import check_runs, run
 
     spec = ablation(what)
     ctx = ctx or base.context()
     records = []
-    runs = ablation_runs(what, base)
+    runs = list(runs) if runs is not None else ablation_runs(what, base)
     check_runs(runs, ctx)
     for index, opts in enumerate(runs):
         log.info("ablation %s: %s", what, spec.label(index))

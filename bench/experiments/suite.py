@@ -8,6 +8,7 @@ question titles for duplicates, and it is small enough to fine-tune on a CPU.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -90,12 +91,14 @@ def run_suite(
     base: RunOptions,
     entries: tuple[SuiteEntry, ...] = MAIN_SUITE,
     ctx: RunContext | None = None,
+    runs: Sequence[RunOptions] | None = None,
 ) -> list[ResultRecord]:
     """Run every entry with the shared options in ``base`` (cached rows are reused), all in
-    ``ctx`` (default: ``base``'s context)."""
+    ``ctx`` (default: ``base``'s context); ``runs``: these runs of the entries instead (one
+    seed's, :mod:`bench.execution.seeding`)."""
     ctx = ctx or base.context()
     records = []
-    runs = suite_runs(dataset, base, entries)
+    runs = list(runs) if runs is not None else suite_runs(dataset, base, entries)
     check_runs(runs, ctx)
     for opts in runs:
         log.info("main job: %s%s on %s", opts.ranker, " (fine-tuned)" if opts.fit else "", dataset)

@@ -26,6 +26,7 @@ from bench.data.files import read_text
 from bench.execution.context import RunContext
 from bench.execution.ranker_settings import ranker_options, settings_file
 from bench.execution.runner import RunOptions, check_runs, check_teacher, run
+from bench.execution.seeding import check_seeds, reseed
 from bench.results.groups import choose_by_mean, make_group, write_group
 from bench.results.metrics import DEFAULT_MEASURES
 from bench.results.records import ResultRecord, config_hash
@@ -100,7 +101,7 @@ class Sweep:
     rows: list[SweepRow]
     created: str = ""
 
-    #: the seeds every combination ran with (one: ``[seed]``; empty in older sweep records)
+    #: the training seeds every combination ran with (``--seeds``); empty for one run each
     seeds: list[int] = dataclasses.field(default_factory=list)
 
     @property
@@ -218,46 +219,51 @@ def run_sweep(
     seeds: Sequence[int] | None = None,
 ) -> Sweep:
     """Train and score every combination of ``grid`` on top of ``base.options``, all in ``ctx``
-    (default: ``base``'s context), under each of ``seeds`` (default: ``base.seed``; each seed's
-    runs exactly those of ``--seed K``, each combination's test and dev runs then written as
-    seed groups). The mean dev score over the seeds chooses."""
+    (default: ``base``'s context); with ``seeds``, under each training seed (each seed's runs
+    exactly those with ``--set seed=K``, :mod:`bench.execution.seeding`; each combination's test
+    and dev runs then written as seed groups), the mean dev score over the seeds choosing."""
     ctx = ctx or base.context()
-    seeds = list(seeds) if seeds else [base.seed]
     dev_name, runs = sweep_runs(base, grid, measure, ctx)
     every = [opts for _, test, dev in runs for opts in (test, dev)]
-    check_runs([dataclasses.replace(o, seed=k) for k in seeds for o in every], ctx)
+    if seeds:
+        check_seeds(every, seeds)
+    check_runs([reseed(o, k) for k in seeds or () for o in every] or every, ctx)
     ranker = canonical_name(base.ranker)
     rows: list[SweepRow] = []
     test_split = base.split
     for i, (combo, test_opts, dev_opts) in enumerate(runs, 1):
         settings = ", ".join(f"{k}={v}" for k, v in combo.items())
         log.info("sweep %d/%d: %s", i, len(runs), settings)
+        pairs = [(reseed(test_opts, k), reseed(dev_opts, k), k) for k in seeds or ()]
         done = [
-            _seed_run(test_opts, dev_opts, measure, dataclasses.replace(ctx, seed=k)) for k in seeds
+            _seed_run(t, d, measure, k, ctx)
+            for t, d, k in pairs or [(test_opts, dev_opts, base.seed)]
         ]
         test_split = done[0][1].split
-        if len(seeds) > 1:
-            for which in (1, 2):  # the test runs, then the dev runs, as seed groups
-                write_group(make_group([d[which] for d in done], command))
+        if seeds:
+            write_group(make_group([test for _, test, _ in done], command))  # as seed groups
+            write_group(make_group([dev for _, _, dev in done], command))
         row = SweepRow.of(combo, [d[0] for d in done])
         rows.append(row)
         if on_row is not None:
             on_row(i, len(runs), row)
     created = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     return Sweep(
-        ranker, base.dataset, measure, dev_name, test_split or "test", command, rows, created, seeds
-    )
+        ranker, base.dataset, measure, dev_name, test_split or "test", command, rows, created,
+        list(seeds or []),
+    )  # fmt: skip
 
 
 def _seed_run(
-    test_opts: RunOptions, dev_opts: RunOptions, measure: str, ctx: RunContext
+    test_opts: RunOptions, dev_opts: RunOptions, measure: str, seed: int, ctx: RunContext
 ) -> tuple[SeedRun, ResultRecord, ResultRecord]:
-    """One combination under ``ctx.seed``: trained first when needed, then test and dev ranked."""
-    test = run(dataclasses.replace(test_opts, seed=ctx.seed), ctx)
-    dev = run(dataclasses.replace(dev_opts, seed=ctx.seed), ctx)
+    """One combination under one training seed: trained first when needed, then test and dev
+    ranked."""
+    test = run(test_opts, ctx)
+    dev = run(dev_opts, ctx)
     training = TrainingSummary.from_json(test.training or {})
     found = SeedRun(
-        seed=ctx.seed,
+        seed=seed,
         dev=_dev_score(dev, measure),
         test=dict(test.metrics),
         best_epoch=training.best_epoch,

@@ -3,11 +3,12 @@
 A trained result is one draw of its training's randomness (initial head weights, dropout masks,
 batch order); a difference between two rankers smaller than what a reseed moves says nothing.
 A **seed group** is the runs of one configuration that differ only in the seed, each a result
-record of its own under its own cache key (the member for seed ``k`` is exactly `bench run
---seed k`'s record), and a small group record that lists them: ``SPLIT-seeds-HASH.json`` beside
-the members (``results/runs/DATASET/RANKER/``), each member by its path relative to the group
-file and the SHA-256 of its record file, so the group can be assembled from records made at any
-time (``bench group make``) and copied with them (a published table's records).
+record of its own under its own cache key (the member for seed ``k`` is exactly `bench run --set
+seed=k`'s record: :mod:`bench.execution.seeding`), and a small group record that lists them:
+``SPLIT-seeds-HASH.json`` beside the members (``results/runs/DATASET/RANKER/``), each member by
+its path relative to the group file and the SHA-256 of its record file, so the group can be
+assembled from records made at any time (``bench group make``) and copied with them (a
+published table's records).
 
 Readers show a group as one row (:func:`collapse_groups`, :class:`GroupRecord`): each metric's
 mean and sample standard deviation over the seeds (:func:`spread`), and, for paired tests, the
@@ -130,16 +131,19 @@ def per_query_file(record_path: Path) -> Path:
 
 
 def record_seed(record: ResultRecord) -> int:
-    """The seed a record was made with (``run_config.seed``)."""
-    seed = (record.run_config or {}).get(SEED_FIELD)
+    """The seed a record is a member for: its ranker's training seed (``config.seed``, what
+    ``--set seed=K`` sets: the training draws its weights and order from it), else, for a
+    ranker without one, the run's (``run_config.seed``)."""
+    config, run = record.config or {}, record.run_config or {}
+    seed = config[SEED_FIELD] if SEED_FIELD in config else run.get(SEED_FIELD)
     if not isinstance(seed, int) or isinstance(seed, bool):
-        raise ValueError(f"{record_file(record)}: run_config has no integer seed ({seed!r})")
+        raise ValueError(f"{record_file(record)}: no integer seed in config or run_config")
     return seed
 
 
 def group_label(label: str) -> str:
     """A member's row label without its seed (``seed=1``: the training seed a run with
-    ``--seed 1`` names): the label the group's row shows, the same for every member."""
+    ``--set seed=1`` names): the label the group's row shows, the same for every member."""
     try:
         key = RowKey.parse(label)
     except ValueError:
@@ -163,8 +167,8 @@ def _differences(first: ResultRecord, other: ResultRecord) -> list[str]:
     if group_label(first.label) != group_label(other.label):
         out.append("label")
     if _unseeded(first.config) != _unseeded(other.config):
-        keys = set(first.config) | set(other.config)
-        differ = sorted(k for k in keys if first.config.get(k) != other.config.get(k))
+        names = set(first.config) | set(other.config)
+        differ = sorted(k for k in names if first.config.get(k) != other.config.get(k))
         out.append("config " + ", ".join(differ))
     run_a, run_b = (
         {k: v for k, v in (r.run_config or {}).items() if k != SEED_FIELD} for r in (first, other)
@@ -183,7 +187,7 @@ def make_group(records: Sequence[ResultRecord], command: str = "") -> SeedGroup:
     seeds distinct); ordered by seed. At least two: one seed has no spread."""
     if len(records) < 2:
         raise ValueError(
-            f"a seed group needs at least two records, got {len(records)} (one seed: --seed K)"
+            f"a seed group needs at least two records, got {len(records)} (one seed: --set seed=K)"
         )
     ordered = sorted(records, key=record_seed)
     first = ordered[0]
