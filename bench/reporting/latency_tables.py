@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 from bench.core.timing import check_stat, higher_is_better
 from bench.execution.policy import SPEEDUP_PAIRS
 from bench.latency.records import LatencyRecord, LatencyRow, ListBlock, precision_column
+from bench.reporting import writer
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
-    from rich.table import Table
 
 #: column order: the paper's latency table (first stage, dual, late, early, seq2seq, joint)
 _COLUMN_FAMILY_ORDER = ("firststage", "sparse", "dual", "late", "early", "seq2seq", "joint")
@@ -531,29 +531,6 @@ def build_latency_table(
     )
 
 
-def _markdown(header: Sequence[str], rows: Sequence[Sequence[str]], text_columns: int) -> list[str]:
-    aligns = [":---"] * text_columns + ["---:"] * (len(header) - text_columns)
-    return [
-        "| " + " | ".join(h.replace("|", "\\|") for h in header) + " |",
-        "|" + "|".join(aligns) + "|",
-        *("| " + " | ".join(t) + " |" for t in rows),
-    ]
-
-
-def _rich(
-    title: str, header: Sequence[str], rows: Sequence[Sequence[str]], text_columns: int
-) -> Table:
-    from rich.markup import escape
-    from rich.table import Table
-
-    out = Table(title=escape(title))
-    for i, name in enumerate(header):
-        out.add_column(escape(name), justify="left" if i < text_columns else "right")
-    for texts in rows:
-        out.add_row(*texts)
-    return out
-
-
 def render_latency(table: LatencyTable, fmt: str = "table") -> str | RenderableType:
     """``table``: rich tables (print with a Console); ``markdown`` and ``json``: text."""
     from bench.core.io import json_safe
@@ -561,34 +538,26 @@ def render_latency(table: LatencyTable, fmt: str = "table") -> str | RenderableT
     breakdown_title = f"Where the time goes ({table.breakdown_stat}, best row of each column)"
     if fmt == "table":
         from rich.console import Group
-        from rich.markup import escape
 
-        main = _rich(table.title, *table.grid(lambda s: f"[bold]{s}[/bold]"))
-        main.caption, main.caption_justify = escape(" ".join(table.notes)), "left"
+        header, cells, text_columns = table.grid(lambda s: f"[bold]{s}[/bold]")
+        main = writer.rich(table.title, header, [cells], text_columns, " ".join(table.notes))
         if not table.breakdown:
             return main
-        parts = _rich(breakdown_title, table.breakdown_header(), table.breakdown_rows(), 2)
-        parts.caption = escape(" ".join(table.breakdown_notes))
-        parts.caption_justify = "left"
+        parts = writer.rich(
+            breakdown_title,
+            table.breakdown_header(),
+            [table.breakdown_rows()],
+            2,
+            " ".join(table.breakdown_notes),
+        )
         return Group(main, parts)
     if fmt == "markdown":
-        lines = [
-            f"**{table.title}**",
-            "",
-            *_markdown(*table.grid(lambda s: f"**{s}**")),
-            "",
-            *(f"{note}  " for note in table.notes),
-        ]
+        grid = writer.markdown(*table.grid(lambda s: f"**{s}**"))
+        text = writer.titled(table.title, grid, table.notes)
         if table.breakdown:
-            lines += [
-                "",
-                f"**{breakdown_title}**",
-                "",
-                *_markdown(table.breakdown_header(), table.breakdown_rows(), 2),
-                "",
-                *(f"{note}  " for note in table.breakdown_notes),
-            ]
-        return "\n".join(lines) + "\n"
+            split = writer.markdown(table.breakdown_header(), table.breakdown_rows(), 2)
+            text += "\n" + writer.titled(breakdown_title, split, table.breakdown_notes)
+        return text
     if fmt == "json":
         rows = [
             {
