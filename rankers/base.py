@@ -16,20 +16,15 @@ import typing
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
 from bench.data.model import CandidateList, RankingSplit
 from bench.results.records import FAMILIES as FAMILIES  # re-exported: rankers.base.FAMILIES
 from rankers.errors import RankerError as RankerError  # re-exported: raised by every ranker
-from rankers.io.persist import (
-    load_ranker,
-    save_ranker,
-)
-
-if TYPE_CHECKING:
-    pass
+from rankers.hooks import persistent
+from rankers.io.persist import load_ranker, save_ranker
 
 log = logging.getLogger(__name__)
 
@@ -476,14 +471,14 @@ class Ranker(ABC, Generic[C]):
     # -- persistence (one helper for every ranker: rankers.io.persist) ----------------------------
     def save(self, path: Path) -> None:
         """Persist what :meth:`load` needs: weights (the hook group
-        :class:`rankers.io.persist.Persistent`), ``ranker.json`` and the manifest, written
+        :class:`rankers.hooks.Persistent`), ``ranker.json`` and the manifest, written
         atomically by :func:`rankers.io.persist.save_ranker`."""
-        save_ranker(self, Path(path))
+        save_ranker(self, Path(path), persistent(self))
 
     def load(self, path: Path) -> None:
         """Restore a :meth:`save` folder into this (already configured) ranker by the one restore
         rule of :func:`rankers.io.persist.load_ranker`, then reads the weights."""
-        load_ranker(self, Path(path))
+        load_ranker(self, Path(path), persistent(self))
 
     def describe(self) -> dict[str, Any]:
         """Name, family and config; model-backed rankers add model id and weight hash."""

@@ -10,16 +10,16 @@ here as :func:`~typing.runtime_checkable` protocols whose bodies are the default
   files the scores are read from, what it cuts);
 * :class:`Fits`: training (``fit``, which weights start untrained, the largest training step);
 * :class:`Exportable`: a format another library loads (``bench export``);
-* persistence lives beside the code that saves: :class:`rankers.io.persist.Persistent`, viewed
-  the same way (:func:`view_as`).
+* :class:`Persistent`: how its weights are saved and read (the rest of a save is the same for
+  every ranker: :mod:`rankers.io.persist`).
 
 A ranker takes a group's defaults by naming the protocol among its bases (the built-in families
 do) and overrides what it needs; mypy then checks its signatures against the group. The harness
-never asks the ranker directly: it asks :func:`latency_parts`, :func:`input_checks` or
-:func:`fits` (:func:`view_as` for any group), which give the ranker itself when it implements
-the whole group, else a view of it that adds the defaults to the methods it does define. So a
-ranker written against an older layout, with some of these methods and without the protocols,
-keeps working unchanged.
+never asks the ranker directly: it asks :func:`latency_parts`, :func:`input_checks`,
+:func:`fits` or :func:`persistent` (:func:`view_as` for any group), which give the ranker itself
+when it implements the whole group, else a view of it that adds the defaults to the methods it
+does define. So a ranker written against an older layout, with some of these methods and without
+the protocols, keeps working unchanged.
 """
 
 from __future__ import annotations
@@ -27,12 +27,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
 from bench.data.model import CandidateList, RankingSplit
 from rankers.errors import RankerError
+from rankers.io.persist import WEIGHTS_FILE, TrainsAModule, read_module, write_module
 
 if TYPE_CHECKING:
     from bench.core.trained import TrainingSummary
@@ -236,6 +238,37 @@ class Exportable(Protocol):
         ...
 
 
+@runtime_checkable
+class Persistent(Protocol):
+    """How a ranker's weights are written and read (the hook group of persistence; the rest of a
+    save is the same for every ranker). The bodies are the defaults: a :class:`TrainsAModule`
+    ranker's state dict and tokenizer, nothing for a stateless one. A ranker with its own format
+    (a Hugging Face folder) overrides :meth:`write_weights` and :meth:`read_weights`, never
+    ``save``/``load``."""
+
+    name: ClassVar[str]
+
+    def saved_parts(self) -> tuple[str, ...]:
+        """The files and folders a saved folder must hold besides ``ranker.json``."""
+        return (WEIGHTS_FILE,) if isinstance(self, TrainsAModule) else ()
+
+    def write_weights(self, folder: Path) -> None:
+        """Write the weights into ``folder`` (default: :func:`write_module`)."""
+        if isinstance(self, TrainsAModule):
+            write_module(self, folder)
+
+    def read_weights(self, folder: Path, meta: dict[str, Any]) -> None:
+        """Read what :meth:`write_weights` wrote (the config is restored already); ``meta`` is
+        the folder's ``ranker.json``."""
+        if isinstance(self, TrainsAModule):
+            read_module(self, folder)
+
+    def restored_options(self, meta: dict[str, Any], folder: Path) -> dict[str, Any]:
+        """Options a loaded folder sets beyond its saved config (e.g. ``model`` pointing into
+        the folder): applied after the restore rule. Default: none."""
+        return {}
+
+
 class _View:
     """A ranker seen through one hook group: the methods the ranker defines, then the group's
     defaults (the protocol's bodies, which the view class inherits); any other attribute
@@ -269,10 +302,10 @@ def _view_class(group: type) -> type:
 
 
 def view_as(ranker: object, group: Any) -> Any:
-    """``ranker`` as hook group ``group`` (a protocol of this module or
-    :class:`rankers.io.persist.Persistent`): the ranker itself when it implements the whole
-    group, else a view that adds the group's defaults to the methods it does define. Ask once per
-    ranker and task, outside anything timed (a protocol check reads every member)."""
+    """``ranker`` as hook group ``group`` (a protocol of this module): the ranker itself when it
+    implements the whole group, else a view that adds the group's defaults to the methods it does
+    define. Ask once per ranker and task, outside anything timed (a protocol check reads every
+    member)."""
     if isinstance(ranker, group):
         return ranker
     return _view_class(group)(ranker, group)
@@ -294,3 +327,9 @@ def fits(ranker: object) -> Fits:
     """``ranker`` as :class:`Fits`."""
     fitting: Fits = view_as(ranker, Fits)
     return fitting
+
+
+def persistent(ranker: object) -> Persistent:
+    """``ranker`` as :class:`Persistent`."""
+    weights: Persistent = view_as(ranker, Persistent)
+    return weights

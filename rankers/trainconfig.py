@@ -19,7 +19,7 @@ from rankers.base import (
     TrainingConfig,
     option,
 )
-from rankers.losses import LOSSES
+from rankers.compute.losses import LOSSES
 
 
 @dataclasses.dataclass
@@ -54,7 +54,7 @@ class ListTrainingConfig(TrainingConfig):
         "bce",
         role=TRAINING,
         choices=tuple(LOSSES),
-        help="rankers.losses name (rpl needs graded or teacher scores)",
+        help="rankers.compute.losses name (rpl needs graded or teacher scores)",
     )
     teacher: str | None = option(
         None,

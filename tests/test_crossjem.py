@@ -14,10 +14,10 @@ from toydata import gold_split
 
 from bench.data.model import Candidate, CandidateList, Query, RankingSplit
 from rankers.base import RankerError
+from rankers.compute.losses import get_loss
 from rankers.families.crossjem.inputs import build_row, pack_groups
 from rankers.families.crossjem.model import sinusoids
 from rankers.families.crossjem.ranker import CrossJEMRanker
-from rankers.losses import get_loss
 
 CLS, SEP = 101, 102
 

@@ -35,7 +35,7 @@ TOY_LAYOUT = textwrap.dedent(
     from pathlib import Path
 
     from bench.data.files import DatasetError, iter_lines, read_bytes, sha256_16
-    from bench.data.layouts import Layout
+    from bench.data.layouts import DatasetLayout
     from bench.data.model import Candidate, CandidateList, Query, RankingSplit
 
     SUFFIX = ".pairs.tsv"
@@ -74,7 +74,7 @@ TOY_LAYOUT = textwrap.dedent(
         )
 
 
-    LAYOUT = Layout(
+    LAYOUT = DatasetLayout(
         name="pairs",
         files="{split}.pairs.tsv files",
         label="pair files",

@@ -1,4 +1,4 @@
-"""The thin Ranker contract and its hook groups (rankers/hooks.py, rankers/io/persist.py)."""
+"""The thin Ranker contract and its hook groups (rankers/hooks.py)."""
 
 from __future__ import annotations
 
@@ -18,12 +18,12 @@ from rankers.hooks import (
     InputChecks,
     LatencyParts,
     LatencyVariant,
+    Persistent,
     fits,
     input_checks,
     latency_parts,
     view_as,
 )
-from rankers.io.persist import Persistent
 
 
 class Bare(Ranker):

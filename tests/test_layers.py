@@ -244,30 +244,28 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("core", ("bench", "bench.core", "bench.core.*")),
     ("data", ("bench.data", "bench.data.*")),
     ("results", ("bench.results", "bench.results.*")),
-    # rankers/: what every family needs and nothing of a family (errors, losses, the hook groups,
-    # precision, weights in and out, inputs), then the ranker contract (the registry, Ranker and
-    # its configs, runtimes), then training (only a trained model's key covers it), then the
-    # families
+    # rankers/: the one error every ranker and part raises; the parts, what every family needs
+    # and nothing of a family (compute/: losses, precision, runtimes; io/: weights in and out;
+    # inputs/: what enters an encoder); the contract a ranker is written against, the modules at
+    # the top of rankers/ (the registry, Ranker and its options, the option declarations families
+    # share, the hook groups); training (only a trained model's key covers it); the families
+    ("rankers.errors", ("rankers.errors",)),
     (
         "rankers.parts",
         (
-            "rankers.errors",
-            "rankers.losses",
-            "rankers.hooks",
+            "rankers.compute",
+            "rankers.compute.*",
             "rankers.precision",
-            "rankers.io*",
-            "rankers.inputs*",
+            "rankers.runtimes",
+            "rankers.io",
+            "rankers.io.*",
+            "rankers.inputs",
+            "rankers.inputs.*",
         ),
     ),
     (
         "rankers.contract",
-        (
-            "rankers",
-            "rankers.base",
-            "rankers.trainconfig",
-            "rankers.itemorder",
-            "rankers.runtimes",
-        ),
+        ("rankers", "rankers.base", "rankers.hooks", "rankers.trainconfig", "rankers.itemorder"),
     ),
     ("rankers.fit", ("rankers.fit", "rankers.fit.*")),
     ("rankers.families", ("rankers.families", "rankers.families.*")),
@@ -435,7 +433,6 @@ TOP_MODULES: dict[str, frozenset[str]] = {
             "errors.py",
             "hooks.py",
             "itemorder.py",
-            "losses.py",
             "precision.py",
             "runtimes.py",
             "trainconfig.py",
@@ -460,6 +457,9 @@ def test_top_level_holds_packages_and_the_contract_only(package: str) -> None:
         ("rankers.inputs.batching", "from rankers.base import Ranker\n"),
         ("rankers.hooks", "from rankers.fit.loop import Trainable\n"),
         ("rankers.io.persist", "import rankers.families.encoder\n"),
+        ("rankers.io.persist", "from rankers.hooks import view_as\n"),
+        ("rankers.compute.losses", "from rankers.base import RankerConfig\n"),
+        ("rankers.inputs.tokens", "from rankers.errors import RankerError\nimport rankers.hooks\n"),
         ("bench.results.records", "from rankers.base import Ranker\n"),
     ],
 )

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from rankers.losses import LOSSES, get_loss
+from rankers.compute.losses import LOSSES, get_loss
 
 # One query, N = 3: logits f = [1, 0, -1], targets y = [0.9, 0.5, 0.1].
 F = [1.0, 0.0, -1.0]

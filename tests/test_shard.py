@@ -8,8 +8,8 @@ import pytest
 import torch.multiprocessing as mp
 
 from bench.core.shard import (
+    LaunchRole,
     PeersLost,
-    Role,
     assign_shards,
     gather_to_main,
     killed_first,
@@ -72,7 +72,7 @@ def _gather_worker(rank: int, world: int, port: int, queue: mp.Queue) -> None:
         counts = [3, 1, 2]
         shards = assign_shards(counts, world)
         local = [float(index) * 0.5 for index in shards[rank]]
-        parts = gather_to_main(local, Role(rank, world))
+        parts = gather_to_main(local, LaunchRole(rank, world))
         if rank == 0:
             assert parts is not None
             queue.put(merge_shards(shards, parts))
@@ -110,7 +110,7 @@ def _sharded_worker(rank: int, world: int, port: int, queue: mp.Queue) -> None:
 def test_sharded_scoring_matches_one_process_including_an_empty_shard() -> None:
     one = [
         score_sharded(
-            items, [len(x) for x in items], lambda xs: [x.upper() for x in xs], Role(0, 1)
+            items, [len(x) for x in items], lambda xs: [x.upper() for x in xs], LaunchRole(0, 1)
         )
         for items in (["a", "bb", "ccc"], ["only"])
     ]
@@ -133,13 +133,13 @@ def test_a_failed_collective_is_one_line_naming_this_rank() -> None:
         "[127.0.0.1]:41192: Connection reset by peer. This is typically caused by a remote "
         "worker hanging or bugs in the application."
     )
-    with pytest.raises(PeersLost) as caught, peers_lost(Role(1, 2)):
+    with pytest.raises(PeersLost) as caught, peers_lost(LaunchRole(1, 2)):
         raise RuntimeError(gloo)
     assert str(caught.value) == (
         "rank 1 of 2 lost the other ranks (one died, was killed or did not answer within "
         "$BENCH_DIST_TIMEOUT_S): Read error [127.0.0.1]:41192: Connection reset by peer"
     )
-    with pytest.raises(KeyError), peers_lost(Role(1, 2)):
+    with pytest.raises(KeyError), peers_lost(LaunchRole(1, 2)):
         raise KeyError("not a collective's failure")
 
 
@@ -219,8 +219,10 @@ def test_one_process_raises_the_scorers_own_error() -> None:
         raise DatasetError("run.trec:3: expected 6 fields")
 
     with pytest.raises(DatasetError, match="run.trec:3: expected 6 fields"):
-        score_sharded([1, 2], [1, 1], score, Role(0, 1))
-    assert score_sharded([3, 1, 2], [1, 5, 2], lambda xs: [x * 10 for x in xs], Role(0, 1)) == [
+        score_sharded([1, 2], [1, 1], score, LaunchRole(0, 1))
+    assert score_sharded(
+        [3, 1, 2], [1, 5, 2], lambda xs: [x * 10 for x in xs], LaunchRole(0, 1)
+    ) == [
         30,
         10,
         20,

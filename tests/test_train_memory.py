@@ -331,9 +331,9 @@ def test_micro_batches_hold_whole_lists_and_cut_only_pointwise_long_lists() -> N
 def _step_gradients(ranker: Any, loss: str, batch: list[int]) -> tuple[float, dict[str, Any], bool]:
     """The loss and gradients of one list-trainer step on ``batch`` of eight 6-item lists, and
     whether it ran in micro-batches."""
+    from rankers.compute.losses import get_loss
     from rankers.fit.lists import ListSteps
     from rankers.fit.targets import Targets, grade_targets
-    from rankers.losses import get_loss
 
     split = long_split(8, 6)
     targets = Targets(grade_targets(split.lists, split.qrels), "qrels grades")

@@ -26,8 +26,9 @@ from typing import Any
 
 
 @dataclass(frozen=True)
-class Role:
-    """This process's place in a launch: rank and world size (1 when not launched)."""
+class LaunchRole:
+    """This process's role in a launch: rank and world size (1 when not launched). Named apart
+    from :class:`rankers.base.Role`, the role of a ranker option."""
 
     rank: int
     world: int
@@ -38,16 +39,16 @@ class Role:
         return self.rank == 0
 
 
-def current_role() -> Role:
+def current_role() -> LaunchRole:
     """The role from an initialised process group, else from the launcher's environment."""
     try:
         import torch.distributed as dist
 
         if dist.is_available() and dist.is_initialized():
-            return Role(dist.get_rank(), dist.get_world_size())
+            return LaunchRole(dist.get_rank(), dist.get_world_size())
     except ImportError:  # pragma: no cover - torch is a dependency
         pass
-    return Role(int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1")))
+    return LaunchRole(int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1")))
 
 
 def assign_shards(counts: Sequence[int], processes: int) -> list[list[int]]:
@@ -85,7 +86,7 @@ def merge_shards(shards: Sequence[Sequence[int]], parts: Sequence[Sequence[Any]]
     return merged
 
 
-def gather_to_main(local: Any, role: Role) -> list[Any] | None:
+def gather_to_main(local: Any, role: LaunchRole) -> list[Any] | None:
     """Every rank's ``local`` on the main process (in rank order), None on the others.
 
     With one process no group is needed. Uses ``torch.distributed.gather_object`` (gloo on CPU).
@@ -111,7 +112,7 @@ class PeersLost(ShardError):
 
 
 @contextmanager
-def peers_lost(role: Role) -> Iterator[None]:
+def peers_lost(role: LaunchRole) -> Iterator[None]:
     """A collective's failure (gloo raises a bare RuntimeError) as :class:`PeersLost` with
     the first line of gloo's message, so the survivor ends with one line, not a traceback."""
     try:
@@ -167,7 +168,7 @@ def score_sharded(
     items: Sequence[Any],
     counts: Sequence[int],
     score: Any,
-    role: Role | None = None,
+    role: LaunchRole | None = None,
     *,
     everywhere: bool = False,
 ) -> list[Any] | None:
@@ -192,7 +193,7 @@ def score_sharded(
     return merge_shards(shards, parts) if parts is not None else None
 
 
-def exchange_errors(error: str | None, role: Role, doing: str) -> None:
+def exchange_errors(error: str | None, role: LaunchRole, doing: str) -> None:
     """A barrier that also exchanges each rank's error (one line, or None): every rank raises
     the same :class:`ShardError` naming the first failed rank, or all go on together, so no
     rank waits forever on one that has given up."""
@@ -202,7 +203,7 @@ def exchange_errors(error: str | None, role: Role, doing: str) -> None:
         raise ShardError(f"rank {rank} of {role.world} failed while {doing}: {err}")
 
 
-def all_gather(local: Any, role: Role) -> list[Any]:
+def all_gather(local: Any, role: LaunchRole) -> list[Any]:
     """Every rank's ``local``, in rank order, on every rank."""
     if role.world == 1:
         return [local]
@@ -214,7 +215,7 @@ def all_gather(local: Any, role: Role) -> list[Any]:
     return received
 
 
-def from_main(value: Any, role: Role | None = None) -> Any:
+def from_main(value: Any, role: LaunchRole | None = None) -> Any:
     """The main process's ``value`` on every rank (a decision only main may take, such as
     whether a cache entry is reused, so that all ranks then do the same thing)."""
     role = role or current_role()
@@ -281,7 +282,7 @@ def group_backend() -> str:
 
 
 @contextmanager
-def process_group() -> Iterator[Role]:
+def process_group() -> Iterator[LaunchRole]:
     """This process's role, with a process group set up when launched and none is yet
     (:func:`group_backend`, time-limited by ``$BENCH_DIST_TIMEOUT_S`` so a rank left waiting
     fails instead of hanging; each process on its local rank's GPU, :func:`pin_local_gpu`);

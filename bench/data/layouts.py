@@ -3,7 +3,8 @@
 A layout says which files make a split and how to read them into a :class:`RankingSplit`. The
 harness asks the registry, never a name: a dataset card's ``layout:`` is checked against it,
 detection of a folder without a card tries every registered layout, and loading calls the
-layout's :attr:`Layout.load`. A new layout is one module defining a :class:`Layout` plus one
+layout's :attr:`DatasetLayout.load`. A new layout is one module defining a
+:class:`DatasetLayout` plus one
 :func:`register_layout` call (``register_layout("name", "module:ATTR")``; the module is imported
 when the layout is first needed, so registering costs nothing). The built-in ones are
 :mod:`bench.data.mteb` and :mod:`bench.data.trec`.
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class Layout:
+class DatasetLayout:
     """What the harness needs to know of one layout."""
 
     name: str
@@ -46,15 +47,16 @@ class Layout:
     suggested_level: Callable[[Path | None], tuple[int, str]]
 
 
-#: layout name -> the Layout, or "module:ATTR" until first use
-_REGISTRY: dict[str, Layout | str] = {
+#: layout name -> the DatasetLayout, or "module:ATTR" until first use
+_REGISTRY: dict[str, DatasetLayout | str] = {
     "mteb": "bench.data.mteb:LAYOUT_SPEC",
     "trec": "bench.data.trec:LAYOUT_SPEC",
 }
 
 
-def register_layout(name: str, target: Layout | str) -> None:
-    """Register a layout: a :class:`Layout`, or ``"module:ATTR"`` naming one (imported lazily)."""
+def register_layout(name: str, target: DatasetLayout | str) -> None:
+    """Register a layout: a :class:`DatasetLayout`, or ``"module:ATTR"`` naming one (imported
+    lazily)."""
     if isinstance(target, str) and target.count(":") != 1:
         raise DatasetError(f"layout {name!r}: expected 'module:ATTR', got {target!r}")
     _REGISTRY[name] = target
@@ -65,7 +67,7 @@ def layout_names() -> tuple[str, ...]:
     return tuple(_REGISTRY)
 
 
-def get_layout(name: str) -> Layout:
+def get_layout(name: str) -> DatasetLayout:
     """The registered layout ``name``; an unknown one lists the known ones."""
     target = _REGISTRY.get(name)
     if target is None:
@@ -73,8 +75,8 @@ def get_layout(name: str) -> Layout:
     if isinstance(target, str):
         module, attr = target.split(":")
         layout = getattr(importlib.import_module(module), attr)
-        if not isinstance(layout, Layout) or layout.name != name:
-            raise DatasetError(f"layout {name!r}: {target} is not a Layout named {name!r}")
+        if not isinstance(layout, DatasetLayout) or layout.name != name:
+            raise DatasetError(f"layout {name!r}: {target} is not a DatasetLayout named {name!r}")
         _REGISTRY[name] = target = layout
     return target
 

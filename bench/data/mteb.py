@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bench.data.files import DatasetError, iter_lines, read_bytes, sha256_16
-from bench.data.layouts import Layout
+from bench.data.layouts import DatasetLayout
 from bench.data.model import (
     Candidate,
     CandidateList,
@@ -179,7 +179,7 @@ def _file_names(folder: Path, splits: dict[str, Path]) -> list[str]:
 
 
 #: this layout in the registry of :mod:`bench.data.layouts`
-LAYOUT_SPEC = Layout(
+LAYOUT_SPEC = DatasetLayout(
     name=LAYOUT,
     files="{split}.jsonl or {split}.jsonl.gz files",
     label="MTEB split files",

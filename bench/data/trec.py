@@ -26,7 +26,7 @@ from bench.data.files import (
     iter_lines,
     read_bytes,
 )
-from bench.data.layouts import Layout
+from bench.data.layouts import DatasetLayout
 from bench.data.model import (
     Candidate,
     CandidateList,
@@ -282,7 +282,7 @@ def _file_names(folder: Path, splits: dict[str, Path]) -> list[str]:
 
 
 #: this layout in the registry of :mod:`bench.data.layouts`
-LAYOUT_SPEC = Layout(
+LAYOUT_SPEC = DatasetLayout(
     name=LAYOUT,
     files=f"{QUERIES}, {COLLECTION}, {QRELS} and {RUN_GLOB}",
     label="TREC files",

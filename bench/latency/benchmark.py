@@ -20,7 +20,7 @@ from typing import Any
 
 from bench.core import provenance
 from bench.core.io import ensure_writable
-from bench.core.shard import Role
+from bench.core.shard import LaunchRole
 from bench.data.model import RankingSplit
 from bench.execution.context import RunContext
 from bench.execution.policy import SPEEDUP_PAIRS
@@ -146,7 +146,7 @@ def _time_blocks(
     collection: dict[str, str],
     rankers: Sequence[str],
     options: Mapping[str, Mapping[str, Any]],
-    role: Role,
+    role: LaunchRole,
     plan: PrecisionPlan | None = None,
 ) -> tuple[list[ListBlock], list[LatencyRow]]:
     """For each N: the BM25 top-N lists with their token statistics for the cost model (one
@@ -198,7 +198,7 @@ def _record_config(
     rankers: Sequence[str],
     model: Path | None,
     options: Mapping[str, Mapping[str, Any]],
-    role: Role,
+    role: LaunchRole,
     plan: PrecisionPlan | None = None,
 ) -> dict[str, Any]:
     """What the record says was timed, as resolved (ranker names canonical, options with the
@@ -236,7 +236,7 @@ def _latency_record(
     ctx: RunContext,
     blocks: list[ListBlock],
     rows: list[LatencyRow],
-    role: Role,
+    role: LaunchRole,
 ) -> LatencyRecord:
     """The record of one benchmark: its hash covers the config, the data, the device and the
     threads (what makes timings comparable); the provenance adds the machine and the thread

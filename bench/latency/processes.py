@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from bench.core.shard import FAIL_RANK_ENV, Role, all_gather, assign_shards, exchange_errors
+from bench.core.shard import FAIL_RANK_ENV, LaunchRole, all_gather, assign_shards, exchange_errors
 from bench.core.timing import LatencyTracker, aggregate_throughput
 from bench.latency.plan import BenchOptions, Entry, Loaded, load_entry
 from bench.latency.protocol import entry_rows, parts_of, split_calls, time_parts, warm_up
@@ -92,7 +92,7 @@ def _attempt(work: Callable[[], T], rank: int, inject: bool = False) -> tuple[T 
         return None, f"{type(exc).__name__}: {exc}"
 
 
-def main_first(work: Callable[[], T], role: Role, doing: str) -> T:
+def main_first(work: Callable[[], T], role: LaunchRole, doing: str) -> T:
     """``work()`` on the main rank, then (once it succeeded) on the others: for work that
     writes a file the others then read, such as ``--arch``'s random weights."""
     if role.world == 1:
@@ -128,7 +128,7 @@ def _time_shard(
 
 
 def time_entries_sharded(
-    entries: Sequence[Entry], split: RankingSplit, opts: BenchOptions, device: str, role: Role
+    entries: Sequence[Entry], split: RankingSplit, opts: BenchOptions, device: str, role: LaunchRole
 ) -> list[LatencyRow]:
     """Time every entry with all ranks at once, each on its shard of one N's calls; every rank
     returns the same rows (pooled calls, per-process summaries, aggregate throughput)."""

@@ -62,9 +62,8 @@ from rankers.base import (
     option,
 )
 from rankers.families import colbert_compat
-from rankers.hooks import Fits, LatencyParts
+from rankers.hooks import Fits, LatencyParts, Persistent
 from rankers.io.models import expected_new_weights, resolve_model, weights_hash
-from rankers.io.persist import Persistent
 from rankers.itemorder import item_texts, sort_items_option
 from rankers.trainconfig import ListTrainingConfig
 

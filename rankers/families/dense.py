@@ -42,9 +42,8 @@ from rankers.base import (
     inherit_option,
     option,
 )
-from rankers.hooks import Exportable, Fits, LatencyParts, LatencyVariant
+from rankers.hooks import Exportable, Fits, LatencyParts, LatencyVariant, Persistent
 from rankers.io.models import ModelRef, resolve_model, state_hash, weights_hash
-from rankers.io.persist import Persistent
 from rankers.itemorder import item_texts, sort_items_option
 from rankers.trainconfig import ListTrainingConfig
 

@@ -41,13 +41,20 @@ from rankers.base import (
     inherit_option,
     option,
 )
-from rankers.hooks import EncoderRun, Exportable, Fits, InputChecks, LatencyParts, LatencyVariant
+from rankers.compute.losses import ANY_REAL_TARGETS, TEACHER_SCORES
+from rankers.hooks import (
+    EncoderRun,
+    Exportable,
+    Fits,
+    InputChecks,
+    LatencyParts,
+    LatencyVariant,
+    Persistent,
+)
 from rankers.inputs.batching import SpecialIds, cut_counts, special_ids, token_ids
 from rankers.inputs.tokens import ItemTokens
 from rankers.io.models import resolve_model, state_hash, weights_hash
-from rankers.io.persist import Persistent
 from rankers.itemorder import item_texts
-from rankers.losses import ANY_REAL_TARGETS, TEACHER_SCORES
 from rankers.precision import INT8, CastCache, evaluating, scoring_dtype
 from rankers.runtimes import (
     DEFAULT_INT8_RECIPE,
@@ -547,7 +554,7 @@ class EncoderRanker(
             raise RankerError(f"{described}: exported by {meta.get('name')!r}, not {cls.name!r}")
         ranker = cls(device=device)
         # the one restore rule of a save() folder; the encoder is this folder, not a checkpoint
-        restored = restored_config(ranker, meta, folder)
+        restored = restored_config(ranker, meta, folder, ranker)  # it is Persistent
         ranker.config = dataclasses.replace(restored, model=str(folder), checkpoint=None)
         ranker._base = {k: meta.get(k) for k in ("model_id", "base_weights_hash")}
         ranker._build(str(folder), head=load_file(str(folder / HEAD_FILE)))

@@ -43,9 +43,8 @@ from rankers.base import (
     inherit_option,
     option,
 )
-from rankers.hooks import Fits, LatencyParts
+from rankers.hooks import Fits, LatencyParts, Persistent
 from rankers.io.models import expected_new_weights, resolve_model, weights_hash
-from rankers.io.persist import Persistent
 from rankers.itemorder import item_texts, sort_items_option
 from rankers.trainconfig import ListTrainingConfig
 
@@ -100,7 +99,7 @@ class RankT5Config(ListTrainingConfig):
         ListTrainingConfig,
         "loss",
         "ce",
-        help="rankers.losses name; ce: the paper's listwise softmax cross-entropy",
+        help="rankers.compute.losses name; ce: the paper's listwise softmax cross-entropy",
     )
     list_size: int | None = option(
         32,
@@ -374,9 +373,9 @@ class RankT5Ranker(Ranker[RankT5Config], LatencyParts, Fits, Persistent):
 
     def training_loss(self, split: RankingSplit) -> float:
         """Mean ``loss`` over ``split``'s lists (cut without sampling), eval mode, no autograd."""
+        from rankers.compute.losses import get_loss
         from rankers.fit.lists import pad_targets
         from rankers.fit.targets import grade_targets
-        from rankers.losses import get_loss
 
         cut = self.training_lists(split)
         lists = [cl for cl in cut.lists if len(cl)]

@@ -1,6 +1,6 @@
 """The list trainer: monoBERT, CROSS-JEM and RankT5 fine-tuned on whole candidate lists with any
-loss of :mod:`rankers.losses` and fixed targets (:mod:`rankers.fit.targets`), on the one loop of
-:mod:`rankers.fit.loop`; the options every list ranker shares are declared in
+loss of :mod:`rankers.compute.losses` and fixed targets (:mod:`rankers.fit.targets`), on the one
+loop of :mod:`rankers.fit.loop`; the options every list ranker shares are declared in
 :mod:`rankers.trainconfig`.
 
 Batches are *split*: each process takes an equal contiguous slice of every global batch, so
@@ -31,6 +31,7 @@ from rankers.base import (
     Ranker,
     RankerError,
 )
+from rankers.compute.losses import RankingLoss, get_loss
 from rankers.fit.loop import BatchLoss, LoopPlan, train_loop
 from rankers.fit.optim import accelerated_device, make_accelerator
 from rankers.fit.resume import list_ids
@@ -42,7 +43,6 @@ from rankers.fit.targets import (
     training_targets,
 )
 from rankers.inputs.transfer import upload_along
-from rankers.losses import RankingLoss, get_loss
 from rankers.trainconfig import list_config
 
 if TYPE_CHECKING:
@@ -232,7 +232,7 @@ def check_signal(loss: RankingLoss, targets: Sequence[np.ndarray], chunk: int = 
 class ListSteps:
     """The :class:`Trainable` of the list rankers (monoBERT, CROSS-JEM, RankT5): their
     ``prepare(lists)`` and ``forward(batch) -> (logits, mask)`` with any loss of
-    :mod:`rankers.losses` on whole candidate lists and fixed targets."""
+    :mod:`rankers.compute.losses` on whole candidate lists and fixed targets."""
 
     def __init__(
         self,

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -96,29 +96,15 @@ def tokenise_items(tokenizer: Any, texts: Sequence[str], max_len: int) -> ItemAr
     return ItemArrays(ids, lens, distinct, first, n_distinct)
 
 
-def _with_misses(
-    held: ItemArrays,
-    missing: np.ndarray,
-    texts: Sequence[str],
-    tokenise: Callable[[Sequence[str]], ItemArrays],
-) -> ItemArrays:
-    """``held`` with the rows ``missing`` from the store tokenised now (and not kept)."""
-    if len(missing):
-        fresh = tokenise([texts[i] for i in missing.tolist()])
-        for f in dataclasses.fields(ItemArrays):
-            getattr(held, f.name)[missing] = getattr(fresh, f.name)
-    return held
-
-
-class PaddedItemTokens:
-    """The simple store (padded int64 matrices per item, all texts tokenised in one call): the
-    test oracle of :class:`ItemTokens`, which must give the same arrays."""
+class _TextStore:
+    """What both stores share: the text -> row dictionary, tokenising now, and a lookup that
+    gathers the held rows (:meth:`_held`, each store its own way) and tokenises the others
+    without keeping them."""
 
     def __init__(self, tokenizer: Any, max_len: int) -> None:
         self.tokenizer = tokenizer
         self.max_len = max_len
         self._row: dict[str, int] = {}
-        self._arrays: ItemArrays | None = None
 
     def __len__(self) -> int:
         return len(self._row)
@@ -127,9 +113,40 @@ class PaddedItemTokens:
         """Tokenise ``texts`` now (one batched tokenizer call), without keeping them."""
         return tokenise_items(self.tokenizer, texts, self.max_len)
 
+    def _new(self, texts: Iterable[str]) -> list[str]:
+        """The distinct texts of ``texts`` not yet held, in first-seen order."""
+        return [t for t in dict.fromkeys(texts) if t not in self._row]
+
+    def _held(self, rows: np.ndarray) -> ItemArrays:
+        """Arrays of the held ``rows`` (a -1 row, a text not held, may hold anything)."""
+        raise NotImplementedError
+
+    def lookup(self, texts: Sequence[str]) -> ItemArrays:
+        """Arrays for ``texts`` in order: held rows gathered, the others tokenised now."""
+        get = self._row.get
+        rows = np.fromiter((get(t, -1) for t in texts), dtype=np.int64, count=len(texts))
+        missing = np.flatnonzero(rows < 0)
+        if len(missing) == len(texts):
+            return self.tokenise(texts)
+        held = self._held(rows)
+        if len(missing):
+            fresh = self.tokenise([texts[i] for i in missing.tolist()])
+            for f in dataclasses.fields(ItemArrays):
+                getattr(held, f.name)[missing] = getattr(fresh, f.name)
+        return held
+
+
+class PaddedItemTokens(_TextStore):
+    """The simple store (padded int64 matrices per item, all texts tokenised in one call): the
+    test oracle of :class:`ItemTokens`, which must give the same arrays."""
+
+    def __init__(self, tokenizer: Any, max_len: int) -> None:
+        super().__init__(tokenizer, max_len)
+        self._arrays: ItemArrays | None = None
+
     def add(self, texts: Iterable[str]) -> int:
         """Tokenise and keep the texts not yet held; returns how many were new."""
-        new = [t for t in dict.fromkeys(texts) if t not in self._row]
+        new = self._new(texts)
         if not new:
             return 0
         arrays = self.tokenise(new)
@@ -147,18 +164,11 @@ class PaddedItemTokens:
             )
         return len(new)
 
-    def lookup(self, texts: Sequence[str]) -> ItemArrays:
-        """Arrays for ``texts`` in order: held rows gathered, the others tokenised now."""
-        get = self._row.get
-        rows = np.fromiter((get(t, -1) for t in texts), dtype=np.int64, count=len(texts))
-        missing = np.flatnonzero(rows < 0)
-        if len(missing) == len(texts):
-            return self.tokenise(texts)
+    def _held(self, rows: np.ndarray) -> ItemArrays:
         assert self._arrays is not None
-        held = ItemArrays(
+        return ItemArrays(
             *(getattr(self._arrays, f.name)[rows] for f in dataclasses.fields(ItemArrays))
         )
-        return _with_misses(held, missing, texts, self.tokenise)
 
 
 #: texts per tokenizer call when filling the store: bounds the tokenizer's Python lists in memory
@@ -176,16 +186,14 @@ def _gather(flat: np.ndarray, starts: np.ndarray, lens: np.ndarray, width: int) 
     return out
 
 
-class ItemTokens:
+class ItemTokens(_TextStore):
     """WordPiece ids of items (no special tokens, cut to ``max_len``), kept per text in flat
     arrays (see the module docstring); lookups give the same :class:`ItemArrays` as
     :class:`PaddedItemTokens`."""
 
     def __init__(self, tokenizer: Any, max_len: int, chunk: int = CHUNK) -> None:
-        self.tokenizer = tokenizer
-        self.max_len = max_len
+        super().__init__(tokenizer, max_len)
         self.chunk = chunk
-        self._row: dict[str, int] = {}
         empty = np.zeros(0, dtype=_FLAT)
         #: every held item's ids, end to end; item i is ids[offsets[i]:offsets[i + 1]]
         self.ids, self.offsets = empty, np.zeros(1, dtype=np.int64)
@@ -193,23 +201,16 @@ class ItemTokens:
         self.distinct, self.first = empty, empty
         self.distinct_offsets = np.zeros(1, dtype=np.int64)
 
-    def __len__(self) -> int:
-        return len(self._row)
-
     @property
     def nbytes(self) -> int:
         """Bytes held in the flat arrays (the text -> row dictionary not counted)."""
         arrays = (self.ids, self.offsets, self.distinct, self.first, self.distinct_offsets)
         return sum(a.nbytes for a in arrays)
 
-    def tokenise(self, texts: Sequence[str]) -> ItemArrays:
-        """Tokenise ``texts`` now (one batched tokenizer call), without keeping them."""
-        return tokenise_items(self.tokenizer, texts, self.max_len)
-
     def add(self, texts: Iterable[str]) -> int:
         """Tokenise and keep the texts not yet held, :attr:`chunk` at a time; returns how many
         were new."""
-        new = [t for t in dict.fromkeys(texts) if t not in self._row]
+        new = self._new(texts)
         if not new:
             return 0
         parts: dict[str, list[np.ndarray]] = {
@@ -237,23 +238,16 @@ class ItemTokens:
             setattr(self, name, np.concatenate([old, ends]))
         return len(new)
 
-    def lookup(self, texts: Sequence[str]) -> ItemArrays:
-        """Arrays for ``texts`` in order: held rows gathered, the others tokenised now."""
-        get = self._row.get
-        rows = np.fromiter((get(t, -1) for t in texts), dtype=np.int64, count=len(texts))
-        missing = np.flatnonzero(rows < 0)
-        if len(missing) == len(texts):
-            return self.tokenise(texts)
+    def _held(self, rows: np.ndarray) -> ItemArrays:
         safe = np.where(rows < 0, 0, rows)
         starts, dstarts = self.offsets[safe], self.distinct_offsets[safe]
         lens = self.offsets[safe + 1] - starts
         n_distinct = self.distinct_offsets[safe + 1] - dstarts
         width = self.max_len
-        held = ItemArrays(
+        return ItemArrays(
             ids=_gather(self.ids, starts, lens, width),
             lens=lens,
             distinct=_gather(self.distinct, dstarts, n_distinct, width),
             first=_gather(self.first, dstarts, n_distinct, width),
             n_distinct=n_distinct,
         )
-        return _with_misses(held, missing, texts, self.tokenise)

@@ -36,13 +36,12 @@ import logging
 import os
 import shutil
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from bench.core.io import atomic_write_json
 from bench.core.trained import TrainingSummary
 from bench.results.cache import MANIFEST, manifest_problem, safetensors_problem, write_manifest
 from rankers.errors import RankerError
-from rankers.hooks import view_as
 
 log = logging.getLogger(__name__)
 
@@ -103,37 +102,6 @@ class TrainsAModule(Protocol):
     def training_module(self) -> Any: ...
 
 
-@runtime_checkable
-class Persistent(Protocol):
-    """How a ranker's weights are written and read (the hook group of persistence; the rest of a
-    save is the same for every ranker). The bodies are the defaults: a :class:`TrainsAModule`
-    ranker's state dict and tokenizer, nothing for a stateless one. A ranker with its own format
-    (a Hugging Face folder) overrides :meth:`write_weights` and :meth:`read_weights`, never
-    ``save``/``load``."""
-
-    name: ClassVar[str]
-
-    def saved_parts(self) -> tuple[str, ...]:
-        """The files and folders a saved folder must hold besides ``ranker.json``."""
-        return (WEIGHTS_FILE,) if isinstance(self, TrainsAModule) else ()
-
-    def write_weights(self, folder: Path) -> None:
-        """Write the weights into ``folder`` (default: :func:`write_module`)."""
-        if isinstance(self, TrainsAModule):
-            write_module(self, folder)
-
-    def read_weights(self, folder: Path, meta: dict[str, Any]) -> None:
-        """Read what :meth:`write_weights` wrote (the config is restored already); ``meta`` is
-        the folder's ``ranker.json``."""
-        if isinstance(self, TrainsAModule):
-            read_module(self, folder)
-
-    def restored_options(self, meta: dict[str, Any], folder: Path) -> dict[str, Any]:
-        """Options a loaded folder sets beyond its saved config (e.g. ``model`` pointing into
-        the folder): applied after the restore rule. Default: none."""
-        return {}
-
-
 def saved_meta(ranker: Any) -> dict[str, Any]:
     """What ``ranker.json`` holds: ``describe()`` and, for a ranker that keeps one, its training
     summary (under ``training``)."""
@@ -144,8 +112,9 @@ def saved_meta(ranker: Any) -> dict[str, Any]:
     return meta
 
 
-def save_ranker(ranker: Any, path: Path) -> None:
-    """Write ``ranker`` to ``path`` (created if need be): weights, ``ranker.json``, manifest.
+def save_ranker(ranker: Any, path: Path, weights: Any) -> None:
+    """Write ``ranker`` to ``path`` (created if need be): weights (by ``weights``, the ranker as
+    its :class:`rankers.hooks.Persistent` hook group), ``ranker.json``, manifest.
 
     Files beside the saved ones (the runner's resumable checkpoint, ``training.json``) are left
     alone; a previous save's files are replaced.
@@ -156,7 +125,7 @@ def save_ranker(ranker: Any, path: Path) -> None:
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     try:
-        view_as(ranker, Persistent).write_weights(staging)
+        weights.write_weights(staging)
         # after the weights: a ranker may record their file hash in describe()
         atomic_write_json(staging / RANKER_FILE, saved_meta(ranker))
         # unpublish the previous save first: a crash from here on leaves no ranker.json
@@ -174,8 +143,9 @@ def save_ranker(ranker: Any, path: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def restored_config(ranker: Any, meta: dict[str, Any], path: Path) -> Any:
-    """The ranker's config after the one restore rule (see the module docstring)."""
+def restored_config(ranker: Any, meta: dict[str, Any], path: Path, weights: Any) -> Any:
+    """The ranker's config after the one restore rule (see the module docstring); ``weights``:
+    the ranker as its :class:`rankers.hooks.Persistent` hook group."""
     config = ranker.config
     fields = {f.name for f in dataclasses.fields(config)}
     runtime = config.runtime_fields()
@@ -189,7 +159,7 @@ def restored_config(ranker: Any, meta: dict[str, Any], path: Path) -> Any:
     # default when it is missing, whatever the caller asks now
     unkeyed = {k: v for k, v in config.unkeyed_defaults().items() if k not in runtime}
     restored = {**unkeyed, **{k: v for k, v in saved.items() if k in fields and k not in runtime}}
-    restored.update(view_as(ranker, Persistent).restored_options(meta, path))
+    restored.update(weights.restored_options(meta, path))
     changed = {
         k: (getattr(config, k, None), v)
         for k, v in restored.items()
@@ -205,18 +175,18 @@ def restored_config(ranker: Any, meta: dict[str, Any], path: Path) -> Any:
         ) from exc
 
 
-def load_ranker(ranker: Any, path: Path) -> None:
+def load_ranker(ranker: Any, path: Path, weights: Any) -> None:
     """Restore a :func:`save_ranker` folder (or one of an older version, which has the same files)
     into ``ranker``: check the manifest when there is one, check ``ranker.json`` names this ranker
-    and the weights exist, apply the restore rule, then read the weights."""
+    and the weights exist, apply the restore rule, then read the weights (by ``weights``, the
+    ranker as its :class:`rankers.hooks.Persistent` hook group)."""
     path = Path(path)
     if (path / MANIFEST).is_file():
         problem = manifest_problem(path)
         if problem:
             raise RankerError(f"{path}: damaged {ranker.name} checkpoint: {problem}")
-    weights = view_as(ranker, Persistent)
     meta = read_saved(path, ranker.name, *weights.saved_parts())
-    ranker.config = restored_config(ranker, meta, path)
+    ranker.config = restored_config(ranker, meta, path, weights)
     if hasattr(ranker, "training_summary"):
         saved = meta.get("training")
         ranker.training_summary = (

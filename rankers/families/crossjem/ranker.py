@@ -149,7 +149,7 @@ class CrossJEMConfig(EncoderConfig):
         help="most padding per scoring encoder call, as a fraction of real tokens "
         "(none: 0.05 on CPU, 1.0 on CUDA)",
     )
-    #: listwise by default; the paper's rpl needs teacher scores (see rankers.losses)
+    #: listwise by default; the paper's rpl needs teacher scores (see rankers.compute.losses)
     loss: str = inherit_option(EncoderConfig, "loss", "listnet")
 
     @property
