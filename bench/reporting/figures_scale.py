@@ -58,17 +58,8 @@ def store_cost(records: Records) -> str:
                     f"{r['load_before'][0]:.1f}",
                 ]
             )
-    head = [
-        "items",
-        "what",
-        "index time (s)",
-        "peak RSS added (MB)",
-        "traced peak (MB)",
-        "held after (MB)",
-        "arrays (MB)",
-        "tokens",
-        "load (1 min)",
-    ]
+    head = ["items", "what", "index time (s)", "peak RSS added (MB)", "traced peak (MB)"]
+    head += ["held after (MB)", "arrays (MB)", "tokens", "load (1 min)"]
     return markdown(head, rows)
 
 
@@ -113,13 +104,6 @@ def throughput_processes(records: Records) -> str:
                     f"{agg / base:.2f}x",
                 ]
             )
-    head = [
-        "round",
-        "column",
-        "N",
-        "calls",
-        "1 process (pairs/s)",
-        "2 processes, aggregate (each)",
-        "ratio",
-    ]
+    head = ["round", "column", "N", "calls", "1 process (pairs/s)", "2 processes, aggregate (each)"]
+    head += ["ratio"]
     return markdown(head, rows)

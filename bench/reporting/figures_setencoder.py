@@ -99,16 +99,8 @@ def set_encoder_accuracy(records: Records) -> str:
                 seconds,
             ]
         )
-    header = [
-        "dataset",
-        "monoBERT test AP@10",
-        "Set-Encoder dev AP@10 (epoch)",
-        "test AP@10",
-        "MAP",
-        "MRR@10",
-        "vs monoBERT (points)",
-        "training s",
-    ]
+    header = ["dataset", "monoBERT test AP@10", "Set-Encoder dev AP@10 (epoch)", "test AP@10"]
+    header += ["MAP", "MRR@10", "vs monoBERT (points)", "training s"]
     return markdown(header, rows)
 
 
@@ -209,16 +201,8 @@ def _versus_table(records: Records, rows: Sequence[Versus]) -> str:
             cells = [str(test.queries), p_value(test.p), p_value(test.p_holm, test.significant)]
         delta = MISSING if model is None or baseline is None else f"{100 * (model - baseline):+.2f}"
         body.append([row.shown, row.question, fixed(model), fixed(baseline), delta, *cells])
-    header = [
-        "model vs baseline",
-        "what it measures",
-        "model test AP@10",
-        "baseline test AP@10",
-        "difference (points)",
-        "queries",
-        "p (paired t-test)",
-        "p (Holm)",
-    ]
+    header = ["model vs baseline", "what it measures", "model test AP@10", "baseline test AP@10"]
+    header += ["difference (points)", "queries", "p (paired t-test)", "p (Holm)"]
     note = (
         "Paired t-test on test AP@10 over the queries both runs have; Holm over the rows of "
         f"each question that have both per-query files ({'; '.join(counts)}); † Holm-adjusted "
@@ -313,15 +297,9 @@ def set_encoder_latency(records: Records) -> str:
                     f"{times(sp.get('measured_mean'))} ({times(sp.get('predicted_flops'))})",
                 ]
             )
-    header = [
-        "N",
-        "queries x repeats",
-        "monoBERT ms (end to end)",
-        "Set-Encoder ms (end to end)",
-        "CROSS-JEM ms (end to end)",
-        "Set-Encoder time / monoBERT's (end to end)",
-        "CROSS-JEM speed-up (predicted)",
-    ]
+    header = ["N", "queries x repeats", "monoBERT ms (end to end)", "Set-Encoder ms (end to end)"]
+    header += ["CROSS-JEM ms (end to end)", "Set-Encoder time / monoBERT's (end to end)"]
+    header += ["CROSS-JEM speed-up (predicted)"]
     return markdown(header, rows)
 
 
