@@ -19,7 +19,8 @@ from typer.testing import CliRunner
 from bench.cli.main import app
 from bench.cli.seeds import parse_seeds
 from bench.experiments.sweep import SeedRun, Sweep, SweepRow, table_lines
-from bench.reporting.figures import Records, chosen_on_dev
+from bench.reporting.figures import Records, chosen_on_dev, p_value, paired_tests
+from bench.reporting.reference_documents import renderers
 from bench.reporting.tables import SPREAD, build_comparison, render, render_csv
 from bench.results.groups import (
     GroupRecord,
@@ -156,7 +157,12 @@ def test_a_group_reuses_the_seed_zero_run_trains_other_weights_per_seed_and_show
 
 # -- the group record and its row ------------------------------------------------------------------
 def _record(
-    folder: Path, seed: int, ap: float, per_query: dict[str, float], **extra: object
+    folder: Path,
+    seed: int,
+    ap: float,
+    per_query: dict[str, float],
+    rr: float | None = None,
+    **extra: object,
 ) -> ResultRecord:
     record = ResultRecord(
         ranker="monobert",
@@ -164,7 +170,7 @@ def _record(
         split="test",
         family="early",
         label="monobert (fine-tuned)" if seed == 0 else f"monobert (seed={seed}, fine-tuned)",
-        metrics={"AP@10": ap},
+        metrics={"AP@10": ap, **({} if rr is None else {"RR@10": rr})},
         latency={"p50_ms": 10.0 + seed},
         config={"lr": 1e-4, "seed": seed, **extra},
         run_config={"seed": 0, "device": "cpu"},
@@ -174,7 +180,7 @@ def _record(
         key_parts={"data": "d", "code": "c"},
         created=f"2026-01-0{seed + 1}",
     )
-    values = {q: {"AP@10": v} for q, v in per_query.items()}
+    values = {q: dict.fromkeys(record.metrics, v) for q, v in per_query.items()}
     run = {q: {"doc": 1.0} for q in per_query}
     return write_result(record, run, values, folder / f"test-hash{seed}")
 
@@ -313,6 +319,54 @@ def test_a_reference_table_reads_groups_kept_with_their_members_and_chooses_by_m
     assert dev[1].per_query() == {"q1": {"AP@10": pytest.approx(0.77)}}
     assert choose_by_mean([[g.metric_values("AP@10")[0]] for g in dev]) == 0  # seed 0 alone
     assert chosen_on_dev(dev) == 1
+
+
+def test_the_seed_groups_table_renders_mean_sd_the_difference_and_its_paired_test(
+    tmp_path: Path,
+) -> None:
+    ref = tmp_path / "results" / "reference"
+    ref.mkdir(parents=True)
+    names = []
+    for name, runs in (
+        ("a", ((0.80, 1.0, (0.9, 0.8, 0.7)), (0.60, 0.5, (0.5, 0.6, 0.7)))),
+        ("b", ((0.78, 1.0, (0.9, 0.7, 0.74)), (0.76, 1.0, (0.8, 0.8, 0.74)))),
+    ):
+        members = []
+        for seed, (ap, rr, per_query) in enumerate(runs):
+            run = _record(
+                tmp_path / "runs" / name,
+                seed,
+                ap,
+                dict(zip(("q1", "q2", "q3"), per_query, strict=True)),
+                rr,
+            )
+            assert run.path is not None
+            kept = ref / f"{name}-seed{seed}.json"
+            shutil.copy(run.path / "record.json", kept)
+            shutil.copy(run.path / "perquery.tsv", kept.with_suffix(".perquery.tsv"))
+            members.append(read_member(kept))
+        group = write_group(make_group(members), ref)
+        assert group.path is not None
+        names.append(group.path.relative_to(tmp_path))
+    text = renderers()["seed-groups"](Records("seeds", names, tmp_path))
+    (paired,) = paired_tests(
+        [({"q1": {"AP@10": 0.7}, "q2": {"AP@10": 0.7}, "q3": {"AP@10": 0.7}},
+          {"q1": {"AP@10": 0.85}, "q2": {"AP@10": 0.75}, "q3": {"AP@10": 0.74}}, "AP@10")]
+    )  # fmt: skip
+    assert paired is not None
+    lines = text.splitlines()
+    assert lines[0] == (
+        "| System | Supervision | Seeds | test AP@10 | test RR@10 | AP@10 vs first (points) "
+        "| paired t-test p (Holm) |"
+    )
+    assert lines[2] == (
+        "| monobert (fine-tuned) | not trained here | 2 (0, 1) | 0.7000 ± 0.1414 "
+        "| 0.7500 ± 0.3536 | – | – |"
+    )
+    assert lines[3] == (
+        "| monobert (fine-tuned) | not trained here | 2 (0, 1) | 0.7700 ± 0.0141 "
+        f"| 1.0000 ± 0.0000 | +7.00≈ | {p_value(paired.p_holm, paired.significant)} |"
+    )
 
 
 # -- how far the seeds reproduce one another (repro-eval) ------------------------------------------

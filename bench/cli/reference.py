@@ -15,10 +15,10 @@ reference_app = typer.Typer(
         "Result tables of the README and docs/ rendered from records. Each table sits between "
         "`<!-- reference: NAME from RECORD[, RECORD] -->` and `<!-- /reference -->`; NAME is a "
         "renderer registered in one of the bench/reporting/figures_*.py modules (tables, order, "
-        "precision, scale, setencoder, teachers), the records are files under results/ (paths "
-        "from the repository "
-        "root). `render` rewrites the tables from their records; `check` "
-        "exits 1 naming the first figure that differs from its record (part of `make test`)."
+        "precision, scale, seeds, setencoder, teachers), the records are files under results/ "
+        "(paths from the repository root). `render` rewrites the tables from their records; "
+        "`check` exits 1 naming the first figure that differs from its record (part of "
+        "`make test`)."
     ),
     no_args_is_help=True,
 )

@@ -16,6 +16,7 @@ from pathlib import Path
 import bench.reporting.figures_order
 import bench.reporting.figures_precision
 import bench.reporting.figures_scale
+import bench.reporting.figures_seeds
 import bench.reporting.figures_setencoder
 import bench.reporting.figures_tables
 import bench.reporting.figures_teachers
@@ -40,6 +41,7 @@ TABLE_MODULES = (
     bench.reporting.figures_order,
     bench.reporting.figures_precision,
     bench.reporting.figures_scale,
+    bench.reporting.figures_seeds,
     bench.reporting.figures_setencoder,
     bench.reporting.figures_teachers,
 )
