@@ -80,6 +80,34 @@ SCORING_DTYPE_NAMES: tuple[str, ...] = (*DTYPE_NAMES, "int8")
 _SPEC = "option"
 
 
+class _Given:
+    """The type of :data:`GIVEN`."""
+
+    def __repr__(self) -> str:
+        return "GIVEN"
+
+
+#: in ``needs``: the other option must have a value, any value but None (``teacher_scores``
+#: needs a ``teacher``)
+GIVEN = _Given()
+#: what an option needs of another: the values it must have, or :data:`GIVEN`
+Allowed = tuple[Any, ...] | _Given
+#: one declared dependency: (other option, what it must be)
+Need = tuple[str, Allowed]
+
+
+def _meets(actual: Any, allowed: Allowed) -> bool:
+    """Whether another option's value ``actual`` is what a dependency asks for."""
+    return actual is not None if isinstance(allowed, _Given) else actual in allowed
+
+
+def _wanted(other: str, allowed: Allowed) -> str:
+    """A dependency in words: ``order=hybrid or order=concat``, ``a value of teacher``."""
+    if isinstance(allowed, _Given):
+        return f"a value of {other}"
+    return " or ".join(f"{other}={v}" for v in allowed)
+
+
 @dataclasses.dataclass(frozen=True)
 class OptionSpec:
     """What :func:`option` declares about a config field: its role, help and valid values.
@@ -94,25 +122,37 @@ class OptionSpec:
     max: float | None = None
     below: float | None = None
     choices: tuple[str, ...] | None = None
-    #: where the option means something: other option -> the values it must have; a value
-    #: other than the default elsewhere does nothing, so it is refused (:meth:`unused`)
-    needs: tuple[tuple[str, tuple[Any, ...]], ...] = ()
+    #: where the option means something: other option -> the values it must have (or
+    #: :data:`GIVEN`); a value other than the default elsewhere does nothing, so it is refused
+    #: (:meth:`RankerConfig.option_problem`)
+    needs: tuple[Need, ...] = ()
     #: False for an option added after results were keyed: at its default it is left out of
     #: :meth:`RankerConfig.to_dict`, so every key made before it existed stays the same
     keyed_at_default: bool = True
+    #: what one value needs beyond :attr:`needs` (``dtype=int8`` runs on ``runtime=onnxruntime``)
+    value_needs: tuple[tuple[Any, tuple[Need, ...]], ...] = ()
+
+    def requirements(self, value: Any, default: Any) -> tuple[Need, ...]:
+        """What ``value`` needs of the other options: nothing at the default; else
+        :attr:`needs` and what :attr:`value_needs` declares for this value."""
+        if value == default:
+            return ()
+        own = tuple(need for v, needs in self.value_needs if v == value for need in needs)
+        return (*self.needs, *own)
 
     def unused(self, name: str, value: Any, default: Any, config: Any) -> str | None:
-        """Why ``name=value`` does nothing in ``config`` (the first option of :attr:`needs`
-        that has another value), else None; the default is always allowed. A setting that does
-        nothing would still be another cache key: the same model trained again under it."""
-        if value == default:
-            return None
-        for other, allowed in self.needs:
+        """Why ``name=value`` does nothing in ``config`` (the first of its
+        :meth:`requirements` that another option does not meet), else None; the default is
+        always allowed. A setting that does nothing would still be another cache key: the same
+        model trained again under it."""
+        for other, allowed in self.requirements(value, default):
             actual = getattr(config, other)
-            if actual not in allowed:
-                wanted = " or ".join(f"{other}={v}" for v in allowed)
+            if not _meets(actual, allowed):
+                wanted = _wanted(other, allowed)
+                own = any(v == value for v, _ in self.value_needs)
+                effect = "is not available with" if own else "has no effect under"
                 return (
-                    f"option {name}={value} has no effect under {other}={actual} "
+                    f"option {name}={value} {effect} {other}={actual} "
                     f"({name}={value} needs {wanted}); leave {name} at its default, {default}"
                 )
         return None
@@ -156,16 +196,19 @@ def option(
     below: float | None = None,
     choices: Sequence[str] | None = None,
     default_factory: Callable[[], Any] | None = None,
-    needs: Mapping[str, Sequence[Any]] | None = None,
+    needs: Mapping[str, Sequence[Any] | _Given] | None = None,
     keyed_at_default: bool = True,
+    value_needs: Mapping[Any, Mapping[str, Sequence[Any] | _Given]] | None = None,
 ) -> Any:
     """A :class:`RankerConfig` field with its role, one-line help and valid values declared once
     (in the manner of ir-measures' declared measure parameters). Every consumer reads them from
     here: the cache keys and checkpoint loading (:meth:`RankerConfig.fields_with_role`),
     validation (:meth:`RankerConfig.__post_init__`) and ``bench rankers``
     (:meth:`RankerConfig.describe_options`). ``needs`` declares where a value other than the
-    default means something (``needs={"order": ("hybrid",)}``): elsewhere it is refused before
-    any work, as a value out of range is. ``keyed_at_default=False`` (for an option added to a
+    default means something (``needs={"order": ("hybrid",)}``; :data:`GIVEN`: any value but
+    None): elsewhere it is refused before any work, as a value out of range is; ``value_needs``
+    the same for one value (``{"int8": {"runtime": ("onnxruntime",)}}``). A value whose needs no
+    value this ranker takes can meet is not one of its choices (:meth:`RankerConfig.runnable`). ``keyed_at_default=False`` (for an option added to a
     ranker whose results are already keyed): the option is left out of the config's cache keys,
     labels and saved config while it has its default, so adding it changes no existing key."""
     if max is not None and below is not None:
@@ -177,13 +220,19 @@ def option(
         max,
         below,
         tuple(choices) if choices is not None else None,
-        tuple((k, tuple(v)) for k, v in (needs or {}).items()),
+        _need_tuple(needs),
         keyed_at_default,
+        tuple((v, _need_tuple(n)) for v, n in (value_needs or {}).items()),
     )
     metadata = {_SPEC: spec}
     if default_factory is not None:
         return dataclasses.field(default_factory=default_factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
+
+
+def _need_tuple(needs: Mapping[str, Sequence[Any] | _Given] | None) -> tuple[Need, ...]:
+    """``needs`` as :attr:`OptionSpec.needs` holds it (hashable, in declaration order)."""
+    return tuple((k, v if isinstance(v, _Given) else tuple(v)) for k, v in (needs or {}).items())
 
 
 def inherit_option(
@@ -193,14 +242,21 @@ def inherit_option(
     *,
     help: str | None = None,
     choices: tuple[str, ...] | None = None,
+    value_needs: Mapping[Any, Mapping[str, Sequence[Any] | _Given]] | None = None,
 ) -> Any:
     """Option ``name`` of ``config`` with another default (and, with ``help``, a help text that
-    says what it means for this ranker; with ``choices``, fewer valid values), for a subclass that
-    keeps the option's role and range (a plain ``name: str = "x"`` would drop the declared role,
-    help and range)."""
+    says what it means for this ranker; with ``choices``, fewer valid values; with
+    ``value_needs``, what some values need of other options), for a subclass that keeps the
+    option's role and range (a plain ``name: str = "x"`` would drop the declared role, help and
+    range)."""
     (field,) = (f for f in dataclasses.fields(config) if f.name == name)
     metadata: Mapping[str, Any] = field.metadata
-    changes = {k: v for k, v in (("help", help), ("choices", choices)) if v is not None}
+    needed = tuple((v, _need_tuple(n)) for v, n in value_needs.items()) if value_needs else None
+    changes = {
+        k: v
+        for k, v in (("help", help), ("choices", choices), ("value_needs", needed))
+        if v is not None
+    }
     if changes:
         metadata = {**metadata, _SPEC: dataclasses.replace(metadata[_SPEC], **changes)}
     return dataclasses.field(default=default, metadata=metadata)
@@ -247,12 +303,78 @@ class RankerConfig:
             if problem:
                 none = " or none" if f.name in optional else ""
                 raise RankerError(f"option {f.name}={value!r}: {problem}{none}")
+            problem = type(self).unrunnable(f.name, value)
+            if problem:
+                raise RankerError(problem)
         for f in dataclasses.fields(self):
             spec = option_spec(f)
-            if spec is not None and spec.needs:
+            if spec is not None and (spec.needs or spec.value_needs):
                 unused = spec.unused(f.name, getattr(self, f.name), f.default, self)
                 if unused:
                     raise RankerError(unused)
+
+    @classmethod
+    def unmet(cls, name: str, value: Any, seen: frozenset[str] = frozenset()) -> Need | None:
+        """The first declared need of ``name=value`` that no value this config takes can meet
+        (``onnx_graph=plain`` needs ``runtime=onnxruntime``, which the Set-Encoder's ``runtime``
+        does not take), followed through the other options' own needs; None: some setting of
+        the other options runs it. :data:`ANY_OTHER` stands for any value but the default."""
+        declared = _declared(cls)
+        spec, default = declared[name]
+        for other, allowed in spec.requirements(value, default):
+            if other not in declared:
+                return other, allowed
+            choices = declared[other][0].choices
+            if isinstance(allowed, _Given) or choices is None or other in seen:
+                continue
+            if not any(
+                v in choices and cls.unmet(other, v, seen | {name}) is None for v in allowed
+            ):
+                return other, allowed
+        return None
+
+    @classmethod
+    def runnable(cls, name: str) -> tuple[str, ...] | None:
+        """The choices of option ``name`` that this config can run (its declared choices less
+        those :meth:`unmet` refuses); None for an option without choices."""
+        choices = _declared(cls)[name][0].choices
+        return None if choices is None else tuple(c for c in choices if cls.unmet(name, c) is None)
+
+    @classmethod
+    def settable(cls, name: str) -> bool:
+        """Whether option ``name`` can take any value but its default in this config (an
+        option of a runtime the ranker lacks cannot): ``bench rankers`` lists only these."""
+        choices = cls.runnable(name)
+        if choices is not None:
+            return len(choices) > 1
+        return cls.unmet(name, ANY_OTHER) is None
+
+    @classmethod
+    def unrunnable(cls, name: str, value: Any) -> str | None:
+        """Why ``name=value`` cannot run in this config whatever the other options (a need no
+        value they take meets), naming the option, the need and what the other option takes;
+        else None."""
+        if name not in _declared(cls):
+            return None
+        need = cls.unmet(name, value)
+        if need is None:
+            return None
+        other, allowed = need
+        declared = _declared(cls)
+        if other in declared:
+            takes = cls.runnable(other)
+            why = f"{other} here takes only {', '.join(map(str, takes or ()))}"
+        else:
+            why = f"this ranker has no option {other}"
+        reason = f"{name}={value} needs {_wanted(other, allowed)}, and {why}"
+        choices = cls.runnable(name)
+        if choices is not None and len(choices) > 1:
+            return f"option {name}={value!r}: expected one of {', '.join(choices)} ({reason})"
+        default = declared[name][1]
+        return (
+            f"option {name}={value!r} does nothing for this ranker ({reason}); leave {name} at "
+            f"its default, {default}"
+        )
 
     @classmethod
     def from_options(cls: type[C], options: Mapping[str, Any] | None = None) -> C:
@@ -309,16 +431,23 @@ class RankerConfig:
 
     @classmethod
     def describe_options(cls) -> list[OptionInfo]:
-        """Every option with its type, default, role, help and valid values, in field order."""
+        """Every option with its type, default, role, help and valid values, in field order:
+        only the values this config can run (:meth:`runnable`), and no option that can take
+        none but its default (:meth:`settable`)."""
         optional = _optional_fields(cls)
         rows = []
         for f in dataclasses.fields(cls):
             spec = option_spec(f)
+            if spec is not None and not cls.settable(f.name):
+                continue  # no other value runs here (an option of a runtime the ranker lacks)
             if f.default_factory is not dataclasses.MISSING:
                 default = f.default_factory()
             else:
                 default = f.default
             valid = spec.range() if spec is not None else ""
+            choices = cls.runnable(f.name) if spec is not None else None
+            if choices is not None:
+                valid = ", ".join(choices)
             if valid and f.name in optional:
                 valid += " or none"
             rows.append(
@@ -368,6 +497,35 @@ class TrainingConfig(RankerConfig):
 
 
 _OPTIONAL: dict[type[RankerConfig], frozenset[str]] = {}
+_DECLARED: dict[type[RankerConfig], dict[str, tuple[OptionSpec, Any]]] = {}
+
+
+class _AnyOther:
+    """The type of :data:`ANY_OTHER`."""
+
+    def __eq__(self, other: object) -> bool:
+        return other is self
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __repr__(self) -> str:
+        return "ANY_OTHER"
+
+
+#: for :meth:`RankerConfig.unmet`: a value equal to no default and to no value of ``value_needs``
+ANY_OTHER = _AnyOther()
+
+
+def _declared(cls: type[RankerConfig]) -> dict[str, tuple[OptionSpec, Any]]:
+    """Every declared option of ``cls``: name -> (spec, default); computed once per class."""
+    if cls not in _DECLARED:
+        _DECLARED[cls] = {
+            f.name: (spec, f.default)
+            for f in dataclasses.fields(cls)
+            if (spec := option_spec(f)) is not None
+        }
+    return _DECLARED[cls]
 
 
 def _optional_fields(cls: type[RankerConfig]) -> frozenset[str]:

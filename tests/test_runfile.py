@@ -226,3 +226,42 @@ def test_files_of_one_name_are_two_rows_and_a_changed_file_no_current_row(
     result = runner.invoke(app, ["check", "-e", str(expected), "--data-dir", str(shared_data)])
     assert result.exit_code == 1, result.output
     assert "MISSING" in result.output
+
+
+def test_a_relative_run_file_path_is_found_from_another_folder(
+    tmp_path: Path,
+    shared_data: Path,
+    results_dir: Path,
+    split: RankingSplit,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``--set path=run.trec`` given in the file's folder: the record lists the file by its
+    absolute path, so a reader working in another folder finds it with its bytes and counts the
+    row current (a path recorded as given would read as missing from there)."""
+    folder, elsewhere = tmp_path / "runs", tmp_path / "elsewhere"
+    folder.mkdir()
+    elsewhere.mkdir()
+    written = _write(folder / "run.trec", _lines(split))
+    monkeypatch.chdir(folder)
+    base = {"dataset": "semeval16b", "data_dir": shared_data, "progress": False, "warmup": 1}
+    row = run(RunOptions("runfile", options={"path": "run.trec"}, **base))
+    (record,) = load_records(results_dir)
+    assert record.path == row.path
+    digest = hashlib.sha256(written.read_bytes()).hexdigest()
+    assert record.inputs == {str(written.resolve()): digest}
+    monkeypatch.chdir(elsewhere)
+    selection = load_selected(results_dir, shared_data, dataset="semeval16b")
+    assert [r.path for r in selection.records] == [row.path]
+    assert not selection.left_out
+
+
+def test_the_input_digest_of_several_files_does_not_follow_their_order() -> None:
+    """Several input files: the label shows the SHA-256 of their sorted digests, so the same
+    files listed in another order (another dict order, another folder walk) give the same row."""
+    from bench.results.labels import input_digest
+
+    one, two = "b" * 64, "a" * 64
+    whole = hashlib.sha256(f"{two}\n{one}".encode()).hexdigest()[:12]
+    assert input_digest({"/x/1.trec": one, "/x/2.trec": two}) == whole
+    assert input_digest({"/x/2.trec": two, "/x/1.trec": one}) == whole
+    assert input_digest({"/x/1.trec": one}) == one[:12] and input_digest({}) is None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -215,7 +216,12 @@ def test_threads_labels_and_records_name_the_runtime(tiny_bert: Path) -> None:
 @pytest.mark.parametrize(
     ("cls", "options", "message"),
     [
-        (MonoBERTRanker, {"dtype": "int8"}, "option dtype=int8 scores on runtime=onnxruntime"),
+        (
+            MonoBERTRanker,
+            {"dtype": "int8"},
+            "option dtype=int8 is not available with runtime=torch (dtype=int8 needs "
+            "runtime=onnxruntime)",
+        ),
         (
             MonoBERTRanker,
             {"runtime": "onnxruntime", "dtype": "bfloat16"},
@@ -449,3 +455,63 @@ def test_int8_recipe_default_and_refusals(tiny_bert: Path) -> None:
         r"exported encoder holds 2 such nodes for its 3 layers",
     ):
         runtimes.float_nodes(model, "ffn-out-float", 3)
+
+
+def test_int8_weights_have_one_scale_per_output_channel(tiny_bert: Path) -> None:
+    """dtype=int8 quantizes each weight MatMul per output channel (one scale and zero point per
+    column): per-tensor scales moved MiniLM's hidden states about 2.5x more. Every int8 weight of
+    the quantized tiny encoder (12 MatMuls: 6 per layer) has as many scales as columns."""
+    _needs("onnxruntime", "int8")
+    import onnx
+
+    ranker = _ranker(MonoBERTRanker, tiny_bert)
+    model = runtimes.encoder_graph(ranker.module.encoder, ("last_hidden_state",), "float32")
+    graph = onnx.load_from_string(runtimes.quantize_int8(model)).graph
+    tensors = {t.name: t for t in graph.initializer}
+    weights = [
+        t for t in graph.initializer if t.data_type == onnx.TensorProto.INT8 and len(t.dims) == 2
+    ]
+    assert len(weights) == TINY_MATMULS
+    for weight in weights:
+        stem = weight.name.removesuffix("_quantized")
+        columns = [weight.dims[1]]
+        assert list(tensors[f"{stem}_scale"].dims) == columns, weight.name
+        assert list(tensors[f"{stem}_zero_point"].dims) == columns, weight.name
+
+
+@pytest.mark.parametrize(("precision", "hint"), [("float32", "f32"), ("bfloat16", "bf16")])
+def test_openvino_is_given_its_precision_hint_on_any_cpu(
+    precision: str, hint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """float32 on OpenVINO sets ``INFERENCE_PRECISION_HINT=f32`` explicitly (the CPU plugin's
+    default is bf16 where the CPU has native bf16), bfloat16 sets bf16: read from what the
+    session compiles with, so it holds on a CPU whose default is f32 anyway and without
+    OpenVINO installed (a stand-in records the call)."""
+    compiled: dict[str, Any] = {}
+
+    class Compiled:
+        outputs: list[str] = []
+
+        def create_infer_request(self) -> None:
+            return None
+
+        def get_property(self, name: str) -> Any:
+            return compiled["config"][name]
+
+    class Core:
+        def get_property(self, device: str, name: str) -> list[str]:
+            return ["FP32"]
+
+        def read_model(self, model: bytes) -> bytes:
+            return model
+
+        def compile_model(self, model: bytes, device: str, config: dict[str, Any]) -> Compiled:
+            compiled.update(model=model, device=device, config=config)
+            return Compiled()
+
+    stand_in = types.SimpleNamespace(Core=Core, __version__="stand-in")
+    monkeypatch.setattr(runtimes, "require", lambda package, runtime: stand_in)
+    session = runtimes.openvino_session(b"graph", precision, 2)
+    assert compiled["device"] == "CPU" and compiled["model"] == b"graph"
+    assert compiled["config"]["INFERENCE_PRECISION_HINT"] == hint
+    assert session.info["inference_precision"] == hint

@@ -70,13 +70,107 @@ class FixedTeacher(Ranker):
         return {"name": self.name, "weights_hash": f"fixed{self.offset:g}"}
 
 
+class RankTeacher(Ranker):
+    """Scores item i of every list ``sign x i`` and counts its calls: ``+1`` ranks the last item
+    first, ``-1`` the first."""
+
+    name = "rank"
+    family = "test"
+    Config = RankerConfig
+
+    def __init__(self, sign: float) -> None:
+        super().__init__(RankerConfig())
+        self.sign = sign
+
+    def score(self, lists: Sequence[CandidateList]) -> list[np.ndarray]:
+        return [self.sign * np.arange(len(cl), dtype=np.float64) for cl in lists]
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "weights_hash": f"rank{self.sign:+g}"}
+
+
+def test_a_repeated_ensemble_member_counts_as_often_as_it_is_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``up+up+down`` weighs ``up`` 2/3: the targets are the sigmoid of the mean of the members'
+    z-scores, (2 z_up + z_down) / 3 = z_up / 3 on lists of three items, where z_up is
+    (-1.2247, 0, 1.2247) and z_down its negative (as ``up+down`` would give all 0.5)."""
+    from rankers.fit import targets as module
+
+    assert teacher_parts("monobert+monobert+colbert") == ["monobert", "monobert", "colbert"]
+    members = {"up": 1.0, "down": -1.0}
+    monkeypatch.setattr(module, "load_teacher", lambda path, device: RankTeacher(members[path]))
+    student = CrossJEMRanker(CrossJEMRanker.Config.from_options({"teacher": "up+up+down"}))
+    train = _three_item_split()
+    got = training_targets(student, train, train.lists)
+    third = 1.224745 / 3  # z of (0, 1, 2): (i - 1) / sqrt(2/3)
+    expected = [1 / (1 + np.exp(third)), 0.5, 1 / (1 + np.exp(-third))]  # 0.39933, 0.5, 0.60067
+    for values in got.values:
+        assert values == pytest.approx(expected, abs=1e-6)
+    assert [m["name"] for m in got.teacher["members"]] == ["rank", "rank", "rank"]
+    assert got.source == "teacher rank+1+rank+1+rank-1"
+
+
+def _three_item_split(texts: tuple[str, str, str] = ("a b", "c d", "e f")) -> RankingSplit:
+    """Two queries of three candidates each (ids d0-d2, ``texts``), checksum from the texts."""
+    lists = [
+        CandidateList(
+            Query(f"q{q}", "a"), tuple(Candidate(f"d{i}", t) for i, t in enumerate(texts))
+        )
+        for q in range(2)
+    ]
+    qrels = {f"q{q}": {"d0": 1} for q in range(2)}
+    return RankingSplit(
+        dataset="toy", split="train", lists=lists, qrels=qrels, checksum="-".join(texts)
+    )
+
+
+class LengthTeacher(Ranker):
+    """Scores each item by its text's length, and counts its calls."""
+
+    name = "length"
+    family = "test"
+    Config = RankerConfig
+    calls = 0
+
+    def score(self, lists: Sequence[CandidateList]) -> list[np.ndarray]:
+        LengthTeacher.calls += 1
+        return [np.array([len(t) for t in cl.texts], dtype=np.float64) for cl in lists]
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "weights_hash": "length"}
+
+
+def test_cached_teacher_scores_follow_the_split_texts_not_only_its_ids(tmp_path: Path) -> None:
+    """The teacher-score cache is keyed by the split's checksum too: a split whose texts changed
+    under the same query and item ids is scored anew, never given the old texts' scores."""
+    from rankers.fit.targets import teacher_logits
+
+    teacher = LengthTeacher()
+    old, new = _three_item_split(), _three_item_split(("a", "bb", "a much longer text"))
+    assert [cl.docids for cl in old.lists] == [cl.docids for cl in new.lists]
+    LengthTeacher.calls = 0
+    first, path = teacher_logits(teacher, old.lists, old.checksum, tmp_path)
+    again, same = teacher_logits(teacher, old.lists, old.checksum, tmp_path)
+    assert LengthTeacher.calls == 1 and same == path  # the same split: read from the cache
+    assert [s.tolist() for s in again] == [[3.0, 3.0, 3.0]] * 2
+    changed, other = teacher_logits(teacher, new.lists, new.checksum, tmp_path)
+    assert LengthTeacher.calls == 2 and other != path
+    assert [s.tolist() for s in changed] == [[1.0, 2.0, 18.0]] * 2
+
+
 def test_teacher_scores_option_chooses_sigmoid_or_logits(tiny_bert: Path) -> None:
     train = gold_split("train", 0, n=2)
     teacher = FixedTeacher(-1.0)
     for mode, transform in (("sigmoid", sigmoid), ("logits", lambda x: x)):
         student = CrossJEMRanker(
             CrossJEMRanker.Config.from_options(
-                {"model": str(tiny_bert), "teacher_scores": mode, "union_len": 64}
+                {
+                    "model": str(tiny_bert),
+                    "teacher": "monobert",
+                    "teacher_scores": mode,
+                    "union_len": 64,
+                }
             )
         )
         targets = training_targets(student, train, train.lists, teacher)

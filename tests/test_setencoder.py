@@ -3,6 +3,8 @@ monoBERT, options, checkpoints and the cost model's calls."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -161,3 +163,22 @@ def test_an_exported_folder_scores_the_same(tiny_bert: Path, tmp_path: Path) -> 
     assert exported.loads_with == "rankers.families.setencoder.SetEncoderRanker.from_exported"
     loaded = SetEncoderRanker.from_exported(tmp_path / "out")
     np.testing.assert_allclose(loaded.score([_list(TEXTS)])[0], want, rtol=0, atol=1e-6)
+
+
+def test_scoring_runs_without_any_dropout(tiny_bert: Path, tmp_path: Path) -> None:
+    """Scoring is dropout-free in every part (the chunks' attention, the first tokens' joint
+    attention, the hidden states, the head): the tiny BERT with every dropout at 0.5 (and the
+    head's at 0.5) scores exactly as the same weights with none. Dropout at 0.5 anywhere in a
+    scoring pass would move these scores by far more than the tolerance."""
+    dropping = tmp_path / "dropping"
+    shutil.copytree(tiny_bert, dropping)
+    config = json.loads((dropping / "config.json").read_text())
+    config.update(hidden_dropout_prob=0.5, attention_probs_dropout_prob=0.5)
+    (dropping / "config.json").write_text(json.dumps(config))
+    lists = [_list(TEXTS), _list(OTHER, "q2", "tuple")]
+    plain = _ranker(tiny_bert, dropout=0.0, batch_size=3).score(lists)
+    ranker = _ranker(dropping, dropout=0.5, batch_size=3)
+    assert ranker.module.encoder.config.attention_probs_dropout_prob == 0.5
+    for got, want in zip(ranker.score(lists), plain, strict=True):
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+    assert np.ptp(np.concatenate(plain)) > 0.05  # scores that dropout would move

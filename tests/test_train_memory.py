@@ -378,3 +378,47 @@ def test_micro_batched_gradients_equal_one_pass(
     assert grads.keys() == one.keys() and len(grads) > 10
     for key, grad in one.items():
         torch.testing.assert_close(grads[key], grad, rtol=1e-5, atol=1e-7, msg=key)
+
+
+@pytest.mark.parametrize(
+    ("name", "micro"), [("monobert", 4), ("crossjem", 13), ("set-encoder", 13)]
+)
+def test_micro_batch_backward_draws_the_dropout_of_its_scoring_pass(
+    tiny_bert: Path, name: str, micro: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With dropout on (the tiny BERT's own and the head's), a micro-batched step runs each
+    micro-batch twice: scored without a graph for the loss, then again with one for its
+    backward. The second pass must draw the same dropout masks (the scoring pass's random state
+    restored), or the gradient is that of other scores than the loss was taken on: the logits of
+    the two passes are equal bit for bit. Dropout is really on: the first micro-batch scored
+    once more, from the random state the step left, gives other logits."""
+    from rankers import get_ranker_class
+    from rankers.fit import lists
+
+    passes: list[tuple[Any, torch.Tensor]] = []
+    real = lists._forward
+
+    def recording(ranker: Any, model: Any, module: Any) -> Any:
+        forward = real(ranker, model, module)
+
+        def call(inputs: Any) -> Any:
+            logits, mask = forward(inputs)
+            passes.append((inputs, logits.detach().clone()))
+            return logits, mask
+
+        return call
+
+    monkeypatch.setattr(lists, "_forward", recording)
+    cls = get_ranker_class(name)
+    options = {"model": str(tiny_bert), "dropout": 0.1, "loss": "listnet"}
+    ranker = cls(cls.Config.from_options({**options, "train_micro_items": micro}))
+    torch.manual_seed(0)
+    _, grads, was_split = _step_gradients(ranker, "listnet", [0, 1, 2, -1 - 3])
+    assert was_split and len(grads) > 10
+    half = len(passes) // 2
+    assert len(passes) == 2 * half >= 4
+    for n, ((_, scored), (_, again)) in enumerate(zip(passes[:half], passes[half:], strict=True)):
+        assert torch.equal(scored, again), f"micro-batch {n}: backward saw other dropout masks"
+    with torch.no_grad():
+        other, _ = ranker.forward(passes[0][0])
+    assert not torch.equal(other, passes[0][1])

@@ -32,6 +32,7 @@ from bench.core.device import resolve_device
 from bench.core.trained import TrainingSummary
 from bench.data.model import CandidateList, RankingSplit
 from rankers.base import (
+    GIVEN,
     RUNTIME,
     SCORE,
     TRAINING,
@@ -106,6 +107,9 @@ class EncoderConfig(ListTrainingConfig):
     seed: int = inherit_option(
         TrainingConfig, "seed", 0, help="head initialisation and training order"
     )
+    dtype: str = inherit_option(
+        ListTrainingConfig, "dtype", "auto", value_needs={INT8: {"runtime": ("onnxruntime",)}}
+    )
     pretokenise: bool = option(
         True,
         role=RUNTIME,
@@ -123,6 +127,7 @@ class EncoderConfig(ListTrainingConfig):
         "fused",
         role=RUNTIME,
         choices=ONNX_GRAPHS,
+        needs={"runtime": ("onnxruntime",)},
         help="the graph runtime=onnxruntime runs: fused (eager-attention export with ONNX "
         "Runtime's BERT fusions, int8 quantized after fusion) or plain (the sdpa export, its "
         "linear layers quantized for int8); each ranker's faster one differs (docs/usage.md)",
@@ -143,6 +148,7 @@ class EncoderConfig(ListTrainingConfig):
         "sigmoid",
         role=TRAINING,
         choices=TEACHER_SCORES,
+        needs={"teacher": GIVEN},
         help="teacher logits -> targets: sigmoid (the paper's 0-1 scores) or the logits themselves "
         "(listnet then matches softmax(teacher logits); pl/listnet only)",
     )
@@ -165,11 +171,6 @@ class EncoderConfig(ListTrainingConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.dtype == INT8 and self.runtime == "torch":
-            raise RankerError(
-                "option dtype=int8 scores on runtime=onnxruntime (the quantized ONNX encoder); "
-                "add --set runtime=onnxruntime"
-            )
         check_runtime(self.runtime, self.dtype)
         if self.teacher and self.teacher_scores == "logits" and self.loss not in ANY_REAL_TARGETS:
             raise RankerError(

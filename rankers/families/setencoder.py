@@ -91,6 +91,13 @@ class SetEncoderConfig(EncoderConfig):
         help="what runs the encoder: torch only (its layers run one by one, each adding the "
         "other candidates' first tokens, which an exported whole-encoder graph cannot take)",
     )
+    dtype: str = inherit_option(
+        EncoderConfig,
+        "dtype",
+        "auto",
+        help="scoring precision, not part of the trained model: weights cast once to it (auto: "
+        "bf16 on a GPU with native bf16, else fp16; fp32 on CPU), run by torch",
+    )
     #: listwise by default, as CROSS-JEM's: the ranker sees the whole list
     loss: str = inherit_option(EncoderConfig, "loss", "listnet")
 
