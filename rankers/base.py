@@ -208,9 +208,10 @@ def option(
     default means something (``needs={"order": ("hybrid",)}``; :data:`GIVEN`: any value but
     None): elsewhere it is refused before any work, as a value out of range is; ``value_needs``
     the same for one value (``{"int8": {"runtime": ("onnxruntime",)}}``). A value whose needs no
-    value this ranker takes can meet is not one of its choices (:meth:`RankerConfig.runnable`). ``keyed_at_default=False`` (for an option added to a
-    ranker whose results are already keyed): the option is left out of the config's cache keys,
-    labels and saved config while it has its default, so adding it changes no existing key."""
+    value this ranker takes can meet is not one of its choices (:meth:`RankerConfig.runnable`).
+    ``keyed_at_default=False`` (for an option added to a ranker whose results are already keyed):
+    the option is left out of the config's cache keys, labels and saved config while it has its
+    default, so adding it changes no existing key."""
     if max is not None and below is not None:
         raise ValueError("option(): give max (inclusive) or below (exclusive), not both")
     spec = OptionSpec(
