@@ -192,26 +192,42 @@ def test_an_unwritable_results_folder_is_named_by_the_plan_and_stops_the_run(
 
 
 @pytest.mark.parametrize(
-    ("option", "said"),
+    ("ranker", "option", "said"),
     [
         # an option that does nothing in the layout: refused by its declared rule
         (
+            "crossjem",
             "share_min=3",
             "option share_min=3 has no effect under order=union (share_min=3 needs order=hybrid)",
         ),
         # the tiny BERT has 2 layers: its config is read without loading the weights
-        ("merge_layers=2", "option merge_layers=2 must be below the encoder's 2 layers"),
+        (
+            "crossjem",
+            "merge_layers=2",
+            "option merge_layers=2 must be below the encoder's 2 layers",
+        ),
+        # a runtime-only option under torch, a teacher option without a teacher
+        (
+            "crossjem",
+            "onnx_graph=plain",
+            "option onnx_graph=plain has no effect under runtime=torch (onnx_graph=plain needs "
+            "runtime=onnxruntime)",
+        ),
+        (
+            "monobert",
+            "teacher_scores=logits",
+            "option teacher_scores=logits has no effect under teacher=None "
+            "(teacher_scores=logits needs a value of teacher)",
+        ),
     ],
 )
 def test_a_setting_the_layout_or_model_cannot_take_stops_the_plan_and_the_run(
-    toy: Path, configs: Path, option: str, said: str
+    toy: Path, configs: Path, ranker: str, option: str, said: str
 ) -> None:
     """Refused while planning, so `--plan` and the run agree and nothing is trained first
     (the teacher, monoBERT, would otherwise train before the student's encoder loads)."""
     for extra in (["--plan"], []):
-        result = cli.invoke(
-            app, ["-q", "run", "-r", "crossjem", "-d", "toy", "--set", option, *extra]
-        )
+        result = cli.invoke(app, ["-q", "run", "-r", ranker, "-d", "toy", "--set", option, *extra])
         text = " ".join(result.output.split())
         assert result.exit_code == 2, text
         assert said in text and "Traceback" not in text
