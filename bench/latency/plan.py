@@ -212,7 +212,9 @@ def _needs(cls: type, name: str) -> tuple[tuple[str, tuple[Any, ...]], ...]:
     (``int8_recipe`` needs ``dtype=int8``); empty for any other option."""
     found = {f.name: f for f in dataclasses.fields(cls)}.get(name)
     spec = option_spec(found) if found is not None else None
-    return tuple((o, v) for o, v in spec.needs if o in PRECISION_OPTIONS) if spec else ()
+    if spec is None:
+        return ()
+    return tuple((o, v) for o, v in spec.needs if o in PRECISION_OPTIONS and isinstance(v, tuple))
 
 
 def _fits(cls: type, name: str, chosen: Mapping[str, str]) -> bool:
