@@ -212,19 +212,60 @@ def test_only_an_earlier_export_is_replaced(tmp_path: Path, tiny_bert: Path) -> 
             printed
         )
         assert _files(out) == {"mine.txt": b"keep"}
-    (out / EXPORT_FILE).write_text("[1, 2]")  # a marker that is not an export's description
-    assert "is not an earlier export" in _refused(str(source), str(out), "--overwrite")
+    marker = out / EXPORT_FILE
+    for text, problem in [  # a damaged marker says what is wrong with it
+        ("[1, 2]", "holds a JSON list, not an export's description"),
+        ("{}", "damaged (no 'loads_with', which says how the folder loads)"),
+        ('{"loads_with": "x"}', "damaged or written by an older bench (no 'files'"),
+        ('{"loads_with": "x", "files": "mine.txt"}', "damaged or written by an older bench"),
+        ('{"loads_w', "not valid JSON (Unterminated string"),
+    ]:
+        marker.write_text(text)
+        printed = _refused(str(source), str(out), "--overwrite")
+        assert f"{out}: is not an earlier export: {marker}: {problem}" in printed, text
+        assert "no bench-export.json" not in printed
+        assert _files(out) == {"mine.txt": b"keep", EXPORT_FILE: text.encode()}
+    marker.unlink()
     empty = tmp_path / "empty"
     empty.mkdir()
     _export(source, empty)  # an empty folder holds nothing to lose
     assert f"{empty}: exists and is not empty: it holds an earlier export (pass --overwrite" in (
         _refused(str(source), str(empty))
     )
-    (empty / "config.json").write_text("stale")
+    written = _files(empty)
+    assert sorted(json.loads(written[EXPORT_FILE])["files"]) == sorted(written)
+    (empty / "config.json").write_text("stale")  # a file the export wrote is replaced
     _export(source, empty, "--overwrite")
     assert (empty / "config.json").read_text() != "stale"
     assert json.loads((empty / EXPORT_FILE).read_text())["source"]["name"] == "monobert"
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_overwrite_refuses_an_export_holding_files_it_did_not_write(
+    tmp_path: Path, tiny_bert: Path
+) -> None:
+    """`bench export M OUT; echo notes > OUT/notes.txt; bench export M OUT --overwrite` deleted
+    notes.txt: an export replaces only the files its marker lists, and names anything else."""
+    source, _ = _saved_monobert(tmp_path, tiny_bert, "pooler")
+    out = tmp_path / "out"
+    _export(source, out)
+    (out / "notes.txt").write_text("notes")
+    (out / "mine").mkdir()
+    (out / "mine" / "a.txt").write_text("a")
+    (out / "empty").mkdir()
+    before = _files(out)
+    printed = _refused(str(source), str(out), "--overwrite")
+    assert (
+        f"{out}: holds what the earlier export there did not write (empty/, mine/a.txt, "
+        "notes.txt), which an export never deletes; move it away first"
+    ) in printed
+    assert _files(out) == before
+    assert (out / "empty").is_dir()
+    (out / "notes.txt").unlink()
+    (out / "mine" / "a.txt").unlink()
+    (out / "mine").rmdir()
+    (out / "empty").rmdir()
+    _export(source, out, "--overwrite")  # only its own files left: replaced
 
 
 def test_the_model_and_results_roots_are_never_replaced(

@@ -486,8 +486,9 @@ def export(
     overwrite: Annotated[
         bool,
         typer.Option(
-            help="Replace OUT if it holds an earlier export (a folder bench export wrote; any "
-            "other non-empty OUT is refused)."
+            help="Replace OUT if it holds an earlier export (a folder bench export wrote, "
+            "holding only the files its bench-export.json lists; any other non-empty OUT is "
+            "refused, naming what it holds)."
         ),
     ] = False,
     results_dir: ResultsDir = None,

@@ -18,9 +18,10 @@ A folder is written into a staging folder beside the target and renamed into pla
 (:func:`staged`), so an interrupted or failed export (a full disk) leaves no half folder under
 the target's name and an earlier export there as it was. Every export carries
 :data:`EXPORT_FILE`, which says what was exported, from where, and how to load it; it is also
-the mark of an export: an export never deletes what it did not write, so ``overwrite`` replaces
-only a folder that holds it, and :func:`export_target` refuses, before any model is loaded, a
-target that is, holds or lies inside the model being exported or a results root.
+the mark of an export and lists the files it wrote: an export never deletes what it did not
+write, so ``overwrite`` replaces only a folder that holds nothing but those files, and
+:func:`export_target` refuses, before any model is loaded, a target that is, holds or lies
+inside the model being exported or a results root.
 """
 
 from __future__ import annotations
@@ -76,15 +77,56 @@ class Exported:
         }
 
 
-def is_export(folder: Path) -> bool:
-    """Whether ``folder`` is one `bench export` wrote: its :data:`EXPORT_FILE` (the marker every
-    export carries) is a JSON object that says how the folder loads. Only such a folder is ever
-    replaced, so ``--overwrite`` cannot take a model, a results root or a user's folder."""
+def export_files(folder: Path) -> frozenset[str]:
+    """The files the export in ``folder`` wrote, as its :data:`EXPORT_FILE` (the marker every
+    export carries) lists them; a :class:`RankerError` naming the marker and what is wrong when
+    it is missing or is not an export's description: a JSON object that says how the folder
+    loads (``loads_with``) and lists the files written (``files``)."""
+    marker = folder / EXPORT_FILE
+    if not marker.is_file():
+        raise RankerError(f"{folder}: no {EXPORT_FILE}")
     try:
-        described = json.loads((folder / EXPORT_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(described, dict) and "loads_with" in described
+        described = json.loads(marker.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RankerError(f"{marker}: not valid JSON ({exc})") from exc
+    except OSError as exc:
+        raise RankerError(f"{marker}: cannot be read ({error_text(exc)})") from exc
+    if not isinstance(described, dict):
+        kind = type(described).__name__
+        raise RankerError(f"{marker}: holds a JSON {kind}, not an export's description")
+    if not isinstance(described.get("loads_with"), str):
+        raise RankerError(f"{marker}: damaged (no 'loads_with', which says how the folder loads)")
+    files = described.get("files")
+    if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+        raise RankerError(
+            f"{marker}: damaged or written by an older bench (no 'files': the list of the files "
+            "the export wrote)"
+        )
+    return frozenset(files)
+
+
+def _written(folder: Path) -> list[str]:
+    """Every file under ``folder`` (symbolic links as files), relative, in POSIX form."""
+    found = []
+    for top, dirs, names in os.walk(folder):
+        here = Path(top)
+        linked = [d for d in dirs if (here / d).is_symlink()]
+        dirs[:] = [d for d in dirs if d not in linked]
+        found += [(here / n).relative_to(folder).as_posix() for n in [*names, *linked]]
+    return sorted(found)
+
+
+def _foreign(folder: Path, listed: frozenset[str]) -> list[str]:
+    """What ``folder`` holds that its export did not write: files not in ``listed`` (nor the
+    marker) and folders that hold none of the listed files."""
+    parents = {parent.as_posix() for name in listed for parent in Path(name).parents}
+    foreign = [f for f in _written(folder) if f != EXPORT_FILE and f not in listed]
+    for top, dirs, _ in os.walk(folder):
+        for name in dirs:
+            rel = (Path(top) / name).relative_to(folder).as_posix()
+            if rel not in parents and not any(f.startswith(rel + "/") for f in foreign):
+                foreign.append(rel + "/")
+    return sorted(foreign)
 
 
 def _refuse(target: Path, why: str) -> NoReturn:
@@ -114,7 +156,8 @@ def export_target(
     Refused: the filesystem root, the current folder and any folder above it (a rename would
     pull the folder from under the shell); a folder that is, holds or lies inside ``source`` or
     a results root (:func:`_guarded`); a file; a folder with files that is not an earlier export
-    (:func:`is_export`); an earlier export unless ``overwrite``.
+    (:func:`export_files`), or one that holds files its export did not write; an earlier
+    export unless ``overwrite``.
     """
     target = Path(out).expanduser().resolve()
     source = Path(source).expanduser().resolve()
@@ -140,8 +183,20 @@ def _check_replaceable(target: Path, overwrite: bool) -> None:
         _refuse(target, "is a file, not a folder")
     if not target.is_dir() or not any(target.iterdir()):
         return
-    if not is_export(target):
+    if not (target / EXPORT_FILE).is_file():
         _refuse(target, f"exists, is not empty and is not an earlier export (no {EXPORT_FILE})")
+    try:
+        listed = export_files(target)
+    except RankerError as exc:
+        _refuse(target, f"is not an earlier export: {exc}")
+    foreign = _foreign(target, listed)
+    if foreign:
+        more = f" and {len(foreign) - 10} more" if len(foreign) > 10 else ""
+        _refuse(
+            target,
+            f"holds what the earlier export there did not write ({', '.join(foreign[:10])}{more}),"
+            " which an export never deletes; move it away first",
+        )
     if not overwrite:
         raise RankerError(
             f"{target}: exists and is not empty: it holds an earlier export (pass --overwrite "
@@ -219,7 +274,9 @@ def write_description(
 ) -> None:
     """:data:`EXPORT_FILE` in ``stage``: what was exported (the ranker's ``describe()``) and how
     to load it from ``target``, where the folder ends up."""
-    text = json.dumps(exported.describe(target, source), indent=2, sort_keys=True, default=str)
+    described = exported.describe(target, source)
+    described["files"] = [*_written(stage), EXPORT_FILE]
+    text = json.dumps(described, indent=2, sort_keys=True, default=str)
     (stage / EXPORT_FILE).write_text(text + "\n", encoding="utf-8")
 
 
