@@ -161,24 +161,36 @@ def test_an_edited_per_query_file_fails_the_check_naming_it(tmp_path: Path) -> N
     kept.write_text(kept.read_text().replace("0.400000", "0.100000"))  # a better baseline
     code, out = _check(doc)
     assert code == 2, out
-    assert f"{kept} is not the per-query file of record" in out
-    assert "semeval16b-monobert-run.json" in out and "restore it from the run's perquery.tsv" in out
+    assert f"{kept} was changed since its run (SHA-256" in out
+    assert "semeval16b-monobert-run.json" in out
+    assert "restore it from its run's perquery.tsv" in out and "render" not in out
 
 
-def test_a_row_without_its_per_query_file_says_so_and_fails_the_check(tmp_path: Path) -> None:
+def test_a_deleted_per_query_file_fails_the_check_naming_it(tmp_path: Path) -> None:
+    """A deleted published per-query file was blamed on the record ("the record gives '–'")
+    with advice to render, which would replace the published p-values: it is named, and the
+    table is neither checked nor rendered without it."""
     doc = _semeval(tmp_path)
-    (tmp_path / "results/reference/set-encoder/semeval16b-run.perquery.tsv").unlink()
+    before = doc.read_text()
+    gone = tmp_path / "results/reference/set-encoder/semeval16b-run.perquery.tsv"
+    gone.unlink()
     code, out = _check(doc)
-    assert code == 1 and "column 'queries': the document has '4', the record gives '–'" in out
-    rendered = render_document(doc.read_text(), tmp_path)
-    assert "| 0.7750 | 0.5250 | +25.00 | – | no per-query file kept | – |" in rendered
-    assert "(seeing the other candidates 0 of 2)" in rendered
+    assert code == 2, out
+    record = gone.with_name("semeval16b-run.json")
+    assert (
+        f"{gone} is missing (record {record} lists its SHA-256); the table's p-values are "
+        "computed from it: restore it from its run's perquery.tsv"
+    ) in out
+    assert "render" not in out and "the record gives" not in out
+    result = runner.invoke(app, ["reference", "render", "--readme", str(doc)])
+    assert result.exit_code == 2 and str(gone) in " ".join(result.output.split())
+    assert doc.read_text() == before
 
 
 def test_a_per_query_file_of_a_record_without_its_hash_is_refused(tmp_path: Path) -> None:
     path = _run(tmp_path, "r.json", "monobert (minilm-l6)", {"AP@10": LOW}, files={})
     records = Records("t", [Path("results/reference/r.json")], tmp_path)
-    with pytest.raises(ReferenceError, match="lists no SHA-256 of its perquery.tsv"):
+    with pytest.raises(ReferenceError, match="r.json lists no SHA-256 of it"):
         records.per_query("r.json")
     path.with_suffix(".perquery.tsv").unlink()
     assert records.per_query("r.json") is None

@@ -14,8 +14,10 @@ from rich.table import Table
 from bench.reporting.tables import HARNESS, PAPER_SOURCE, build_comparison, render
 from bench.results.records import (
     PER_QUERY,
+    RECORD,
     ResultRecord,
     config_hash,
+    file_sha256,
     load_records,
     run_dir,
     supervision,
@@ -321,12 +323,49 @@ def test_record_without_per_query_values_is_listed_untested(
     tmp_path: Path, records: list[ResultRecord]
 ) -> None:
     dpr = next(r for r in records if r.ranker == "dpr")
-    (dpr.path / PER_QUERY).unlink()
+    (dpr.path / PER_QUERY).write_text("qid\tAP@10\tRR@10\n")  # a file with no queries
+    dpr.files[PER_QUERY] = file_sha256(dpr.path / PER_QUERY)
     table = build_comparison(records)
     assert table.untested == ["DPR"]
     assert not cell(table, "DPR", "AP@10").significant
     assert cell(table, "CROSS-JEM", "RR@10").significant
     assert any("Not tested for significance" in n and "DPR" in n for n in table.notes())
+
+
+def test_an_edited_or_missing_per_query_file_is_named_and_gives_no_marks(
+    tmp_path: Path, records: list[ResultRecord], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A run's perquery.tsv edited to all 1.0 marked it better than bm25 on every metric (and a
+    deleted one silently dropped its marks): the SHA-256 its record lists is checked, the file
+    named in a warning and a note, and the row shown without marks."""
+    crossjem = next(r for r in records if r.ranker == "crossjem")
+    dpr = next(r for r in records if r.ranker == "dpr")
+    edited = crossjem.path / PER_QUERY
+    edited.write_text(
+        "qid\tAP@10\tRR@10\n" + "".join(f"q{i}\t1.000000\t1.000000\n" for i in range(1, 9))
+    )
+    (dpr.path / PER_QUERY).unlink()
+    with caplog.at_level("WARNING"):
+        table = build_comparison(records)
+    for label in ("CROSS-JEM", "DPR"):
+        assert not any(cell(table, label, m).significant for m in ("AP@10", "RR@10")), label
+        assert cell(table, label, "AP@10").comparison is None
+    assert table.untested == []
+    assert {c.system for c in table.comparisons} == set()
+    changed = (
+        f"Not tested for significance: CROSS-JEM: {edited} was changed since its run (SHA-256 "
+        f"{file_sha256(edited)[:12]}..., record {crossjem.path / RECORD} lists "
+        f"{crossjem.files[PER_QUERY][:12]}...)."
+    )
+    missing = (
+        f"Not tested for significance: DPR: {dpr.path / PER_QUERY} is missing (record "
+        f"{dpr.path / RECORD} lists its SHA-256)."
+    )
+    assert changed in table.notes() and missing in table.notes()
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any(str(edited) in w and "was changed since its run" in w for w in warned)
+    assert any(f"{dpr.path / PER_QUERY} is missing" in w for w in warned)
+    assert changed in render(table, "markdown")
 
 
 def test_input_errors(tmp_path: Path, records: list[ResultRecord]) -> None:

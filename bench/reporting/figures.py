@@ -44,9 +44,8 @@ from bench.results.labels import RowKey
 from bench.results.records import (
     PER_QUERY,
     ResultRecord,
-    file_sha256,
+    checked_per_query,
     files_problem,
-    read_per_query,
 )
 from bench.results.significance import PerQuery, compare, holm
 
@@ -293,10 +292,12 @@ class Records:
 
     def per_query(self, name: str) -> dict[str, dict[str, float]] | None:
         """The per-query values of run record ``name`` (qid -> metric -> value), from the file
-        kept beside it (:func:`per_query_path`); None when none is kept. A file whose SHA-256
-        is not the one the record lists is an error naming both: its values are not the run's."""
+        kept beside it (:func:`per_query_path`); None when the record keeps none or is one of
+        :data:`PER_QUERY_NOT_KEPT`. A file that is missing although the record lists its
+        SHA-256, or whose SHA-256 is another, is an error naming it: its values are not the
+        run's, and a table rendered without it would drop its published p-values."""
         want = self.run(name).files.get(PER_QUERY)
-        if not per_query_path(self._path(name)).is_file():
+        if any(self._path(name).as_posix().endswith("/" + kept) for kept in PER_QUERY_NOT_KEPT):
             return None
         return self._once("per-query", name, lambda path: _read_per_query(path, want))
 
@@ -328,6 +329,24 @@ def chosen_on_dev(dev: Sequence[GroupRecord], measure: str = "AP@10") -> int:
     shows: the best mean ``measure`` over the seeds (the first on ties), never one seed's; the
     row says "chosen by the mean dev AP@10 over n seeds"."""
     return choose_by_mean([group.metric_values(measure) for group in dev])
+
+
+#: the published run records of which only the record was kept (results/reference/...): no file
+#: on this machine has the SHA-256 they list for their per-query files, so their tables give no
+#: p-value and say so; any other record's missing per-query file is an error naming it
+PER_QUERY_NOT_KEPT = frozenset(
+    f"reference/word-order/wikiqa-{name}.json"
+    for name in (
+        "concat-item",
+        "hybrid-item",
+        "hybrid2-row",
+        "hybrid3-row",
+        "hybrid4-row",
+        "merge1-union",
+        "fw-c3",
+        "fw-q-c4",
+    )
+)
 
 
 def per_query_path(record: Path) -> Path:
@@ -380,22 +399,18 @@ def p_value(p: float | None, mark: bool = False) -> str:
     return text + ("†" if mark else "")
 
 
-def _read_per_query(record: Path, want: str | None) -> dict[str, dict[str, float]]:
-    """The per-query file of ``record`` once its SHA-256 is ``want``, the one the record
-    lists; any other bytes are an error naming the file and both hashes."""
-    path = per_query_path(record)
-    if want is None:
+def _read_per_query(record: Path, want: str | None) -> dict[str, dict[str, float]] | None:
+    """The per-query file kept beside ``record``, read by
+    :func:`bench.results.records.checked_per_query` against the SHA-256 the record lists; None
+    when the record keeps none. A missing, edited or unreadable one is an error naming it: the
+    published p-values come from that file, so no table is rendered without it."""
+    read = checked_per_query(per_query_path(record), want, record)
+    if read.problem is not None:
         raise ReferenceError(
-            f"record {record} lists no SHA-256 of its {PER_QUERY}, so {path} cannot be shown "
-            f"to be its run's; remove {path.name}"
+            f"{read.problem}; the table's p-values are computed from it: restore it from its "
+            f"run's {PER_QUERY}"
         )
-    have = file_sha256(path)
-    if have != want:
-        raise ReferenceError(
-            f"{path} is not the per-query file of record {record} (SHA-256 {have[:12]}..., the "
-            f"record lists {want[:12]}...); restore it from the run's {PER_QUERY}"
-        )
-    return read_per_query(path)
+    return None if want is None else read.values
 
 
 def _read_latency(path: Path) -> LatencyRecord:

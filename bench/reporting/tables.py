@@ -340,16 +340,24 @@ def _mark_significance(table: ComparisonTable, rows: Sequence[Row], baseline: st
         return
     table.baseline = base_row.label
     _mark_spread(table.columns, base_row, [row for row in rows if row is not base_row])
-    per_query = {row.label: row.record.per_query() for row in rows if row.record is not None}
+    read = {row.label: row.record.per_query_file() for row in rows if row.record is not None}
+    per_query = {label: file.values for label, file in read.items()}
+    doubted = {label: file.problem for label, file in read.items() if file.problem}
+    table.remarks += [f"Not tested for significance: {k}: {why}." for k, why in doubted.items()]
     base_pq = per_query[base_row.label]
     if not base_pq:
         table.remarks.append(
-            f"Significance not tested: the baseline {base_row.label} has no per-query values."
+            f"Significance not tested: the baseline {base_row.label} has no usable per-query "
+            "values."
         )
         return
     others = [row for row in rows if row is not base_row]
     by_label = {row.label: row for row in others}
-    table.untested = [row.label for row in others if not set(per_query[row.label]) & set(base_pq)]
+    table.untested = [
+        row.label
+        for row in others
+        if row.label not in doubted and not set(per_query[row.label]) & set(base_pq)
+    ]
     for col in table.columns:
         if col.kind != "metric" or not _has_metric(base_pq, col.key):
             continue

@@ -105,11 +105,21 @@ class ResultRecord:
         names = {f.name for f in dataclasses.fields(cls)} - {"path"}
         return cls(**{k: v for k, v in data.items() if k in names}, path=path)
 
+    def per_query_file(self) -> PerQueryFile:
+        """The entry's ``perquery.tsv`` read by :func:`checked_per_query` against the SHA-256
+        this record lists (a record read from nowhere has none)."""
+        if self.path is None:
+            return PerQueryFile(Path(PER_QUERY), {}, None)
+        want = self.files.get(PER_QUERY)
+        read = checked_per_query(self.path / PER_QUERY, want, self.path / RECORD)
+        if read.problem is not None:
+            log.warning("%s; its values are not used", read.problem)
+        return read
+
     def per_query(self) -> dict[str, dict[str, float]]:
-        """Per-query metric values from ``perquery.tsv`` (empty when the file is absent)."""
-        if self.path is None or not (self.path / PER_QUERY).exists():
-            return {}
-        return read_per_query(self.path / PER_QUERY)
+        """Per-query metric values from ``perquery.tsv``, only while it holds the bytes this
+        record lists (empty when it has none, or is missing or edited: a warning names it)."""
+        return self.per_query_file().values
 
 
 def supervision(training: Mapping[str, Any] | None) -> str:
@@ -172,6 +182,58 @@ def format_per_query(per_query: Mapping[str, Mapping[str, float]], measures: Ite
     for qid, values in per_query.items():
         rows.append(qid + "\t" + "\t".join(f"{values[m]:.6f}" for m in measures))
     return "\n".join(rows) + "\n"
+
+
+@dataclasses.dataclass(frozen=True)
+class PerQueryFile:
+    """A record's per-query values as :func:`checked_per_query` read them."""
+
+    path: Path
+    #: qid -> metric -> value; empty when none are kept or they cannot be trusted
+    values: dict[str, dict[str, float]]
+    #: why the file's values are not the run's (missing, edited, unreadable), naming the file;
+    #: None when they are, or when the record keeps none
+    problem: str | None = None
+
+
+def checked_per_query(path: Path, want: str | None, record: Path | str) -> PerQueryFile:
+    """The one reader of per-query files, for every table and test that uses them (``bench
+    compare``'s significance marks, the README tables' p-values, a trained run's comparison
+    with its baselines): ``path``'s values once its SHA-256 is ``want``, the one ``record``
+    lists. A missing, edited or unreadable file gives no values and a problem naming it, for the
+    caller to warn or refuse: values that are not the run's would mark a difference the run
+    never showed (or hide one). No file and no ``want``: the record keeps none, no problem."""
+    problem = _per_query_problem(path, want, record)
+    if problem is None and want is None:
+        return PerQueryFile(path, {})
+    if problem is None:
+        try:
+            return PerQueryFile(path, read_per_query(path))
+        except (OSError, UnicodeDecodeError, ValueError, IndexError) as exc:
+            problem = f"{path} cannot be read as a per-query table ({exc})"
+    return PerQueryFile(path, {}, problem)
+
+
+def _per_query_problem(path: Path, want: str | None, record: Path | str) -> str | None:
+    if want is None:
+        if not path.exists():
+            return None
+        return (
+            f"{path}: record {record} lists no SHA-256 of it, so it cannot be shown to be the "
+            "run's per-query file"
+        )
+    if not path.is_file():
+        return f"{path} is missing (record {record} lists its SHA-256)"
+    try:
+        have = file_sha256(path)
+    except OSError as exc:
+        return f"{path} cannot be read ({exc.strerror or exc})"
+    if have != want:
+        return (
+            f"{path} was changed since its run (SHA-256 {have[:12]}..., record {record} lists "
+            f"{want[:12]}...)"
+        )
+    return None
 
 
 def read_per_query(path: Path) -> dict[str, dict[str, float]]:
