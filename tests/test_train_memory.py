@@ -226,6 +226,55 @@ def test_step_shapes_follow_the_options(tiny_bert: Path) -> None:
     assert jem.training_step_shape([5, 300]) == (21, 32 + 100 + 3)  # a list is never cut
 
 
+def test_step_shapes_follow_the_list_size_and_each_familys_micro_batch_unit(
+    tiny_bert: Path,
+) -> None:
+    """The Set-Encoder's micro-batches hold whole lists (train_micro_items=1 gave "1 sequences");
+    train_list_size grows every list before train_max_items cuts it (it changed no estimate)."""
+    from rankers.families.crossjem.ranker import CrossJEMRanker
+    from rankers.families.monobert import MonoBERTRanker
+    from rankers.families.setencoder import SetEncoderRanker
+
+    def shape(cls: Any, lengths: list[int], **options: Any) -> tuple[int, int] | None:
+        config = {"model": str(tiny_bert), "train_batch_queries": 4, **options}
+        return cls(cls.Config.from_options(config)).training_step_shape(lengths)
+
+    # one item a pass: monoBERT cuts a list into items, the Set-Encoder keeps its 64 together
+    assert shape(MonoBERTRanker, [5, 300], train_micro_items=1) == (1, 67)
+    assert shape(SetEncoderRanker, [5, 300], train_micro_items=1) == (64, 67)
+    assert shape(SetEncoderRanker, [5, 300]) == (4 * 64, 67)  # 256 items: 512 fit a pass
+    assert shape(SetEncoderRanker, [5, 300], train_micro_items=200) == (3 * 64, 67)
+    grown = {"train_list_size": 3000, "train_max_items": 0}
+    assert shape(SetEncoderRanker, [5, 30], **grown) == (3000, 67)  # a list of 3000 a pass
+    assert shape(MonoBERTRanker, [5, 30], **grown, train_micro_items=0) == (4 * 3000, 67)
+    assert shape(MonoBERTRanker, [5, 30], **grown) == (128, 67)  # its pass: 128 pairs at most
+    # 3000 items x 32 tokens in rows of 100: 960 rows, one list a pass (3000 > 256 items)
+    assert shape(CrossJEMRanker, [5, 30], union_len=100, **grown) == (960, 32 + 100 + 3)
+    # train_list_size below the longest list given changes nothing; train_max_items cuts it
+    assert shape(SetEncoderRanker, [5, 300], train_list_size=10) == (4 * 64, 67)
+
+
+def test_a_grown_list_is_refused_before_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plan's refusal fires for lists train_list_size grows beyond the free memory."""
+    import bench.execution.memory as memory
+    from rankers.families.setencoder import SetEncoderRanker
+
+    folder = _bert_config(tmp_path / "bert", 2)
+    monkeypatch.setattr(memory, "available_bytes", lambda device: 2**28)  # 0.06 and 0.76 GB
+    options = {"model": str(folder), "train_max_items": 0}
+    ranker = SetEncoderRanker(SetEncoderRanker.Config.from_options(options))
+    line, problem = memory.step_problem(ranker, [5, 30], "cpu")
+    assert line.startswith("set-encoder: largest training step: 240 sequences of up to 67")
+    assert problem is None
+    options["train_list_size"] = 3000
+    ranker = SetEncoderRanker(SetEncoderRanker.Config.from_options(options))
+    line, problem = memory.step_problem(ranker, [5, 30], "cpu")
+    assert line.startswith("set-encoder: largest training step: 3000 sequences of up to 67")
+    assert problem is not None and ", more than the 0.2 GiB free on cpu: lower" in problem
+
+
 def _toy_monobert(tmp_path: Path, tiny_bert: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The toy dataset as the data root and a one-epoch monoBERT on the tiny BERT."""
     from toydata import write_toy_mteb

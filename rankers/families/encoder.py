@@ -386,19 +386,33 @@ class EncoderRanker(
         return self.item_tokens.tokenise(texts)
 
     def step_items(self, list_lengths: Sequence[int]) -> int:
-        """Items of the largest list a training step holds (after ``train_max_items``)."""
-        longest = max(list_lengths, default=0)
+        """Items of the largest list a training step holds: the longest of ``list_lengths`` or
+        ``train_list_size`` (lists grown to it), cut to ``train_max_items``."""
+        grown = int(getattr(self.cfg, "train_list_size", 0) or 0)
+        longest = max(max(list_lengths, default=0), grown)
         cap = int(getattr(self.cfg, "train_max_items", 0) or 0)
         return min(longest, cap) if cap else longest
 
-    def training_step_shape(self, list_lengths: Sequence[int]) -> tuple[int, int] | None:
-        """One ``[CLS] q [SEP] item [SEP]`` sequence per item of ``train_batch_queries`` of the
-        longest lists, at most ``train_micro_items`` of them in one forward/backward pass
-        (monoBERT's shape; CROSS-JEM overrides it)."""
+    def step_pass(self, list_lengths: Sequence[int]) -> tuple[int, int]:
+        """(lists, items) of the largest forward/backward pass of a training step:
+        ``train_batch_queries`` lists of :meth:`step_items` items, cut by ``train_micro_items``
+        as the trainer cuts them (:func:`rankers.fit.lists.micro_batches`: whole lists, a long
+        list in chunks only when the ranker is :attr:`pointwise`)."""
+        from rankers.fit.lists import micro_batches
+
         cfg = self.cfg
-        length = cfg.max_query_len + cfg.max_item_len + 3
-        items = cfg.train_batch_queries * self.step_items(list_lengths)
-        return (min(items, cfg.train_micro_items) if cfg.train_micro_items else items), length
+        sizes = [self.step_items(list_lengths)] * cfg.train_batch_queries
+        passes = micro_batches(sizes, cfg.train_micro_items, self.pointwise)
+        largest = max(passes, key=lambda parts: sum(end - start for _, start, end in parts))
+        return len(largest), sum(end - start for _, start, end in largest)
+
+    def training_step_shape(self, list_lengths: Sequence[int]) -> tuple[int, int] | None:
+        """One ``[CLS] q [SEP] item [SEP]`` sequence per item of the largest forward/backward
+        pass (:meth:`step_pass`; monoBERT's and the Set-Encoder's shape, whose passes differ
+        only in their unit: chunks of items for monoBERT, whole lists for the Set-Encoder;
+        CROSS-JEM overrides it)."""
+        cfg = self.cfg
+        return self.step_pass(list_lengths)[1], cfg.max_query_len + cfg.max_item_len + 3
 
     def input_report(self, lists: Sequence[CandidateList]) -> dict[str, Any]:
         """Queries and items cut to ``max_query_len`` / ``max_item_len`` WordPiece tokens: how

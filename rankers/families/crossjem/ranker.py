@@ -319,20 +319,12 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
 
     def training_step_shape(self, list_lengths: Sequence[int]) -> tuple[int, int] | None:
         """Rows of full length: a list of N items needs at most ceil(N x max_item_len /
-        union_len) rows (no token shared: the upper bound), for the lists one forward/backward
-        pass holds (:meth:`micro_lists`)."""
+        union_len) rows (no token shared: the upper bound), for the whole lists one
+        forward/backward pass holds (:meth:`step_pass`: a list's items share rows, so a list
+        is never cut)."""
         cfg = self.cfg
         rows = -(-self.step_items(list_lengths) * cfg.max_item_len // cfg.union_len)
-        return self.micro_lists(list_lengths) * rows, cfg.max_query_len + cfg.union_len + 3
-
-    def micro_lists(self, list_lengths: Sequence[int]) -> int:
-        """Lists of the longest length one forward/backward pass of a training step holds:
-        ``train_micro_items`` items at most, one list however long (a list's items share rows,
-        so a list is never cut)."""
-        micro, lists = self.cfg.train_micro_items, self.cfg.train_batch_queries
-        if not micro:
-            return lists
-        return min(lists, max(1, micro // max(self.step_items(list_lengths), 1)))
+        return self.step_pass(list_lengths)[0] * rows, cfg.max_query_len + cfg.union_len + 3
 
     def input_report(self, lists: Sequence[CandidateList]) -> dict[str, Any]:
         """Cuts (:meth:`EncoderRanker.input_report`) and encoder rows per list in this layout:
