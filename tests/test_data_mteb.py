@@ -76,6 +76,19 @@ def test_sodq_fixture_test_split(fixtures_dir: Path) -> None:
     assert split.revision is None  # a local copy the downloader did not write
 
 
+def test_notes_that_change_what_is_scored_are_warnings_with_counts(
+    fixtures_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Merged duplicates and texts both positive and negative were a note in record.json only,
+    while empty texts were a warning: each is a warning naming the file, with its count."""
+    with caplog.at_level("WARNING"):
+        load_split("sodq", data_dir=fixtures_dir)
+    path = fixtures_dir / "sodq" / "test.jsonl"
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert f"{path}: duplicate candidate texts merged within a list: 1" in warned
+    assert f"{path}: candidate texts both positive and negative, kept as positive: 1" in warned
+
+
 def test_sodq_fixture_gzipped_train_split(fixtures_dir: Path) -> None:
     split = load_split("sodq", "train", data_dir=fixtures_dir)
     assert split.source == str(fixtures_dir / "sodq" / "train.jsonl.gz")

@@ -120,3 +120,48 @@ def test_flat_store_with_the_real_wordpiece_tokenizer(tiny_bert: Path) -> None:
     oracle.add(texts)
     asked = [texts[2], "a miss", texts[0], texts[1], texts[3]]
     _same(flat.lookup(asked), oracle.lookup(asked))
+
+
+def _tokenizer_warnings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """What transformers' tokenizers warn from now on (its logger may print nowhere pytest
+    sees, so the messages are taken at the logger)."""
+    import transformers.tokenization_utils_base as base
+
+    said: list[str] = []
+    monkeypatch.setattr(base.logger, "warning", lambda msg, *args, **kwargs: said.append(msg))
+    return said
+
+
+def test_a_long_item_is_cut_without_the_tokenizers_indexing_warning(
+    tiny_bert: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 20,000-word item printed transformers' "will result in indexing errors" when its cut
+    was counted, though the harness cuts every item itself: counted and cut, nothing is said;
+    the tokenizer asked for its uncut ids directly still warns (the check can fail)."""
+    from transformers import AutoTokenizer
+
+    from rankers.inputs.batching import cut_counts, token_ids
+
+    long_item = " ".join(["word"] * 20_000)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert)
+    tokenizer.model_max_length = 512  # a real model's limit (the tiny BERT's config sets none)
+    said = _tokenizer_warnings(monkeypatch)
+    counted = cut_counts(tokenizer, [long_item, "short"], 32)
+    assert (counted["cut"], counted["tokens_lost"]) == (1, 20_000 - 32)
+    assert [len(ids) for ids in token_ids(tokenizer, [long_item], 32)] == [32]
+    assert said == []
+    tokenizer([long_item], add_special_tokens=False)
+    assert len(said) == 1 and "will result in indexing errors" in said[0]
+
+
+def test_the_statistics_tokenizer_counts_a_long_item_without_the_warning(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from bench.reporting.reports import wordpiece_tokenizer
+
+    tokenize = wordpiece_tokenizer()
+    if tokenize is None:
+        pytest.skip("MiniLM-L6's tokenizer is not installed")
+    said = _tokenizer_warnings(monkeypatch)
+    assert len(tokenize(" ".join(["word"] * 20_000))) == 20_000
+    assert said == []

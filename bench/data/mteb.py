@@ -9,6 +9,7 @@ ranking, so candidates keep file order (positives, then negatives) and have no s
 from __future__ import annotations
 
 import json
+import logging
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,8 @@ from bench.data.model import (
 
 if TYPE_CHECKING:
     from bench.data.cards import DatasetCard
+
+log = logging.getLogger(__name__)
 
 LAYOUT = "mteb"
 SUFFIXES = (".jsonl", ".jsonl.gz")
@@ -92,10 +95,16 @@ def load_mteb(path: Path, dataset: str, split: str, relevance_level: int = 1) ->
             qrels[qid] = grades
 
     notes = blank_text_notes(lists, str(path))
+    changed = []  # what is scored differs from the file: said as loudly as empty texts
     if merged:
-        notes.append(f"duplicate candidate texts merged within a list: {merged}")
+        changed.append(f"duplicate candidate texts merged within a list: {merged}")
     if conflicting:
-        notes.append(f"candidate texts both positive and negative, kept as positive: {conflicting}")
+        changed.append(
+            f"candidate texts both positive and negative, kept as positive: {conflicting}"
+        )
+    for note in changed:
+        log.warning("%s: %s", path, note)
+    notes += changed
     return RankingSplit(
         dataset=dataset,
         split=split,

@@ -25,6 +25,7 @@ def wordpiece_tokenizer() -> Callable[[str], list[str]] | None:
     """MiniLM-L6's WordPiece ``tokenize``, or None (with a warning) when it cannot be loaded."""
     try:
         from transformers import AutoTokenizer
+        from transformers.tokenization_utils_base import VERY_LARGE_INTEGER
 
         from rankers.io.models import resolve_model
 
@@ -32,6 +33,9 @@ def wordpiece_tokenizer() -> Callable[[str], list[str]] | None:
     except Exception as exc:  # noqa: BLE001 - statistics fall back to words
         log.warning("WordPiece tokenizer unavailable (%s); counting words", exc)
         return None
+    # texts are counted (and cut here) whole, never fed to a model: no limit, and so no warning
+    # that a long one "will result in indexing errors"
+    tok.model_max_length = VERY_LARGE_INTEGER
     return tok.tokenize
 
 
