@@ -864,6 +864,46 @@ def test_ctrl_c_says_what_was_kept_and_exits_130(
     assert not list(env.glob("runs/*/*/*/record.json"))
 
 
+def test_sigterm_is_handled_as_ctrl_c_and_removes_temporary_folders(
+    env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM to a one-process run exited 143 at once: no `interrupted:` line, and a SIGTERM
+    during the ONNX export left its empty bench-onnx-* folder. It unwinds as Ctrl-C: the line,
+    143 (128 + SIGTERM), the temporary folder removed, no record, the old handler back."""
+    import os
+    import signal
+    import tempfile
+    import time
+
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    made: list[Path] = []
+
+    def exporting(*args: Any, **kwargs: Any) -> Any:
+        with tempfile.TemporaryDirectory(prefix="bench-onnx-") as folder:
+            made.append(Path(folder))
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(30)  # the handler interrupts this at once
+
+    def unhandled(signum: int, frame: Any) -> None:  # the test process must not die of it
+        raise RuntimeError("SIGTERM reached the process's own handler")
+
+    monkeypatch.setattr("bench.execution.scoring.score_split", exporting)
+    before = signal.signal(signal.SIGTERM, unhandled)
+    started = time.monotonic()
+    try:
+        out = flat(invoke("run", "-r", "bm25", "-d", "semeval16b", code=143))
+        assert signal.getsignal(signal.SIGTERM) == unhandled  # given back after the command
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert time.monotonic() - started < 25
+    assert "interrupted: finished results and trained models are kept" in out
+    assert "Traceback" not in out
+    assert made and made[0].name.startswith("bench-onnx-") and list(temp.iterdir()) == []
+    assert not list(env.glob("runs/*/*/*/record.json"))
+
+
 def test_training_summary_does_not_point_at_the_deleted_checkpoint(
     tmp_path: Path, results_dir: Path
 ) -> None:

@@ -79,16 +79,22 @@ INTERRUPTED = (
 
 def friendly_errors(func: F) -> F:
     """Known input errors, unwritable folders and OS errors become one red line and exit code 2
-    instead of a traceback (-v re-raises them); Ctrl-C says what was kept and exits 130."""
+    instead of a traceback (-v re-raises them); Ctrl-C says what was kept and exits 130, and
+    SIGTERM does the same with 143 (:func:`bench.core.shard.sigterm_stops`; a rank of a
+    multi-process command keeps SIGTERM's default: its parent stops the command)."""
 
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        import contextlib
+
         from bench.core.io import StorageError
+        from bench.core.shard import sigterm_stops, spawned
         from bench.data.files import DatasetError
         from rankers import RankerError
 
         try:
-            return func(*args, **kwargs)
+            with contextlib.nullcontext() if spawned() else sigterm_stops():
+                return func(*args, **kwargs)
         except (DatasetError, RankerError, StorageError, ValueError, OSError, ImportError) as exc:
             if log.isEnabledFor(logging.DEBUG):
                 raise

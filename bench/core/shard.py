@@ -323,6 +323,30 @@ class Stopped(KeyboardInterrupt):
         self.signum = signum
 
 
+@contextmanager
+def sigterm_stops() -> Iterator[None]:
+    """Within the block SIGTERM (what a scheduler, ``kill`` or a container's stop sends) raises
+    :class:`Stopped`, so the command unwinds as on Ctrl-C: its context managers remove their
+    temporary folders (``bench-onnx-*``) and unfinished entries, and the command line says what
+    was kept and exits 143. Outside the main thread, where Python takes no signal handler, the
+    block runs as it is."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, _frame: Any) -> None:
+        raise Stopped(signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 #: seconds spawned ranks get to end after SIGTERM before they are killed
 STOP_GRACE_S = 5.0
 
@@ -367,23 +391,16 @@ def spawn(processes: int, target: Callable[..., Any], *args: Any) -> None:
         start_method="spawn",
         join=False,
     )
-    import signal
-
-    def stop(signum: int, _frame: Any) -> None:
-        raise Stopped(signum)
-
-    previous = signal.signal(signal.SIGTERM, stop)
     try:
-        settle(context.processes)
-        while not context.join():
-            pass
+        with sigterm_stops():
+            settle(context.processes)
+            while not context.join():
+                pass
     except mp.ProcessExitedException as exc:
         raise killed_first(exc, context.processes) from None
     except KeyboardInterrupt:  # SIGINT or SIGTERM to this process: stop every rank first
         stop_ranks(context.processes)
         raise
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def stop_ranks(processes: Sequence[Any], grace: float = STOP_GRACE_S) -> None:
