@@ -21,6 +21,7 @@ from bench.cli.seeds import parse_seeds
 from bench.experiments.sweep import SeedRun, Sweep, SweepRow, table_lines
 from bench.reporting.figures import Records, chosen_on_dev, p_value, paired_tests
 from bench.reporting.reference_documents import renderers
+from bench.reporting.seeds import agreement_table
 from bench.reporting.tables import SPREAD, build_comparison, render, render_csv
 from bench.results.groups import (
     GroupRecord,
@@ -32,7 +33,7 @@ from bench.results.groups import (
     read_member,
     write_group,
 )
-from bench.results.records import ResultRecord, write_result
+from bench.results.records import PER_QUERY, ResultRecord, write_result
 
 cli = CliRunner()
 TINY = ("--train-subset", "8", "--subset", "10", "--set", "epochs=1", "--set", "min_steps=0")
@@ -226,6 +227,37 @@ def test_a_changed_member_makes_the_group_unreadable(tmp_path: Path) -> None:
         ValueError, match="test-hash1/record.json does not match its recorded checksum"
     ):
         group_record(read_group(group.path))
+
+
+def test_a_members_edited_or_missing_per_query_file_gives_the_group_no_marks(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A group's per-query mean is read by the one checked reader: a member's file edited (or
+    deleted) is named in a warning and a note, the group row gets no test, and the agreement
+    report says why it measured nothing."""
+    folder = tmp_path / "runs"
+    a = _record(folder, 0, 0.70, {"q1": 1.0, "q2": 0.4})
+    b = _record(folder, 1, 0.76, {"q1": 0.5, "q2": 0.9})
+    group = write_group(make_group([a, b]))
+    base = dataclasses.replace(
+        _record(tmp_path / "base", 0, 0.10, {"q1": 0.1, "q2": 0.1}),
+        ranker="bm25", label="bm25", family="sparse",
+    )  # fmt: skip
+    edited = folder / "test-hash1" / PER_QUERY
+    edited.write_text("qid\tAP@10\nq1\t1.000000\nq2\t1.000000\n")
+    with caplog.at_level("WARNING"):
+        table = build_comparison([group_record(group), base], reference=False)
+    assert not table.comparisons
+    note = f"{edited} was changed since its run (SHA-256 "
+    assert any(note in n and "monobert (fine-tuned)" in n for n in table.notes())
+    assert any(note in r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+    assert agreement_table(group, group_record(group)).startswith(
+        f"seed agreement not measured: {note}"
+    )
+    edited.unlink()
+    assert group_record(group).member_problems == [
+        f"{edited} is missing (record {folder / 'test-hash1' / 'record.json'} lists its SHA-256)"
+    ]
 
 
 def test_the_table_shows_mean_sd_and_flags_a_difference_within_the_seed_spread(

@@ -305,8 +305,15 @@ class Records:
         """A seed group record (``bench run --seeds``, ``bench group make``) kept with its
         members, each named in it by path (relative to it) and SHA-256: its row, each metric the
         mean over the seeds (``sd`` their sample standard deviation, ``per_query()`` the
-        per-query mean). A member missing or changed is an error naming it."""
-        return self._once("group", name, lambda path: group_record(read_group(path)))
+        per-query mean). A member, or its per-query file, missing or changed is an error naming
+        it."""
+        group = self._once("group", name, lambda path: group_record(read_group(path)))
+        if group.member_problems:
+            raise ReferenceError(
+                f"{'; '.join(group.member_problems)}; the table's p-values are computed from "
+                f"it: restore it from its run's {PER_QUERY}"
+            )
+        return group
 
     def latency(self, name: str) -> LatencyRecord:
         """A ``bench latency`` record."""

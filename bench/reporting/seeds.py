@@ -63,7 +63,10 @@ def agreement_table(group: SeedGroup, record: GroupRecord) -> RenderableType:
             return (
                 f"seed agreement not measured: {run_file(path)} or its per-query file is not kept"
             )
-        members.append((member.seed, run_file(path), member_per_query(path, rec)))
+        read = member_per_query(path, rec)
+        if read.problem is not None:
+            return f"seed agreement not measured: {read.problem}"
+        members.append((member.seed, run_file(path), read.values))
     try:
         pairs = reproduction.pairwise(members)
     except ImportError as exc:

@@ -34,11 +34,12 @@ from bench.results.labels import RowKey
 from bench.results.records import (
     PER_QUERY,
     RECORD,
+    PerQueryFile,
     ResultRecord,
+    checked_per_query,
     config_hash,
     file_sha256,
     files_problem,
-    read_per_query,
 )
 
 log = logging.getLogger(__name__)
@@ -313,9 +314,16 @@ class GroupRecord(ResultRecord):
     sd: dict[str, float] = dataclasses.field(default_factory=dict)
     #: per-query values of each member, in member order (empty mapping: no file kept)
     member_per_query: list[dict[str, dict[str, float]]] = dataclasses.field(default_factory=list)
+    #: why a member's per-query file cannot be used (missing or edited), naming it
+    member_problems: list[str] = dataclasses.field(default_factory=list)
 
-    def per_query(self) -> dict[str, dict[str, float]]:
-        return mean_per_query(self.member_per_query)
+    def read_per_query_file(self) -> PerQueryFile:
+        """The per-query mean over the members; none when a member's file is missing or
+        edited (:func:`member_per_query`): a mean over the other seeds would be another row."""
+        path = self.path or Path()
+        if self.member_problems:
+            return PerQueryFile(path, {}, "; ".join(self.member_problems))
+        return PerQueryFile(path, mean_per_query(self.member_per_query))
 
     def metric_values(self, metric: str) -> list[float]:
         """The members' values of ``metric``, in seed order."""
@@ -347,7 +355,7 @@ class GroupRecord(ResultRecord):
             config_hash=group_name(group).removesuffix(".json"),
             path=group.path,
         )
-        per_query = [
+        read = [
             member_per_query(group.member_file(m), r)
             for m, r in zip(group.members, records, strict=True)
         ]
@@ -356,20 +364,16 @@ class GroupRecord(ResultRecord):
             members=list(records),
             seeds=group.seeds,
             sd={k: sd for k, (_, sd) in stats.items()},
-            member_per_query=per_query,
+            member_per_query=[r.values for r in read],
+            member_problems=[r.problem for r in read if r.problem is not None],
         )
 
 
-def member_per_query(path: Path, record: ResultRecord) -> dict[str, dict[str, float]]:
-    """The per-query values kept beside the record file ``path`` ({} when none is kept); a
-    file whose SHA-256 is not the one the record lists is an error, not a silent mean."""
-    tsv = per_query_file(path)
-    if not tsv.is_file():
-        return {}
-    want = (record.files or {}).get(PER_QUERY)
-    if want is not None and file_sha256(tsv) != want:
-        raise ValueError(f"{tsv} does not match the SHA-256 its record {path} lists")
-    return read_per_query(tsv)
+def member_per_query(path: Path, record: ResultRecord) -> PerQueryFile:
+    """The per-query values kept beside the record file ``path``, read by
+    :func:`bench.results.records.checked_per_query` against the SHA-256 ``record`` lists: a
+    file missing or edited is a problem naming it, never a silent mean."""
+    return checked_per_query(per_query_file(path), (record.files or {}).get(PER_QUERY), path)
 
 
 def read_member(path: Path) -> ResultRecord:

@@ -106,15 +106,19 @@ class ResultRecord:
         return cls(**{k: v for k, v in data.items() if k in names}, path=path)
 
     def per_query_file(self) -> PerQueryFile:
+        """:meth:`read_per_query_file`, its problem (a file missing or edited) a warning."""
+        read = self.read_per_query_file()
+        if read.problem is not None:
+            log.warning("%s; its values are not used", read.problem)
+        return read
+
+    def read_per_query_file(self) -> PerQueryFile:
         """The entry's ``perquery.tsv`` read by :func:`checked_per_query` against the SHA-256
         this record lists (a record read from nowhere has none)."""
         if self.path is None:
             return PerQueryFile(Path(PER_QUERY), {}, None)
         want = self.files.get(PER_QUERY)
-        read = checked_per_query(self.path / PER_QUERY, want, self.path / RECORD)
-        if read.problem is not None:
-            log.warning("%s; its values are not used", read.problem)
-        return read
+        return checked_per_query(self.path / PER_QUERY, want, self.path / RECORD)
 
     def per_query(self) -> dict[str, dict[str, float]]:
         """Per-query metric values from ``perquery.tsv``, only while it holds the bytes this
