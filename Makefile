@@ -12,7 +12,7 @@ TORCH_SPEC ?= torch==2.13.0
 TEST_DATA ?= $(if $(BENCH_DATA_DIR),$(BENCH_DATA_DIR),$(abspath ../shared/data))
 TEST_RESULTS ?= $(abspath .ci-results)
 
-.PHONY: install demo test quick lint layers typecheck reference pytest regression throughput gpu-check precision clean
+.PHONY: install demo test quick lint layers typecheck reference pytest regression throughput gpu-check gpu-bench gpu-carry precision clean
 
 install: $(VENV)/.installed
 
@@ -107,6 +107,25 @@ GPU_RESULTS ?= $(abspath gpu-results)
 # each precision; .ci/precision.sh says which variables choose datasets, rankers, dtypes, device).
 precision: install
 	PYTHON=$(BIN)/python BENCH_DATA_DIR=$(TEST_DATA) bash .ci/precision.sh
+
+# The one prepared run for a lent CUDA machine (.ci/gpu-bench.sh says what it runs): latency tables
+# first (N = 10, 100, 700; MiniLM-L6 and distilbert-6l; float32, tf32, bfloat16; monoBERT,
+# CROSS-JEM union, the sentence-transformers peer), a profiler pass, the paper-style table, then
+# the GPU suite; everything under $(OUT), each step under its own timeout. Uses the machine's own
+# python. `GPU_BENCH_DEVICE=cpu make gpu-bench QUICK=1` runs the same script on the CPU
+# (.venv's python; make test runs it so the script keeps working).
+OUT ?= $(abspath gpu-bench-out)
+QUICK ?= 0
+GPU_BENCH_DEVICE ?= cuda
+GPU_BENCH_PYTHON = $(if $(filter cpu,$(GPU_BENCH_DEVICE)),$(BIN)/python,$(GPU_PYTHON))
+gpu-bench:
+	PYTHON=$(GPU_BENCH_PYTHON) OUT=$(OUT) QUICK=$(QUICK) GPU_BENCH_DEVICE=$(GPU_BENCH_DEVICE) \
+	  BENCH_DATA_DIR=$(TEST_DATA) bash .ci/gpu-bench.sh
+
+# The wheels and float16 MiniLM weights a GPU machine without network lacks, into gpu-carry/
+# (at most 64 MiB; docs/scaling.md#gpu).
+gpu-carry: install
+	PYTHON=$(BIN)/python bash .ci/gpu-carry.sh
 
 gpu-check:
 	PYTHON=$(GPU_PYTHON) BENCH_RESULTS_DIR=$(GPU_RESULTS) BENCH_DATA_DIR=$(TEST_DATA) bash .ci/gpu-check.sh
