@@ -73,8 +73,13 @@ TRAINING, SCORE, RUNTIME = Role.TRAINING, Role.SCORE, Role.RUNTIME
 #: torch only (rankers.precision.DTYPES maps them to torch dtypes; kept here so that configs
 #: validate without importing torch)
 DTYPE_NAMES: tuple[str, ...] = ("auto", "float32", "bfloat16", "float16")
+#: the scoring precisions of rankers whose scoring ``dtype`` also takes ``tf32`` (the rankers
+#: ``bench latency`` compares on a GPU: monoBERT, CROSS-JEM, the sentence-transformers peer):
+#: float32 weights with TF32 tensor-core matmuls (10-bit mantissa inputs, float32 accumulation),
+#: a CUDA mode no CPU has (rankers.precision.matmul_precision)
+TORCH_SCORING_DTYPE_NAMES: tuple[str, ...] = (*DTYPE_NAMES, "tf32")
 #: the scoring precisions of rankers that can also run on an int8 runtime (monoBERT, CROSS-JEM)
-SCORING_DTYPE_NAMES: tuple[str, ...] = (*DTYPE_NAMES, "int8")
+SCORING_DTYPE_NAMES: tuple[str, ...] = (*TORCH_SCORING_DTYPE_NAMES, "int8")
 
 #: the key of an option's :class:`OptionSpec` in its dataclass field's metadata
 _SPEC = "option"

@@ -1,7 +1,8 @@
-"""The dtype option's meaning: names -> torch dtypes, ``auto`` resolved per device, how
-latency records name it, and the low-precision scoring copy (:class:`CastCache`) with its float32
-heads. Below every ranker module (only torch and :mod:`bench.core.device`), so the
-ranker base, the configs and the encoders read one definition.
+"""The dtype option's meaning: names -> torch dtypes, ``auto`` resolved per device, the CUDA
+matmul mode (``tf32``: float32 weights on TF32 tensor cores; every other precision true float32
+matmuls: :func:`matmul_precision`), how latency records name it, and the low-precision scoring
+copy (:class:`CastCache`) with its float32 heads. Below every ranker module (only torch and
+:mod:`bench.core.device`), so the ranker base, the configs and the encoders read one definition.
 """
 
 from __future__ import annotations
@@ -32,13 +33,55 @@ DTYPES: dict[str, torch.dtype | None] = {
 
 #: the scoring precision that no torch module runs in: an int8 runtime's (rankers.runtimes)
 INT8 = "int8"
+#: the scoring precision of float32 weights on TF32 tensor cores (a CUDA matmul mode, not a
+#: dtype: :func:`matmul_precision`; rankers.base.TORCH_SCORING_DTYPE_NAMES lists it)
+TF32 = "tf32"
+
+
+def tf32_device(device: str) -> bool:
+    """Whether ``device`` has TF32 matmuls (a CUDA device; tests fake one by replacing this)."""
+    return device.startswith("cuda")
+
+
+def check_dtype_device(dtype: str, device: str) -> None:
+    """A RankerError naming the option when ``dtype`` cannot score on ``device``: ``tf32`` is
+    a CUDA matmul mode, and a CPU has no TF32 (its float32 matmuls are always IEEE)."""
+    if dtype == TF32 and not tf32_device(device):
+        raise RankerError(
+            f"option dtype={TF32} runs float32 weights on TF32 tensor cores, a CUDA matmul mode: "
+            f"device {device!r} has no TF32 (use --device cuda, or dtype=float32)"
+        )
+
+
+@contextlib.contextmanager
+def matmul_precision(dtype: str, device: str) -> Iterator[None]:
+    """While scoring in option ``dtype`` on a CUDA ``device``: TF32 matmuls (cuBLAS and cuDNN)
+    on for ``tf32`` and off for every other precision, so ``float32`` on a GPU is true float32
+    whatever the process set before (cuDNN allows TF32 by default), and runs of several
+    precisions interleaved call by call each time in their own mode; the previous flags are
+    restored afterwards, also on error. Nothing changes on a CPU."""
+    if not tf32_device(device):
+        yield
+        return
+    check_dtype_device(dtype, device)
+    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    saved = (matmul.allow_tf32, cudnn.allow_tf32)
+    matmul.allow_tf32 = cudnn.allow_tf32 = dtype == TF32
+    try:
+        yield
+    finally:
+        matmul.allow_tf32, cudnn.allow_tf32 = saved
 
 
 def scoring_dtype(dtype: str, device: str) -> torch.dtype:
     """The dtype scoring runs in: option ``dtype`` on ``device``. ``auto``: float32 on CPU,
-    bfloat16 on a GPU with native bf16, float16 on an older one. ``int8`` is an int8 runtime's
+    bfloat16 on a GPU with native bf16, float16 on an older one; ``tf32``: float32 weights (on
+    a CUDA device only: :func:`check_dtype_device`). ``int8`` is an int8 runtime's
     precision, which no torch module is cast to: asking for it here is an error that says where
     int8 runs."""
+    check_dtype_device(dtype, device)
+    if dtype == TF32:
+        return torch.float32
     if dtype == INT8:
         raise RankerError(
             "dtype=int8 quantizes the encoder on an int8 runtime: add --set runtime=onnxruntime "
@@ -53,11 +96,30 @@ def scoring_dtype(dtype: str, device: str) -> torch.dtype:
     return DTYPES[dtype] or torch.float32
 
 
+#: what a CUDA record adds to float32 weights: the matmul mode they ran in
+TF32_MATMULS = "tf32 matmuls"
+IEEE_MATMULS = "ieee fp32 matmuls"
+
+
 def dtype_label(dtype: str, device: str) -> str:
-    """What latency records say about the scoring dtype: ``float32`` or ``<dtype> weights``."""
+    """What latency records say about the scoring dtype: ``float32`` or ``<dtype> weights``;
+    on a CUDA device float32 weights also name their matmul mode (``float32, tf32 matmuls`` or
+    ``float32, ieee fp32 matmuls``), so a GPU record says which float32 it timed."""
     resolved = scoring_dtype(dtype, device)
     name = str(resolved).removeprefix("torch.")
-    return name if resolved == torch.float32 else f"{name} weights"
+    if resolved != torch.float32:
+        return f"{name} weights"
+    if tf32_device(device):
+        return f"{name}, {TF32_MATMULS if dtype == TF32 else IEEE_MATMULS}"
+    return name
+
+
+@contextlib.contextmanager
+def scoring_precision(module: nn.Module, dtype: str, device: str) -> Iterator[None]:
+    """How a ranker with a scoring ``dtype`` option scores: :func:`evaluating` ``module`` under
+    the matmul mode of ``dtype`` (:func:`matmul_precision`)."""
+    with evaluating(module), matmul_precision(dtype, device):
+        yield
 
 
 @contextlib.contextmanager

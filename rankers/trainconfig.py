@@ -36,8 +36,9 @@ class ListTrainingConfig(TrainingConfig):
         role=RUNTIME,
         choices=SCORING_DTYPE_NAMES,
         help="scoring precision, not part of the trained model: weights cast once to it (auto: "
-        "bf16 on a GPU with native bf16, else fp16; fp32 on CPU); int8: the encoder's linear "
-        "layers quantized on an int8 runtime",
+        "bf16 on a GPU with native bf16, else fp16; fp32 on CPU); tf32: float32 weights, TF32 "
+        "tensor-core matmuls (CUDA only); int8: the encoder's linear layers quantized on an "
+        "int8 runtime",
     )
     train_dtype: str = option(
         "auto",

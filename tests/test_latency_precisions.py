@@ -115,8 +115,11 @@ def test_precisions_parse_with_their_runtime() -> None:
 @pytest.mark.parametrize(
     ("items", "message"),
     [
-        (["auto"], "--dtypes auto: torch scores in float32, bfloat16, float16, not 'auto' (auto"),
-        (["int8@torch"], "--dtypes int8@torch: torch scores in float32, bfloat16, float16"),
+        (
+            ["auto"],
+            "--dtypes auto: torch scores in float32, tf32, bfloat16, float16, not 'auto' (auto",
+        ),
+        (["int8@torch"], "--dtypes int8@torch: torch scores in float32, tf32, bfloat16, float16"),
         (["bfloat16@onnxruntime"], "onnxruntime scores in float32, int8, not 'bfloat16'"),
         (["float32@tensorrt"], "--dtypes float32@tensorrt: unknown runtime 'tensorrt'"),
         (["int8", "int8@onnxruntime"], "precision 'onnxruntime int8' is given twice"),
@@ -232,7 +235,10 @@ def test_cli_refuses_a_bad_precision_before_any_work(
     monkeypatch.setenv("BENCH_DATA_DIR", str(shared_data))
     args = ["latency", "-d", "wikiqa", "--rankers", "monobert,st-crossencoder", "--n-items", "10"]
     for dtypes, message in (
-        ("float32,fp8", "--dtypes fp8: torch scores in float32, bfloat16, float16, not 'fp8'"),
+        (
+            "float32,fp8",
+            "--dtypes fp8: torch scores in float32, tf32, bfloat16, float16, not 'fp8'",
+        ),
         ("int8", "--dtypes: st-crossencoder runs none of onnxruntime int8"),
         (",", "--dtypes: name at least one precision"),
     ):

@@ -257,7 +257,7 @@ def test_dtype_names_are_the_torch_mapping_keys() -> None:
         (
             "monobert",
             {"dtype": "fp8"},
-            "option dtype='fp8': expected one of auto, float32, bfloat16, float16, int8",
+            "option dtype='fp8': expected one of auto, float32, bfloat16, float16, tf32, int8",
         ),
         (
             "crossjem",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from functools import partial
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -96,13 +97,14 @@ def latency(
         str | None,
         typer.Option(
             help="Comma-separated precisions timed in this one run, interleaved call by call: "
-            "float32, bfloat16, float16 (PyTorch), int8 (ONNX Runtime, the one int8 runtime) or "
-            "DTYPE@RUNTIME (float32@onnxruntime, bfloat16@openvino). Every ranker with a dtype "
-            "option gets its rows once per precision (columns tagged 'monobert @ bfloat16'); "
-            "the table gives each ranker's speed-up over monoBERT in the same precision and each "
-            "precision's gain over float32. A precision a ranker cannot run is skipped with a "
-            "line saying why; one no timed ranker runs is an error. Not with --set dtype/runtime "
-            "(default: each ranker in its dtype option).",
+            "float32, tf32 (CUDA), bfloat16, float16 (PyTorch), int8 (ONNX Runtime, the one "
+            "int8 runtime) or DTYPE@RUNTIME (float32@onnxruntime, bfloat16@openvino). Every "
+            "ranker with a dtype option gets its rows once per precision (columns tagged "
+            "'monobert @ bfloat16'); the table gives each ranker's speed-up over monoBERT in the "
+            "same precision and each precision's gain over float32. A precision a ranker cannot "
+            "run is skipped with a line saying why (tf32 on a CPU too); one no timed ranker runs "
+            "is an error. Not with --set dtype/runtime (default: each ranker in its dtype "
+            "option).",
         ),
     ] = None,
     data_dir: DataDir = None,
@@ -117,6 +119,14 @@ def latency(
             "WORLD_SIZE set) the launch's processes are used instead.",
         ),
     ] = 1,
+    profile: Annotated[
+        bool,
+        typer.Option(
+            help="After the timing, one profiled pass per row over its calls (untimed): "
+            "kernels launched and device busy time per query on CUDA (aten operators and their "
+            "CPU time on a CPU), stored in the record and shown in a table of their own.",
+        ),
+    ] = False,
     calibrate: Annotated[
         bool,
         typer.Option(
@@ -150,6 +160,8 @@ def latency(
     from bench.reporting.latency_tables import LATENCY_FORMATS
 
     several = processes > 1 or launched()
+    if profile and several:
+        raise ValueError("--profile profiles one process's calls: not with --processes or torchrun")
     if threads is None:  # one thread per process where several share the machine's cores
         threads = 1 if several else 2
     check_stat(stat)
@@ -185,6 +197,7 @@ def latency(
             results_dir=results_dir,
             calibrate=calibrate,
             dtypes=precisions,
+            profile=profile,
         )
         for bq in int_list("--batch-queries", batch_queries)
     ]
@@ -203,10 +216,50 @@ def latency(
 def show_latency(stat: str, fmt: str, record: Any) -> None:
     """The table of a `bench latency` record (:class:`bench.latency.LatencyRecord`) in ``fmt``,
     with the summary lines under a rich table. Module-level so spawned ranks can be handed it."""
+    from bench.reporting.latency_paper import (
+        PROFILE_HEADER,
+        profile_rows,
+        profile_title,
+        render_profile,
+    )
     from bench.reporting.latency_tables import build_latency_table, latency_summary, render_latency
 
     emit(render_latency(build_latency_table(record, stat), fmt))
+    profiled = profile_rows(record)
     if fmt == "table":
         from rich.markup import escape
 
+        from bench.reporting.writer import rich
+
+        if profiled:
+            emit(rich(profile_title(record), PROFILE_HEADER, [profiled], 3))
         print_parts([escape(line) for line in latency_summary(record)])
+    elif fmt == "markdown" and profiled:
+        emit(render_profile(record))
+
+
+@friendly_errors
+def latency_table(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Latency records, or folders of them (results/latency/DATASET/), of one or "
+            "several `bench latency` runs (one per --arch, say)."
+        ),
+    ],
+    output: Annotated[
+        Path | None, typer.Option(help="Write the markdown table here (default: print it).")
+    ] = None,
+) -> None:
+    """The paper-style latency table from `bench latency` records: one line per encoder,
+    precision and N; monoBERT at its best batch, CROSS-JEM in the union layout and the
+    sentence-transformers peer, p50 ms, CROSS-JEM's speed-ups, and kernels and device busy time
+    per query from their --profile pass; the device named under it."""
+    from bench.reporting.latency_paper import build_paper_table, read_latency_records, render_paper
+
+    text = render_paper(build_paper_table(read_latency_records(paths)))
+    if output is None:
+        return emit(text)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text, encoding="utf-8")
+    logging.getLogger(__name__).info("wrote %s", output)

@@ -12,7 +12,7 @@ from rich.logging import RichHandler
 from rich.markup import escape
 
 from bench.cli import experiments as cli_experiments
-from bench.cli.latency import latency
+from bench.cli.latency import latency, latency_table
 from bench.cli.options import (
     AllRecords,
     DataDir,
@@ -408,6 +408,7 @@ def check(
 # -- latency / plot ------------------------------------------------------------------------------
 # `bench latency` lives in bench/cli/latency.py (already wrapped in friendly_errors)
 app.command()(latency)
+app.command("latency-table")(latency_table)
 
 
 @app.command()

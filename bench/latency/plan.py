@@ -101,7 +101,7 @@ OPTION = "--dtypes"
 TORCH = "torch"
 #: the precisions PyTorch scores in (``auto`` is no precision: float32 on a CPU, bf16 or fp16 on
 #: a GPU; name the one meant)
-TORCH_DTYPES = ("float32", "bfloat16", "float16")
+TORCH_DTYPES = ("float32", "tf32", "bfloat16", "float16")
 #: the options a precision sets
 PRECISION_OPTIONS = ("dtype", "runtime")
 #: the precision whose gains are reported when it is timed (else the first listed)
@@ -255,7 +255,7 @@ def _why_not(
     from rankers import get_ranker_class
 
     cls = get_ranker_class(ranker).Config
-    if precision.runtime != TORCH:
+    if precision.runtime != TORCH:  # (a torch precision's device: device_refusal)
         if "runtime" not in cls.runtime_fields():
             return f"it scores in PyTorch only (no runtime option), not on {precision.runtime}"
         if device != "cpu":
@@ -265,6 +265,20 @@ def _why_not(
             ranker_options(ranker, dataset, precision_options(ranker, overrides, precision))
         )
     except (RankerError, ValueError, TypeError) as exc:
+        return str(exc)
+    return None
+
+
+def device_refusal(precision: Precision, device: str) -> str | None:
+    """Why no ranker can score in ``precision`` on ``device`` (None: the device has it):
+    ``tf32`` on a device without TF32 matmuls (:func:`rankers.precision.check_dtype_device`)."""
+    from rankers.precision import check_dtype_device
+
+    if precision.runtime != TORCH:
+        return None
+    try:
+        check_dtype_device(precision.dtype, device)
+    except RankerError as exc:
         return str(exc)
     return None
 
@@ -292,7 +306,9 @@ def plan_precisions(
     ranker name, as :func:`canonical_keys` gives), checked before any work:
     ValueError for a bad item, a ``--set`` dtype or runtime beside it, a precision no timed
     ranker runs (each ranker's reason named) and a ranker that runs none of them; the other
-    pairs a ranker cannot run are :attr:`PrecisionPlan.skipped`. ``device``: the resolved one."""
+    pairs a ranker cannot run are :attr:`PrecisionPlan.skipped`, and so is a precision the
+    device lacks (:func:`device_refusal`) while another one runs. ``device``: the resolved
+    one."""
     from rankers import canonical_name, get_ranker_class
 
     precisions = parse_precisions(items)
@@ -301,8 +317,14 @@ def plan_precisions(
     typed = [r for r in timed if "dtype" in get_ranker_class(r).Config.runtime_fields()]
     if not typed:
         raise ValueError(f"{OPTION}: none of the timed rankers ({', '.join(timed)}) has a dtype")
-    plan = PrecisionPlan(precisions, {}, [r for r in timed if r not in typed])
-    for p in precisions:
+    refused = {p.name: device_refusal(p, device) for p in precisions}
+    runnable = [p for p in precisions if refused[p.name] is None]
+    if not runnable:  # nothing to time: the first refusal says why
+        raise ValueError(f"{OPTION} {','.join(refused)}: {next(iter(refused.values()))}")
+    plan = PrecisionPlan(runnable, {}, [r for r in timed if r not in typed])
+    # a precision this device lacks (tf32 on a CPU) is left out for every ranker, with a line
+    plan.skipped += [Skip(r, n, text) for n, text in refused.items() if text for r in typed]
+    for p in runnable:
         why = {r: _why_not(r, dataset, options.get(r), p, device) for r in typed}
         plan.takers[p.name] = [r for r in typed if why[r] is None]
         if not plan.takers[p.name]:
@@ -365,6 +387,9 @@ class BenchOptions:
     #: ``--dtypes``: precisions (``DTYPE`` or ``DTYPE@RUNTIME``) timed interleaved in this one
     #: run (the precisions above); empty: each ranker in its own ``dtype`` option
     dtypes: Sequence[str] = ()
+    #: ``--profile``: after the timing, one profiled pass per entry over its calls
+    #: (:func:`bench.latency.protocol.profile_entry`), stored in its row
+    profile: bool = False
 
     def context(self) -> RunContext:
         """The run context of these options, resolved once (device, threads set now, seed,
@@ -423,9 +448,20 @@ class BenchOptions:
             if self.dtypes:  # options that need one precision are checked in it (the plan)
                 overrides = precision_free(key, overrides)
             get_ranker_class(key).Config.from_options(ranker_options(key, self.dataset, overrides))
+            self._check_device_dtype(name, overrides)
         for name, sizes in self.batch_sizes.items():
             resolve_batch_sizes(sizes, 1, owner=name)
         self.precision_plan()
+
+    def _check_device_dtype(self, name: str, overrides: Mapping[str, Any]) -> None:
+        """``--set NAME.dtype=tf32`` on a device without TF32: a ValueError naming the option."""
+        if "dtype" not in overrides:
+            return
+        from bench.core.device import resolve_device
+
+        why = device_refusal(Precision(str(overrides["dtype"])), resolve_device(self.device))
+        if why:
+            raise ValueError(f"--set {name}.dtype={overrides['dtype']}: {why}")
 
     def precision_plan(self) -> PrecisionPlan | None:
         """Which ranker is timed in which precision of :attr:`dtypes` (None without them),

@@ -18,10 +18,12 @@ Nothing here knows a ranker by name: what differs per ranker comes from its hook
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from bench.core.profiling import CallProfile, profile_calls
 from bench.core.timing import LatencySummary, LatencyTracker, timed_call
 from bench.data.model import CandidateList, RankingSplit
 from bench.latency.costmodel.flops import EncoderShape
@@ -239,7 +241,20 @@ def time_entries(
     rows = entry_rows(loaded, timed, opts, len(split.lists[0]), interleaved=len(loaded))
     for row, (_, _, ranker) in zip(rows, loaded, strict=True):
         row.encoder = encoder_work(ranker, split.lists, opts.batch_queries)
+        if opts.profile:
+            row.profile = profile_entry(ranker, split.lists, opts.batch_queries, device).to_dict()
     return rows
+
+
+def profile_entry(
+    ranker: Ranker, lists: Sequence[CandidateList], batch_queries: int, device: str
+) -> CallProfile:
+    """One profiled pass of ``ranker`` over ``lists``, called as the timing calls it
+    (``batch_queries`` lists per ``score()`` call): what its calls launch and how long the
+    device is busy, per query (:func:`bench.core.profiling.profile_calls`). Run after the
+    timing, untimed: the profiler slows every call it watches."""
+    calls = [functools.partial(ranker.score, batch) for batch in split_calls(lists, batch_queries)]
+    return profile_calls(calls, len(lists), device)
 
 
 def encoder_setting(run: EncoderRun) -> dict[str, Any]:

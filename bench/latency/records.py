@@ -76,6 +76,10 @@ class LatencyRow:
     #: whose name also tags :attr:`column` (:func:`precision_column`); "" in a one-precision run
     #: and for a ranker without a ``dtype`` option
     precision: str = ""
+    #: ``--profile``: one profiled pass over the row's calls after the timing
+    #: (:meth:`bench.core.profiling.CallProfile.to_dict`: kernels launched and device busy time
+    #: per query, in the ``unit`` of its device); None: not profiled
+    profile: dict[str, Any] | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> LatencyRow:
@@ -126,8 +130,8 @@ class LatencyRecord:
         so a one-process record is written exactly as before they existed."""
         out = dataclasses.asdict(self)
         out.pop("path")
-        for row in out["rows"]:  # rows without an encoder or precision as before these fields
-            for name in ("encoder", "cost", "precision"):
+        for row in out["rows"]:  # rows without an encoder, precision or profile as before
+            for name in ("encoder", "cost", "precision", "profile"):
                 if not row[name]:
                     del row[name]
         if self.processes == 1:

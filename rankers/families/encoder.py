@@ -56,7 +56,7 @@ from rankers.inputs.batching import SpecialIds, cut_counts, special_ids, token_i
 from rankers.inputs.tokens import ItemTokens
 from rankers.io.models import resolve_model, state_hash, weights_hash
 from rankers.itemorder import item_texts
-from rankers.precision import INT8, CastCache, evaluating, scoring_dtype
+from rankers.precision import INT8, CastCache, check_dtype_device, scoring_dtype, scoring_precision
 from rankers.runtimes import (
     DEFAULT_INT8_RECIPE,
     INT8_RECIPES,
@@ -225,6 +225,7 @@ class EncoderRanker(
             lambda m: [m.get_submodule(n) for n in getattr(m, "FLOAT32_PARTS", ("classifier",))]
         )
         self._runtime = RuntimeCache()
+        check_dtype_device(self.cfg.dtype, self.device)
         if self.cfg.runtime != "torch" and self.device != "cpu":
             raise RankerError(
                 f"option runtime={self.cfg.runtime} runs on the CPU, not on device "
@@ -427,8 +428,10 @@ class EncoderRanker(
 
     # -- inference helpers ---------------------------------------------------------------------
     def inference(self) -> contextlib.AbstractContextManager[None]:
-        """eval mode and no autograd (the dtype is the scoring module's: :meth:`scoring_module`)."""
-        return evaluating(self.module)
+        """eval mode and no autograd, the CUDA matmul mode of option ``dtype`` (TF32 for
+        ``tf32`` only: :func:`~rankers.precision.matmul_precision`); the dtype is the scoring
+        module's (:meth:`scoring_module`)."""
+        return scoring_precision(self.module, self.cfg.dtype, self.device)
 
     def scoring_module(self) -> nn.Module:
         """The module scoring runs: :attr:`module`, or its copy cast once to the scoring dtype,

@@ -25,14 +25,22 @@ from typing import Any, ClassVar
 import numpy as np
 
 from bench.data.model import CandidateList
-from rankers.base import RUNTIME, SCORE, Ranker, RankerConfig, RankerError, option
+from rankers.base import (
+    RUNTIME,
+    SCORE,
+    TORCH_SCORING_DTYPE_NAMES,
+    Ranker,
+    RankerConfig,
+    RankerError,
+    option,
+)
 from rankers.hooks import Fits, LatencyParts
 from rankers.io.models import ModelRef, resolve_model
 
 log = logging.getLogger(__name__)
 
 #: the precisions the peer runs in: torch's (``dtype`` of the encoder rankers, int8 aside)
-PEER_DTYPES = ("auto", "float32", "bfloat16", "float16")
+PEER_DTYPES = TORCH_SCORING_DTYPE_NAMES
 
 #: where a ranker's save() folder keeps its encoder (rankers.families.encoder's checkpoint layout)
 ENCODER_DIR = "encoder"
@@ -60,7 +68,8 @@ class STCrossEncoderConfig(RankerConfig):
         role=RUNTIME,
         choices=PEER_DTYPES,
         help="the CrossEncoder's precision, weights cast once after loading, as a user of "
-        "sentence-transformers would (auto: float32 on CPU, bf16 or fp16 on a GPU); no int8: "
+        "sentence-transformers would (auto: float32 on CPU, bf16 or fp16 on a GPU; tf32: float32 "
+        "weights, TF32 matmuls, CUDA only); no int8: "
         "its quantized backends need optimum, which transformers 5 does not admit",
     )
 
@@ -109,6 +118,9 @@ class STCrossEncoderRanker(Ranker[STCrossEncoderConfig], LatencyParts, Fits):
 
     def __init__(self, config: STCrossEncoderConfig | None = None, device: str = "cpu") -> None:
         super().__init__(config, device)
+        from rankers.precision import check_dtype_device
+
+        check_dtype_device(self.config.dtype, device)
         self._model: Any = None
 
     @property
@@ -182,10 +194,12 @@ class STCrossEncoderRanker(Ranker[STCrossEncoderConfig], LatencyParts, Fits):
     def score_prepared(self, prepared: PreparedPairs) -> list[np.ndarray]:
         import torch
 
+        from rankers.precision import matmul_precision
+
         model = self.model
         flat = np.zeros(sum(prepared.list_sizes), dtype=np.float32)
         parts = []
-        with torch.inference_mode():
+        with torch.inference_mode(), matmul_precision(self.config.dtype, self.device):
             for _, features in prepared.batches:
                 scores = model(features)["scores"]
                 if model.activation_fn is not None:
