@@ -12,7 +12,7 @@ TORCH_SPEC ?= torch==2.13.0
 TEST_DATA ?= $(if $(BENCH_DATA_DIR),$(BENCH_DATA_DIR),$(abspath ../shared/data))
 TEST_RESULTS ?= $(abspath .ci-results)
 
-.PHONY: install demo test quick lint layers typecheck reference pytest regression throughput gpu-check gpu-bench gpu-carry precision clean
+.PHONY: install demo test quick lint layers typecheck reference pytest regression throughput gpu-check gpu-bench gpu-bench-cpu gpu-carry precision clean
 
 install: $(VENV)/.installed
 
@@ -63,15 +63,17 @@ pytest: install
 	BENCH_DATA_DIR=$(TEST_DATA) HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider --durations=25
 
 # The CI regression runs beside lint and pytest (its log in $(REGRESSION_LOG), printed at the
-# end): each alone keeps about 1.4 of 2 cores busy, so together they take minutes less than one
-# after the other. Failing lint stops the regression (its own process group) and pytest is not
-# run; either failing fails `make test`. OMP_WAIT_POLICY=PASSIVE: a waiting OpenMP thread sleeps
-# instead of spinning on the core the other job needs (results do not depend on it).
+# end), then the prepared GPU run on the CPU (gpu-bench-cpu, about 2 minutes of a loaded 2-core
+# machine, mostly while pytest still runs): each alone keeps about 1.4 of 2 cores busy, so
+# together they take minutes less than one after the other. Failing lint stops the regression
+# (its own process group) and pytest is not run; any of them failing fails `make test`.
+# OMP_WAIT_POLICY=PASSIVE: a waiting OpenMP thread sleeps instead of spinning on the core the
+# other job needs (results do not depend on it).
 REGRESSION_LOG ?= $(abspath .ci-regression.log)
 test: install
-	@echo "CI regression started beside lint and pytest (log: $(REGRESSION_LOG))"
+	@echo "CI regression and gpu-bench-cpu started beside lint and pytest (log: $(REGRESSION_LOG))"
 	@export OMP_WAIT_POLICY=PASSIVE; \
-	setsid $(MAKE) --no-print-directory regression > $(REGRESSION_LOG) 2>&1 & regression=$$!; \
+	setsid $(MAKE) --no-print-directory regression gpu-bench-cpu > $(REGRESSION_LOG) 2>&1 & regression=$$!; \
 	if ! $(MAKE) --no-print-directory lint; then \
 	  kill -TERM -$$regression 2>/dev/null; wait $$regression; exit 1; \
 	fi; \
@@ -98,9 +100,7 @@ throughput: install
 	  $(BIN)/bench latency $(THROUGHPUT_ARGS) --processes $$p || exit 1; \
 	done
 
-# On a lent CUDA machine (no network; the stack carried as in docs/scaling.md#gpu): the GPU suite,
-# then the CUDA latency of monoBERT and every CROSS-JEM layout at N=100 and 700 in float32 and
-# bfloat16, records under $(GPU_RESULTS)/latency/wikiqa/. Uses the machine's own python (no .venv).
+# The machine's own python on a lent CUDA machine (no .venv there: docs/scaling.md#gpu).
 GPU_PYTHON ?= python3
 GPU_RESULTS ?= $(abspath gpu-results)
 # Accuracy per scoring precision (a benchmark: trains once per dataset, then scores each ranker in
@@ -122,11 +122,21 @@ gpu-bench:
 	PYTHON=$(GPU_BENCH_PYTHON) OUT=$(OUT) QUICK=$(QUICK) GPU_BENCH_DEVICE=$(GPU_BENCH_DEVICE) \
 	  BENCH_DATA_DIR=$(TEST_DATA) bash .ci/gpu-bench.sh
 
+# The same script on the CPU, QUICK (what make test runs so that it keeps working), its output
+# under $(TEST_RESULTS)/gpu-bench/.
+gpu-bench-cpu: install
+	$(MAKE) --no-print-directory gpu-bench GPU_BENCH_DEVICE=cpu QUICK=1 OUT=$(TEST_RESULTS)/gpu-bench
+
 # The wheels and float16 MiniLM weights a GPU machine without network lacks, into gpu-carry/
 # (at most 64 MiB; docs/scaling.md#gpu).
 gpu-carry: install
 	PYTHON=$(BIN)/python bash .ci/gpu-carry.sh
 
+# The longer study for a longer loan (20-30 minutes; run `make gpu-bench` first): the GPU suite,
+# the attention kernel each layout gets, then the CUDA latency of monoBERT and every CROSS-JEM
+# row layout at N=100 and 700 in float32, bfloat16 and float16, records under
+# $(GPU_RESULTS)/latency/wikiqa/. Kept beside gpu-bench for what that one does not measure: the
+# other layouts, float16 and the attention kernels.
 gpu-check:
 	PYTHON=$(GPU_PYTHON) BENCH_RESULTS_DIR=$(GPU_RESULTS) BENCH_DATA_DIR=$(TEST_DATA) bash .ci/gpu-check.sh
 
