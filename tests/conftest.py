@@ -1,4 +1,5 @@
-"""Shared test settings: offline hub, the real shared data, small deterministic fixtures."""
+"""Shared test settings: offline hub, the real shared data, small deterministic fixtures, and the
+results the process-launching tests share (made once per session by real `bench` processes)."""
 
 from __future__ import annotations
 
@@ -141,3 +142,40 @@ def _bm25_dev_baseline_only(monkeypatch: pytest.MonkeyPatch) -> None:
     import bench.execution.runner
 
     monkeypatch.setattr(bench.execution.runner, "DEV_BASELINES", ("bm25",))
+
+
+# -- results made once per session by real processes, for the tests that launch processes --------
+#: the one-process bm25 run the launch tests compare with: wikiqa's first 12 test queries
+BM25_RUN = ("run", "-r", "bm25", "-d", "wikiqa", "--threads", "1", "--subset", "12")
+#: the one-process training of monoBERT on the tiny BERT the launch tests score or train beside
+#: (where the work runs is checked, not what the model learns)
+TINY_MONOBERT_TRAIN = ("train", "-r", "monobert", "-d", "wikiqa", "--threads", "1")
+TINY_MONOBERT_TRAIN += ("--train-subset", "8", "--set", "epochs=1", "--set", "min_steps=0")
+
+
+def _prepared_root(tmp_path_factory: pytest.TempPathFactory, data: Path, *args: str) -> Path:
+    from commands import BENCH, ok, run_command
+
+    root = tmp_path_factory.mktemp("prepared") / "results"
+    ok(run_command(root, data, [*BENCH, *args], timeout=400))
+    return root
+
+
+@pytest.fixture(scope="session")
+def bm25_run_root(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A results root holding :data:`BM25_RUN`, made once per session by one ``bench`` process
+    (each launch test would otherwise start one to compare with). Read it; a test that writes
+    takes a copy (``shutil.copytree``)."""
+    return _prepared_root(tmp_path_factory, shared_data, *BM25_RUN)
+
+
+@pytest.fixture(scope="session")
+def tiny_monobert_root(
+    shared_data: Path, tiny_bert: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """A results root holding the model :data:`TINY_MONOBERT_TRAIN` trains from :func:`tiny_bert`
+    (``--model``), trained once per session by one ``bench`` process. A test that writes takes a
+    copy (``shutil.copytree``)."""
+    return _prepared_root(
+        tmp_path_factory, shared_data, *TINY_MONOBERT_TRAIN, "--model", str(tiny_bert)
+    )

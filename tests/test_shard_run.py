@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from commands import BENCH, PROJECT_ROOT, bench_env, ok, run_command
+from conftest import BM25_RUN, TINY_MONOBERT_TRAIN
 
 pytestmark = pytest.mark.processes
 
@@ -27,6 +29,11 @@ def bench_run(
     return run_command(root, data, [*command, *args], env, timeout=180)
 
 
+#: :data:`conftest.BM25_RUN`'s options, for :func:`bench_run`
+BM25_12 = ("-r", "bm25", "--subset", "12")
+assert set(BM25_12) | {"run", "-d", "wikiqa", "--threads", "1"} == set(BM25_RUN)
+
+
 def entry(root: Path) -> Path:
     (record,) = root.glob("runs/*/*/*/record.json")
     return record.parent
@@ -34,7 +41,7 @@ def entry(root: Path) -> Path:
 
 @pytest.mark.parametrize("ranker", ["bm25", "dpr"])
 def test_two_processes_give_the_one_process_run_and_share_its_entry(
-    ranker: str, shared_data: Path, tmp_path: Path, tiny_bert: Path
+    ranker: str, shared_data: Path, tmp_path: Path, tiny_bert: Path, bm25_run_root: Path
 ) -> None:
     # dpr on the tiny BERT: what is checked is where the work runs, not what the model knows
     args = (
@@ -45,7 +52,10 @@ def test_two_processes_give_the_one_process_run_and_share_its_entry(
         *(["--model", str(tiny_bert)] if ranker == "dpr" else []),
     )
     one, two = tmp_path / "one", tmp_path / "two"
-    ok(bench_run(one, shared_data, *args))
+    if ranker == "bm25":  # the session's one-process run (conftest.BM25_RUN), written here
+        shutil.copytree(bm25_run_root, one)
+    else:
+        ok(bench_run(one, shared_data, *args))
     ok(bench_run(two, shared_data, *args, "--processes", "2"))
     a, b = entry(one), entry(two)
     assert a.name == b.name  # the same key, whatever the process count
@@ -106,7 +116,7 @@ def live_processes_with(marker: str) -> list[int]:
 
 
 def test_a_killed_rank_is_named_nothing_is_cached_and_a_rerun_completes(
-    shared_data: Path, tmp_path: Path
+    shared_data: Path, tmp_path: Path, bm25_run_root: Path
 ) -> None:
     """Rank 1 dies by SIGKILL after scoring one query (no Python cleanup, as the out-of-memory
     killer would end it): the command ends non-zero with one line naming the rank and the
@@ -114,9 +124,7 @@ def test_a_killed_rank_is_named_nothing_is_cached_and_a_rerun_completes(
     free), and a rerun without the hook writes the one-process run file."""
     import fcntl
 
-    args = ("-r", "bm25", "--subset", "8")
-    one, root = tmp_path / "one", tmp_path / "two"
-    ok(bench_run(one, shared_data, *args))
+    args, one, root = BM25_12, bm25_run_root, tmp_path / "two"
     result = bench_run(
         root, shared_data, *args, "--processes", "2", env={"BENCH_TEST_KILL_RANK": "1"}
     )
@@ -140,22 +148,23 @@ def test_a_killed_rank_is_named_nothing_is_cached_and_a_rerun_completes(
 
 
 def test_a_fine_tuned_model_in_the_cache_is_scored_by_shards(
-    shared_data: Path, tmp_path: Path, tiny_bert: Path
+    shared_data: Path, tmp_path: Path, tiny_bert: Path, tiny_monobert_root: Path
 ) -> None:
     """Training is not sharded, but a model the cache holds is: monoBERT trained by a 1-process
     run, then scored again by 2 processes (its run entry removed, its model kept), gives the
     same run file; a cached training job is no reason to refuse --processes. (On the tiny BERT:
-    what is checked is where the work runs, not what the model learns.)"""
-    import shutil
-
+    what is checked is where the work runs, not what the model learns; the session trained it,
+    conftest.TINY_MONOBERT_TRAIN.)"""
     args = ("-r", "monobert", "--model", str(tiny_bert), "--subset", "6", "--train-subset", "8")
     args += ("--set", "epochs=1", "--set", "min_steps=0")
-    runs = tmp_path / "runs" / "wikiqa" / "monobert"
-    ok(bench_run(tmp_path, shared_data, *args))
+    root = tmp_path / "results"
+    shutil.copytree(tiny_monobert_root, root)
+    runs = root / "runs" / "wikiqa" / "monobert"
+    assert "training monobert" not in ok(bench_run(root, shared_data, *args)).stderr
     (first,) = runs.glob("*/run.trec")
     one = first.read_bytes()
     shutil.rmtree(runs)
-    result = ok(bench_run(tmp_path, shared_data, *args, "--processes", "2"))
+    result = ok(bench_run(root, shared_data, *args, "--processes", "2"))
     assert "training monobert" not in result.stderr
     (again,) = runs.glob("*/run.trec")
     assert again.read_bytes() == one
@@ -186,21 +195,19 @@ def bench_launch(
 
 
 def test_a_launch_trains_data_parallel_under_its_own_key(
-    shared_data: Path, tmp_path: Path, tiny_bert: Path
+    shared_data: Path, tmp_path: Path, tiny_bert: Path, tiny_monobert_root: Path
 ) -> None:
     """Under torchrun a list trainer trains on both ranks (each a slice of every batch), with
     the dev lists scored in shards: the dev score before training is the one-process value
     exactly (same weights, same lists), while the model is another one (each rank draws its own
     dropout masks), so it is cached under its own key beside the one-process model. (On the tiny
-    BERT: what is checked is where the work runs, not what the model learns.)"""
-    args = ("-r", "monobert", "-d", "wikiqa", "--model", str(tiny_bert), "--threads", "1")
-    args += ("--train-subset", "8")
-    args += ("--set", "epochs=1", "--set", "min_steps=0")
-    ok(bench_launch(tmp_path, shared_data, "train", *args))
-    ok(run_command(tmp_path, shared_data, [*BENCH, "train", *args]))
+    BERT: what is checked is where the work runs, not what the model learns. The one-process
+    model is the session's, conftest.TINY_MONOBERT_TRAIN.)"""
+    root = tmp_path / "results"
+    shutil.copytree(tiny_monobert_root, root)
+    ok(bench_launch(root, shared_data, *TINY_MONOBERT_TRAIN, "--model", str(tiny_bert)))
     summaries = [
-        json.loads(path.read_text())
-        for path in tmp_path.glob("models/wikiqa/monobert/*/training.json")
+        json.loads(path.read_text()) for path in root.glob("models/wikiqa/monobert/*/training.json")
     ]
     by_processes = {s["processes"]: s for s in summaries}
     assert sorted(by_processes) == [1, 2]  # two entries: the launch did not take the 1-process key
@@ -311,14 +318,16 @@ ACCELERATE = (str(Path(sys.executable).with_name("accelerate")), "launch", "--nu
 ACCELERATE += ("--mixed_precision", "no", "--dynamo_backend", "no", "--num_processes", "2")
 
 
-def test_accelerate_launch_scores_in_two_ranks(shared_data: Path, tmp_path: Path) -> None:
+def test_accelerate_launch_scores_in_two_ranks(
+    shared_data: Path, tmp_path: Path, bm25_run_root: Path
+) -> None:
     """`accelerate launch --multi_gpu --num_processes 2` starts 2 ranks on a CPU-only machine
     (torchrun underneath, gloo): each scores a shard, and the run file is the 1-process one.
     `--cpu --num_processes 2` starts one process (accelerate's CPU launcher needs mpirun for
-    more), which the command says instead of silently running alone."""
-    args = ("run", "-r", "bm25", "-d", "wikiqa", "--threads", "1", "--subset", "12")
-    one, two, cpu = tmp_path / "one", tmp_path / "two", tmp_path / "cpu"
-    ok(bench_launch(one, shared_data, *args, launcher=(sys.executable,)))
+    more), which the command says instead of silently running alone. The one-process run is
+    the session's, conftest.BM25_RUN."""
+    args = BM25_RUN
+    one, two, cpu = bm25_run_root, tmp_path / "two", tmp_path / "cpu"
     ok(bench_launch(two, shared_data, *args, launcher=(*ACCELERATE, "--multi_gpu")))
     assert (entry(two) / "run.trec").read_bytes() == (entry(one) / "run.trec").read_bytes()
     record = json.loads((entry(two) / "record.json").read_text())
