@@ -453,10 +453,10 @@ def test_a_model_below_a_no_training_baseline_on_dev_is_marked(
 
 
 def test_one_writer_lays_out_markdown_and_rich_tables() -> None:
-    """Every table goes through bench.reporting.writer: the README's plain markdown, aligned
+    """Every table goes through bench.core.writer: the README's plain markdown, aligned
     markdown with a bar in a header escaped, a titled table with its notes, and a rich table
     with a line between groups of rows."""
-    from bench.reporting import writer
+    from bench.core import writer
 
     assert writer.markdown(["a", "b"], [["1", "2"]]) == "| a | b |\n|---|---|\n| 1 | 2 |\n"
     aligned = writer.markdown(["x|y", "n"], [["p", "3"], ["q", "4"]], text_columns=1)
@@ -472,3 +472,45 @@ def test_one_writer_lays_out_markdown_and_rich_tables() -> None:
     assert text.splitlines()[0].strip() == "T [x]"
     assert text.index(" a ") < text.index("├") < text.index(" b ")
     assert text.rstrip().splitlines()[-1].strip() == "c"
+
+
+def test_the_token_store_table_is_laid_out_by_the_writer() -> None:
+    """``python -m bench.latency.storecost`` prints its rows through the one writer: a timed row
+    beside its traced twin, ``nan`` and ``-`` where a figure is missing."""
+    from bench.latency.storecost import table
+
+    rows = [
+        {"items": 100000, "store": "flat", "traced": False, "seconds": 1.234}
+        | {"peak_added_mb": 1234.4, "tokens": 3200000, "load_before": [2.5, 1, 1]},
+        {"items": 100000, "store": "flat", "traced": True}
+        | {"traced_peak_mb": 99.6, "traced_held_mb": 12.2},
+        {"items": 100000, "store": "bm25", "traced": False, "seconds": 0.5}
+        | {"peak_added_mb": 10.0, "load_before": [0.25, 1, 1]},
+    ]
+    assert table(rows).splitlines() == [
+        "| items | store | index time (s) | peak RSS added (MB) | traced peak (MB) | "
+        "held after (MB, traced) | tokens held | load (1 min) |",
+        "|---|---|---|---|---|---|---|---|",
+        "| 100,000 | flat | 1.23 | 1,234 | 100 | 12 | 3,200,000 | 2.50 |",
+        "| 100,000 | bm25 | 0.50 | 10 | nan | nan | - | 0.25 |",
+    ]
+
+
+def test_one_markdown_table_writer() -> None:
+    """No module but bench/core/writer.py writes a markdown separator line itself (a string with
+    a ``---|`` cell): every table, the reports' and the latency room's alike, is laid out by the
+    one writer, so two tables cannot drift apart."""
+    import ast
+    import re
+
+    root = Path(__file__).resolve().parent.parent
+    cell = re.compile(r"-{3,}:?\s*\|")
+    found = []
+    for path in sorted([*(root / "bench").rglob("*.py"), *(root / "rankers").rglob("*.py")]):
+        if path == root / "bench" / "core" / "writer.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            text = node.value if isinstance(node, ast.Constant) else None
+            if isinstance(text, str) and any(cell.search(line) for line in text.splitlines()):
+                found.append(f"{path.relative_to(root)}:{node.lineno}: {text[:40]!r}")
+    assert not found, "a markdown table written outside bench/core/writer.py:\n" + "\n".join(found)

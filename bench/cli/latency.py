@@ -229,7 +229,7 @@ def show_latency(stat: str, fmt: str, record: Any) -> None:
     if fmt == "table":
         from rich.markup import escape
 
-        from bench.reporting.writer import rich
+        from bench.core.writer import rich
 
         if profiled:
             emit(rich(profile_title(record), PROFILE_HEADER, [profiled], 3))

@@ -6,14 +6,11 @@ store, every measurement in a fresh Python process so that one store's peak cann
 another's:
 
 * ``flat``: :class:`rankers.inputs.tokens.ItemTokens`, what the encoder rankers index (flat int32
-  ids
-  with offsets, filled chunk by chunk);
+  ids with offsets, filled chunk by chunk);
 * ``padded``: :class:`rankers.inputs.tokens.PaddedItemTokens`, the padded store it replaced (the
-  test
-  oracle), for comparison;
+  test oracle), for comparison;
 * ``bm25``: :class:`rankers.inputs.lexical.BM25Index`, what BM25 and the latency benchmark's first
-  stage
-  index (postings in flat arrays);
+  stage index (postings in flat arrays);
 * ``rank-bm25``: rank-bm25's ``BM25Okapi`` (one Python dict of term counts per item), the index
   it replaced (the test oracle), for comparison.
 
@@ -43,6 +40,7 @@ from typing import Any
 
 from bench.core.io import atomic_write_json
 from bench.core.settings import results_root
+from bench.core.writer import markdown
 
 log = logging.getLogger(__name__)
 
@@ -163,23 +161,19 @@ def measure_stores(
 
 def table(rows: list[dict[str, Any]]) -> str:
     """Markdown: one line per store and size, timed and traced figures side by side."""
-    out = [
-        "| items | store | index time (s) | peak RSS added (MB) | traced peak (MB) | "
-        "held after (MB, traced) | tokens held | load (1 min) |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+    header = ["items", "store", "index time (s)", "peak RSS added (MB)", "traced peak (MB)"]
+    header += ["held after (MB, traced)", "tokens held", "load (1 min)"]
     timed = {(r["items"], r["store"]): r for r in rows if not r["traced"]}
     traced = {(r["items"], r["store"]): r for r in rows if r["traced"]}
+    cells = []
     for key, r in timed.items():
         t = traced.get(key, {})
-        tokens = f"{r['tokens']:,}" if "tokens" in r else "-"
-        out.append(
-            f"| {r['items']:,} | {r['store']} | {r['seconds']:.2f} | {r['peak_added_mb']:,.0f} | "
-            f"{t.get('traced_peak_mb', float('nan')):,.0f} | "
-            f"{t.get('traced_held_mb', float('nan')):,.0f} | {tokens} | "
-            f"{r['load_before'][0]:.2f} |"
+        cells.append(
+            [f"{r['items']:,}", r["store"], f"{r['seconds']:.2f}", f"{r['peak_added_mb']:,.0f}"]
+            + [f"{t.get(k, float('nan')):,.0f}" for k in ("traced_peak_mb", "traced_held_mb")]
+            + [f"{r['tokens']:,}" if "tokens" in r else "-", f"{r['load_before'][0]:.2f}"]
         )
-    return "\n".join(out)
+    return markdown(header, cells)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -214,7 +208,7 @@ def main(argv: list[str] | None = None) -> None:
     }
     path = results_root() / "scale" / f"token-store-{created}.json"
     atomic_write_json(path, record)
-    sys.stdout.write(f"{table(rows)}\nrecord: {path}\n")
+    sys.stdout.write(f"{table(rows)}record: {path}\n")
 
 
 if __name__ == "__main__":

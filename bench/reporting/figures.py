@@ -35,10 +35,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from bench.core.trained import TrainingSummary
+from bench.core.writer import markdown
 from bench.latency.records import LatencyRecord, LatencyRow
 from bench.reporting.picks import Pick
 from bench.reporting.tables import FLAG
-from bench.reporting.writer import markdown
 from bench.results.groups import GroupRecord, choose_by_mean, group_record, read_group
 from bench.results.labels import RowKey
 from bench.results.records import (

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bench.core.writer import markdown
 from bench.reporting.figures import (
     MISSING,
     Records,
@@ -22,7 +23,6 @@ from bench.reporting.figures import (
     times,
 )
 from bench.reporting.picks import CROSSJEM_CHOSEN, LAYOUTS, MONOBERT_CE, WIKIQA, Pick, pick
-from bench.reporting.writer import markdown
 
 # -- word order ------------------------------------------------------------------------------------
 ITEM_ORDER = "word-order/item-order-{}.json"

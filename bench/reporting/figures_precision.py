@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from bench.core.writer import markdown
 from bench.latency.records import LatencyRecord
 from bench.reporting.figures import (
     MISSING,
@@ -24,7 +25,6 @@ from bench.reporting.figures import (
     three_figures,
     times,
 )
-from bench.reporting.writer import markdown
 from bench.results.labels import RowKey
 
 #: (column header, device, dtype, runtime, int8 recipe): the precisions of the grid, float32 first

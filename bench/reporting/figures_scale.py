@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.core.writer import markdown
 from bench.reporting.figures import Records, renderer
 from bench.reporting.plot_growth import growth_series, growth_table
-from bench.reporting.writer import markdown
 
 #: the stores of each record, in the README's words
 _STORES = {

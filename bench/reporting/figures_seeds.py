@@ -9,8 +9,8 @@ seed spread (the larger sample standard deviation of the two rows): a reseed can
 
 from __future__ import annotations
 
+from bench.core.writer import markdown
 from bench.reporting.figures import MISSING, Records, p_value, paired_tests, renderer
-from bench.reporting.writer import markdown
 from bench.results.groups import GroupRecord
 from bench.results.records import supervision
 

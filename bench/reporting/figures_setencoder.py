@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from bench.core.trained import TrainingSummary
+from bench.core.writer import markdown
 from bench.reporting.figures import (
     ALPHA,
     MISSING,
@@ -30,7 +31,6 @@ from bench.reporting.figures import (
     times,
 )
 from bench.reporting.picks import CROSSJEM_CHOSEN, LAYOUTS, WIKIQA, Pick, pick
-from bench.reporting.writer import markdown
 
 
 @dataclass(frozen=True)

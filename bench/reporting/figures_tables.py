@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from bench.core.writer import markdown
 from bench.latency.records import LatencyRecord
 from bench.reporting.checks import MetricExpectation
 from bench.reporting.figures import (
@@ -41,7 +42,6 @@ from bench.reporting.picks import (
     WIKIQA_PEERS,
     pick,
 )
-from bench.reporting.writer import markdown
 
 #: the metric columns of the accuracy tables
 _METRICS = tuple(Column(m) for m in ("AP@10", "RR@10", "nDCG@10"))

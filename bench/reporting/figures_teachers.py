@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from bench.core.writer import markdown
 from bench.reporting.figures import (
     MISSING,
     Records,
@@ -26,7 +27,6 @@ from bench.reporting.figures import (
     times,
 )
 from bench.reporting.picks import MONOBERT_CE, WIKIQA
-from bench.reporting.writer import markdown
 from bench.results.records import ResultRecord
 
 #: the aim: test AP@10 within this many points of monoBERT's, at a measured speed-up of at least

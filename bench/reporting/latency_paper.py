@@ -1,6 +1,6 @@
 """The paper-style latency table (``bench latency-table``) and the profile table of
 ``bench latency --profile``, both rendered from latency records through the one table writer
-(:mod:`bench.reporting.writer`).
+(:mod:`bench.core.writer`).
 
 The paper's table compares CROSS-JEM with a cross-encoder at each list size. Here one line is one
 (encoder, precision, N) of the records given: monoBERT at its best batch size, CROSS-JEM in the
@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.core.writer import markdown, titled
 from bench.latency.records import LatencyRecord, LatencyRow
-from bench.reporting.writer import markdown, titled
 
 #: the three rankers of the table, by the ``ranker`` name of their rows
 MONOBERT, CROSSJEM, PEER = "monobert", "crossjem", "st-crossencoder"

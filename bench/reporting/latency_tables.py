@@ -16,10 +16,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from bench.core import writer
 from bench.core.timing import check_stat, higher_is_better
 from bench.execution.policy import SPEEDUP_PAIRS
 from bench.latency.records import LatencyRecord, LatencyRow, ListBlock, precision_column
-from bench.reporting import writer
 
 if TYPE_CHECKING:
     from rich.console import RenderableType

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.core.settings import results_root
+from bench.core.writer import markdown
 from bench.latency.records import LatencyRecord, load_latency_records
 from bench.reporting.plot import pyplot, save_png
-from bench.reporting.writer import markdown
 
 #: each ranker's variants share a colour; these line styles tell the variants apart
 _STYLES = ("-", "--", ":", "-.")

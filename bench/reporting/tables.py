@@ -17,10 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from bench.core import writer
 from bench.core.io import json_safe
 from bench.execution.policy import DEFAULT_BASELINE
 from bench.execution.selection import newest_per_row
-from bench.reporting import writer
 from bench.reporting.paper import PAPER, PaperRow, paper_reference
 from bench.results.groups import GroupRecord
 from bench.results.metrics import DEFAULT_MEASURES
