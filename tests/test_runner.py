@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from toydata import write_tiny_settings, write_toy_mteb
 
+from bench.execution.fitting import baseline_verdict
 from bench.execution.ranker_settings import ranker_options
-from bench.execution.runner import RunOptions, baseline_verdict, label_for, run, train
+from bench.execution.runner import RunOptions, label_for, run, train
 from bench.results.records import supervision
 from rankers import RankerError, create_ranker
 

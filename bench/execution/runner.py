@@ -23,25 +23,13 @@ from bench.core.io import RESULTS_HINT
 from bench.data.model import RankingSplit
 from bench.data.splits import Dataset
 from bench.execution.context import RunContext
-from bench.execution.fitting import (
-    TRAINING_FILE,
-    TrainJob,
-    baseline_verdict,
-    model_cached,
-    training_advice,
-)
+from bench.execution.fitting import TRAINING_FILE, TrainJob, model_cached
 from bench.execution.keys import autocast_part, evaluation_stamp, scoring_code, training_code
 from bench.execution.memory import step_problem
 from bench.execution.plan import BASELINE, EVALUATE, SCORE, TEACHER, TRAIN, Executor, Job, Plan
 from bench.execution.policy import DEV_BASELINES
 from bench.execution.ranker_settings import ranker_options, settings_config, settings_file
-from bench.execution.scoring import (
-    ScoreJob,
-    evaluate_entry,
-    evaluation_current,
-    reusable_now,
-    score_split,
-)
+from bench.execution.scoring import ScoreJob, evaluate_entry, evaluation_current, reusable_now
 from bench.results.cache import CacheKey, component_hash, explain_miss
 from bench.results.labels import RowKey, input_digest, show
 from bench.results.metrics import DEFAULT_MEASURES
@@ -57,20 +45,6 @@ from rankers import (
 )
 from rankers.fit.targets import ENSEMBLE_SEPARATOR, teacher_parts
 from rankers.hooks import fits, input_checks
-
-__all__ = [
-    "TRAINING_FILE",
-    "RunOptions",
-    "baseline_verdict",
-    "fit_or_load",
-    "plan_run",
-    "plan_runs",
-    "plan_train",
-    "run",
-    "score_split",
-    "train",
-    "training_advice",
-]
 
 log = logging.getLogger(__name__)
 
