@@ -41,12 +41,7 @@ from bench.reporting.picks import Pick
 from bench.reporting.tables import FLAG
 from bench.results.groups import GroupRecord, choose_by_mean, group_record, read_group
 from bench.results.labels import RowKey
-from bench.results.records import (
-    PER_QUERY,
-    ResultRecord,
-    checked_per_query,
-    files_problem,
-)
+from bench.results.records import PER_QUERY, ResultRecord, checked_per_query, files_problem
 from bench.results.significance import PerQuery, compare, holm
 
 if TYPE_CHECKING:
@@ -55,7 +50,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-BEGIN = "<!-- reference: {name} from {records} -->"
 END = "<!-- /reference -->"
 _BLOCK = re.compile(
     r"^<!-- reference: (?P<name>[\w.-]+) from (?P<records>[^>]*?) -->\n"

@@ -129,9 +129,7 @@ def crossjem_order_semeval16b(records: Records) -> str:
     fits every list (its own column; 72 for the first)."""
     rows = []
     for nth in (0, 1):
-        sweep = records.sweep(
-            "rankers/configs/crossjem.yaml", "semeval16b", varies="order", nth=nth
-        )
+        sweep = records.sweep(SETTINGS, "semeval16b", varies="order", nth=nth)
         for r in sweep.rows:
             cells = [r["order"], r["positions"], r.get("union_len", "72")]
             rows.append([*cells, r["dev AP@10"], r["test AP@10"], r["epoch"]])
