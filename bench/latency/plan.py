@@ -84,14 +84,8 @@ def arch_model(arch: str, seed: int, root: Path) -> Path | None:
         return None
     from rankers.io.models import write_random_bert
 
-    return write_random_bert(
-        root / "models" / "random" / f"{arch}-seed{seed}",
-        hidden=preset.hidden,
-        layers=preset.layers,
-        heads=preset.heads,
-        intermediate=preset.intermediate,
-        seed=seed,
-    )
+    folder = root / "models" / "random" / f"{arch}-seed{seed}"
+    return write_random_bert(folder, **dataclasses.asdict(preset), seed=seed)
 
 
 # -- precisions ---------------------------------------------------------------------------------
