@@ -39,7 +39,13 @@ from bench.core.writer import markdown
 from bench.latency.records import LatencyRecord, LatencyRow
 from bench.reporting.picks import Pick
 from bench.reporting.tables import FLAG
-from bench.results.groups import GroupRecord, choose_by_mean, group_record, read_group
+from bench.results.groups import (
+    GroupRecord,
+    choose_by_mean,
+    group_record,
+    per_query_file,
+    read_group,
+)
 from bench.results.labels import RowKey
 from bench.results.records import PER_QUERY, ResultRecord, checked_per_query, files_problem
 from bench.results.significance import PerQuery, compare, holm
@@ -286,10 +292,10 @@ class Records:
 
     def per_query(self, name: str) -> dict[str, dict[str, float]] | None:
         """The per-query values of run record ``name`` (qid -> metric -> value), from the file
-        kept beside it (:func:`per_query_path`); None when the record keeps none or is one of
-        :data:`PER_QUERY_NOT_KEPT`. A file that is missing although the record lists its
-        SHA-256, or whose SHA-256 is another, is an error naming it: its values are not the
-        run's, and a table rendered without it would drop its published p-values."""
+        kept beside it (:func:`~bench.results.groups.per_query_file`); None when the record keeps
+        none or is one of :data:`PER_QUERY_NOT_KEPT`. A file that is missing although the record
+        lists its SHA-256, or whose SHA-256 is another, is an error naming it: its values are not
+        the run's, and a table rendered without it would drop its published p-values."""
         want = self.run(name).files.get(PER_QUERY)
         if any(self._path(name).as_posix().endswith("/" + kept) for kept in PER_QUERY_NOT_KEPT):
             return None
@@ -350,12 +356,6 @@ PER_QUERY_NOT_KEPT = frozenset(
 )
 
 
-def per_query_path(record: Path) -> Path:
-    """Where the per-query file of run record ``record`` is kept: beside it, ``.json`` replaced
-    by ``.perquery.tsv``."""
-    return record.with_suffix(".perquery.tsv")
-
-
 @dataclass(frozen=True)
 class Paired:
     """One paired t-test a table shows: ``system`` minus ``baseline`` on one metric."""
@@ -405,7 +405,7 @@ def _read_per_query(record: Path, want: str | None) -> dict[str, dict[str, float
     :func:`bench.results.records.checked_per_query` against the SHA-256 the record lists; None
     when the record keeps none. A missing, edited or unreadable one is an error naming it: the
     published p-values come from that file, so no table is rendered without it."""
-    read = checked_per_query(per_query_path(record), want, record)
+    read = checked_per_query(per_query_file(record), want, record)
     if read.problem is not None:
         raise ReferenceError(
             f"{read.problem}; the table's p-values are computed from it: restore it from its "

@@ -171,9 +171,7 @@ def _differences(first: ResultRecord, other: ResultRecord) -> list[str]:
         names = set(first.config) | set(other.config)
         differ = sorted(k for k in names if first.config.get(k) != other.config.get(k))
         out.append("config " + ", ".join(differ))
-    run_a, run_b = (
-        {k: v for k, v in (r.run_config or {}).items() if k != SEED_FIELD} for r in (first, other)
-    )
+    run_a, run_b = (_unseeded(r.run_config or {}) for r in (first, other))
     if run_a != run_b:
         keys = sorted(k for k in set(run_a) | set(run_b) if run_a.get(k) != run_b.get(k))
         out.append("run settings " + ", ".join(keys))
