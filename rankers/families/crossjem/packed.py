@@ -21,7 +21,11 @@ tensors
 
 Canonical order, the shared tokens, next-fit packing, the sorted shared block, own segments and
 first-occurrence item positions are the oracle's rules, so both give identical inputs
-(``tests/test_crossjem.py`` and ``tests/test_crossjem_order.py`` check it).
+(``tests/test_crossjem.py`` and ``tests/test_crossjem_order.py`` check it). The array steps come
+in two kinds: the simple ones (``reference=True``) and the fast kernels of
+:mod:`rankers.families.crossjem.fastpack` that scoring runs, tested bit-identical against them
+(``tests/test_crossjem_fastpack.py``). The records (:class:`PackedRows`, :class:`Bucket`) live
+in :mod:`rankers.families.crossjem.records`.
 """
 
 from __future__ import annotations
@@ -31,100 +35,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from rankers.families.crossjem import fastpack
 from rankers.families.crossjem.inputs import CONCAT, UNION, Layout, length_buckets
+from rankers.families.crossjem.records import Bucket, PackedRows, drop_default_positions
 from rankers.inputs.tokens import PAD, ItemArrays
 
-
-@dataclasses.dataclass(frozen=True)
-class Bucket:
-    """One encoder call: rows ``[r0, r1)`` cut to ``width`` columns, their item slots
-    ``[s0, s1)`` and pooled union tokens ``[t0, t1)``."""
-
-    r0: int
-    r1: int
-    s0: int
-    s1: int
-    t0: int
-    t1: int
-    width: int
-    #: merged layouts: columns of the first (concat) rows of this call
-    first_width: int = 0
-
-
-@dataclasses.dataclass
-class PackedRows:
-    """Host-side (NumPy int64) inputs of one forward pass over several queries' lists.
-
-    Per row: ``input_ids``, ``row_len``, ``query_end`` (positions ``1 .. query_end - 1``, the
-    query and its [SEP], are pooled by every item of the row). Per item slot: ``slot_row`` (row
-    within its bucket), ``slot_count`` (pooled positions), ``slot_list`` / ``slot_item`` (which
-    list and candidate it scores). Per pooled union token: ``tok_slot`` (slot within its
-    bucket), ``tok_row`` (row within its bucket), ``tok_pos`` and ``tok_offset`` (position inside
-    its item, for item positions).
-    """
-
-    input_ids: np.ndarray
-    row_len: np.ndarray
-    query_end: np.ndarray
-    slot_row: np.ndarray
-    slot_count: np.ndarray
-    slot_list: np.ndarray
-    slot_item: np.ndarray
-    tok_slot: np.ndarray
-    tok_row: np.ndarray
-    tok_pos: np.ndarray
-    tok_offset: np.ndarray
-    buckets: list[Bucket]
-    n_items: list[int]
-    #: position id of every token, None when every row numbers its tokens 0, 1, 2, ... (the
-    #: encoder's default); set only by ``positions="item"`` layouts
-    position_ids: np.ndarray | None = None
-    #: merged layouts (``merge_layers`` > 0): the concat rows the first layers run over, their
-    #: lengths, and for each of their positions its position in ``input_ids`` (-1: padding)
-    first_ids: np.ndarray | None = None
-    first_len: np.ndarray | None = None
-    merge_dst: np.ndarray | None = None
-
-    #: the optional array fields of merged layouts
-    MERGE_ARRAYS = ("first_ids", "first_len", "merge_dst")
-
-    #: the array fields, in upload order
-    ARRAYS = (
-        "input_ids",
-        "row_len",
-        "query_end",
-        "slot_row",
-        "slot_count",
-        "slot_list",
-        "slot_item",
-        "tok_slot",
-        "tok_row",
-        "tok_pos",
-        "tok_offset",
-    )
-
-    @property
-    def rows(self) -> int:
-        return int(self.input_ids.shape[0])
-
-    def groups(self) -> list[list[tuple[int, int]]]:
-        """(list, item) pairs of each row, in row order (for tests and statistics)."""
-        out: list[list[tuple[int, int]]] = []
-        for b in self.buckets:
-            rows = self.slot_row[b.s0 : b.s1]
-            for r in range(b.r1 - b.r0):
-                picked = np.flatnonzero(rows == r) + b.s0
-                out.append(
-                    [(int(self.slot_list[s]), int(self.slot_item[s])) for s in picked.tolist()]
-                )
-        return out
-
-
-def drop_default_positions(position_ids: np.ndarray) -> np.ndarray | None:
-    """None when every row is numbered ``0 .. width - 1`` (the encoder then numbers it itself),
-    else the matrix: the simple and the fast path agree on when position ids are passed."""
-    default = np.arange(position_ids.shape[1])[None, :]
-    return None if bool((position_ids == default).all()) else position_ids
+__all__ = ["Bucket", "PackedRows", "drop_default_positions", "pack_lists", "query_rows"]
 
 
 def canonical_order(ids: np.ndarray) -> np.ndarray:
@@ -230,6 +146,7 @@ def query_rows(
     pad: int,
     layout: Layout = UNION,
     group: np.ndarray | None = None,
+    reference: bool = False,
 ) -> _QueryRows:
     """Rows, slots and pooled tokens of one query (slots in canonical order; ``tok_slot`` and
     ``slot_row`` relative to this query).
@@ -241,18 +158,26 @@ def query_rows(
     the rows (:func:`_write_rows`); the layout's options add to it: item positions
     (``positions="item"``, :func:`_item_positions`), query terms pooled from the query
     (:func:`_pool_query_terms`), and a merged layout (``merge_layers`` > 0), packed by its concat
-    rows, which become the first rows (:func:`merge_targets`)."""
+    rows, which become the first rows (:func:`merge_targets`).
+
+    ``reference``: the simple array steps (the test oracle); else the kernels of
+    :mod:`~rankers.families.crossjem.fastpack`, which give the same arrays."""
     if layout.merge_layers:
-        first = query_rows(query, items, union_len, cls, sep, pad, CONCAT)
-        rows = query_rows(query, items, union_len, cls, sep, pad, layout.target, first.slot_row)
+        first = query_rows(query, items, union_len, cls, sep, pad, CONCAT, None, reference)
+        rows = query_rows(
+            query, items, union_len, cls, sep, pad, layout.target, first.slot_row, reference
+        )
         return merge_targets(first, rows)
     n = len(items)
     order = canonical_order(items.ids) if n else np.zeros(0, dtype=np.int64)
-    is_shared = shared_mask(items, layout, query)[order]
     distinct, first, ids = items.distinct[order], items.first[order], items.ids[order]
-    shared_tok = np.unique(distinct[is_shared]) if is_shared.any() else np.zeros(0, np.int64)
     pooled = query if layout.query_pool else np.zeros(0, np.int64)
-    is_own = (ids != PAD) & ~np.isin(ids, shared_tok) & ~np.isin(ids, pooled)
+    if reference:
+        is_shared = shared_mask(items, layout, query)[order]
+        shared_tok = np.unique(distinct[is_shared]) if is_shared.any() else np.zeros(0, np.int64)
+        is_own = (ids != PAD) & ~np.isin(ids, shared_tok) & ~np.isin(ids, pooled)
+    else:
+        is_shared, is_own = fastpack.split_tokens(ids, distinct, layout, query)
     cost = is_shared.sum(axis=1) + is_own.sum(axis=1)
     too_long = np.flatnonzero(cost > union_len)
     if len(too_long):
@@ -263,10 +188,12 @@ def query_rows(
     if n == 0:
         none = np.zeros(0, dtype=np.int64)
         return _QueryRows(np.zeros((0, 0), np.int64), None, *([none] * 9))
-    occ = _occurrences(ids, distinct, first, is_shared, is_own)
-    if group is None:
+    occ = _occurrences(ids, distinct, first, is_shared, is_own, reference)
+    if group is None and reference:
         group = next_fit_cuts(occ.item_start, occ.item_end, occ.prev, union_len)
-    input_ids, row_len, tok_pos = _write_rows(query, occ, group, cls, sep, pad)
+    elif group is None:
+        group = fastpack.next_fit_groups(occ.item_end, occ.prev, union_len)
+    input_ids, row_len, tok_pos = _write_rows(query, occ, group, cls, sep, pad, reference)
     start = len(query) + 2  # [CLS] query [SEP]
     position_ids = None
     if layout.positions == "item" and len(occ.tok):
@@ -315,6 +242,8 @@ class _Occurrences:
     #: per own occurrence: whether its item copies the previous one, and the occurrence it pools
     is_copy: np.ndarray
     source: np.ndarray
+    #: the shared occurrences sorted by token (stable), where the fast kernels keep it
+    by_tok: np.ndarray | None = None
 
 
 def _occurrences(
@@ -323,38 +252,42 @@ def _occurrences(
     first: np.ndarray,
     is_shared: np.ndarray,
     is_own: np.ndarray,
+    reference: bool = True,
 ) -> _Occurrences:
-    """The :class:`_Occurrences` of items (canonical order) with these shared and own tokens."""
+    """The :class:`_Occurrences` of items (canonical order) with these shared and own tokens
+    (``reference``: the simple steps; else :func:`~rankers.families.crossjem.fastpack.
+    occurrence_arrays`)."""
     n, width = ids.shape
     n_own = is_own.sum(axis=1)
     cost = is_shared.sum(axis=1) + n_own
-    # occurrences, item-major: shared ones (columns 0 .. w-1) before own ones (w .. 2w-1)
-    sh_item, sh_col = np.nonzero(is_shared)
-    own_item, own_col = np.nonzero(is_own)
-    occ_item = np.concatenate([sh_item, own_item])
-    occ_order = np.argsort(occ_item * (2 * width) + np.concatenate([sh_col, own_col + width]))
-    occ_item = occ_item[occ_order]
-    occ_tok = np.concatenate([distinct[sh_item, sh_col], ids[own_item, own_col]])[occ_order]
-    occ_offset = np.concatenate([first[sh_item, sh_col], own_col])[occ_order]
-    occ_shared = occ_order < len(sh_item)
     item_end = np.cumsum(cost)
-    # previous occurrence of the same shared token (own occurrences add a token, except a copy's)
-    prev = np.full(len(occ_tok), -1, dtype=np.int64)
-    sh_occ = np.flatnonzero(occ_shared)
-    by_tok = sh_occ[np.argsort(occ_tok[sh_occ], kind="stable")]
-    same = occ_tok[by_tok][1:] == occ_tok[by_tok][:-1]
-    prev[by_tok[1:][same]] = by_tok[:-1][same]
-    # a copy of the previous item (canonical order puts identical items together) pools the own
-    # tokens of the first of its run: its own occurrences point at those, so they add nothing
-    own_occ = np.flatnonzero(~occ_shared)
-    copy = np.zeros(n, dtype=bool)
-    copy[1:] = (ids[1:] == ids[:-1]).all(axis=1)
-    run_first = np.maximum.accumulate(np.where(copy, 0, np.arange(n)))
-    own_first = np.cumsum(n_own) - n_own  # index in own_occ of each item's first own token
-    own_item = occ_item[own_occ]
-    source = own_occ[own_first[run_first[own_item]] + np.arange(len(own_occ)) - own_first[own_item]]
-    is_copy = copy[own_item]
-    prev[own_occ[is_copy]] = source[is_copy]
+    by_tok: np.ndarray | None = None
+    if reference:
+        # occurrences, item-major: shared ones (columns 0 .. w-1) before own ones (w .. 2w-1)
+        sh_item, sh_col = np.nonzero(is_shared)
+        own_item, own_col = np.nonzero(is_own)
+        occ_item = np.concatenate([sh_item, own_item])
+        occ_order = np.argsort(occ_item * (2 * width) + np.concatenate([sh_col, own_col + width]))
+        occ_item = occ_item[occ_order]
+        occ_tok = np.concatenate([distinct[sh_item, sh_col], ids[own_item, own_col]])[occ_order]
+        occ_offset = np.concatenate([first[sh_item, sh_col], own_col])[occ_order]
+        occ_shared = occ_order < len(sh_item)
+        # previous occurrence of the same shared token (own occurrences add a token, except a
+        # copy's)
+        prev = np.full(len(occ_tok), -1, dtype=np.int64)
+        sh_occ = np.flatnonzero(occ_shared)
+        by_tok_ref = sh_occ[np.argsort(occ_tok[sh_occ], kind="stable")]
+        same = occ_tok[by_tok_ref][1:] == occ_tok[by_tok_ref][:-1]
+        prev[by_tok_ref[1:][same]] = by_tok_ref[:-1][same]
+    else:
+        arrays = fastpack.occurrence_arrays(ids, distinct, first, is_shared, is_own)
+        occ_item, occ_tok, occ_offset, occ_shared, prev, by_tok = arrays
+        sh_occ = np.flatnonzero(occ_shared)
+    if reference or len(sh_occ) < len(occ_tok):
+        own_occ, is_copy, source = _copies(ids, occ_item, occ_shared, n_own, prev)
+    else:  # no own occurrence (a union row)
+        own_occ = source = np.zeros(0, dtype=np.int64)
+        is_copy = np.zeros(0, dtype=bool)
     return _Occurrences(
         item=occ_item,
         tok=occ_tok,
@@ -367,26 +300,66 @@ def _occurrences(
         own_occ=own_occ,
         is_copy=is_copy,
         source=source,
+        by_tok=by_tok,
     )
 
 
+def _copies(
+    ids: np.ndarray,
+    occ_item: np.ndarray,
+    occ_shared: np.ndarray,
+    n_own: np.ndarray,
+    prev: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The own occurrences, whether their item copies the previous one, and the occurrence each
+    pools; ``prev`` of a copy's own occurrences is set to that occurrence.
+
+    A copy of the previous item (canonical order puts identical items together) pools the own
+    tokens of the first of its run: its own occurrences point at those, so they add nothing."""
+    n = len(ids)
+    own_occ = np.flatnonzero(~occ_shared)
+    copy = np.zeros(n, dtype=bool)
+    copy[1:] = (ids[1:] == ids[:-1]).all(axis=1)
+    run_first = np.maximum.accumulate(np.where(copy, 0, np.arange(n)))
+    own_first = np.cumsum(n_own) - n_own  # index in own_occ of each item's first own token
+    own_item = occ_item[own_occ]
+    source = own_occ[own_first[run_first[own_item]] + np.arange(len(own_occ)) - own_first[own_item]]
+    is_copy = copy[own_item]
+    prev[own_occ[is_copy]] = source[is_copy]
+    return own_occ, is_copy, source
+
+
 def _write_rows(
-    query: np.ndarray, occ: _Occurrences, group: np.ndarray, cls: int, sep: int, pad: int
+    query: np.ndarray,
+    occ: _Occurrences,
+    group: np.ndarray,
+    cls: int,
+    sep: int,
+    pad: int,
+    reference: bool = True,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The rows of ``group``'s groups - ``[CLS] query [SEP]``, the sorted union of the group's
     shared tokens, its own occurrences (not a copy's) in order, ``[SEP]`` - as (padded ids, row
-    lengths, each occurrence's position in its row)."""
+    lengths, each occurrence's position in its row). ``reference``: the union by ``np.unique``
+    and every occurrence written; else by :func:`~rankers.families.crossjem.fastpack.
+    union_ranks` and each union token and own token written once."""
     n_rows = int(group[-1]) + 1
     occ_group = group[occ.item]
     sh_occ, own_occ, is_copy = occ.sh_occ, occ.own_occ, occ.is_copy
     # the sorted union of each group's shared tokens, and each shared occurrence's rank in it
-    g_sh, t_sh = occ_group[sh_occ], occ.tok[sh_occ]
-    vocab = int(occ.tok.max(initial=0)) + 1
-    union_keys, rank_of = np.unique(g_sh * vocab + t_sh, return_inverse=True)
-    union_group = union_keys // vocab
-    group_start = np.searchsorted(union_group, np.arange(n_rows))
-    union_size = np.diff(np.append(group_start, len(union_keys)))
-    union_rank = np.arange(len(union_keys)) - group_start[union_group]
+    if reference or occ.by_tok is None:
+        g_sh, t_sh = occ_group[sh_occ], occ.tok[sh_occ]
+        vocab = int(occ.tok.max(initial=0)) + 1
+        union_keys, rank_of = np.unique(g_sh * vocab + t_sh, return_inverse=True)
+        union_group = union_keys // vocab
+        group_start = np.searchsorted(union_group, np.arange(n_rows))
+        union_size = np.diff(np.append(group_start, len(union_keys)))
+        sh_rank = (np.arange(len(union_keys)) - group_start[union_group])[np.ravel(rank_of)]
+    else:
+        ranks, union_size, union_tok, union_group = fastpack.union_ranks(
+            occ_group, occ.tok, occ.by_tok, n_rows
+        )
+        sh_rank = ranks[sh_occ]
     # own occurrences (not a copy's) follow the union, in occurrence order within their group
     written = own_occ[~is_copy]
     own_count = np.bincount(occ_group[written], minlength=n_rows)
@@ -394,14 +367,19 @@ def _write_rows(
     start = len(query) + 2  # [CLS] query [SEP]
     row_len = start + union_size + own_count + 1
     tok_pos = np.empty(len(occ.tok), dtype=np.int64)
-    tok_pos[sh_occ] = start + union_rank[np.ravel(rank_of)]
+    tok_pos[sh_occ] = start + sh_rank
     tok_pos[written] = start + union_size[occ_group[written]] + own_rank
     tok_pos[own_occ[is_copy]] = tok_pos[occ.source[is_copy]]
     input_ids = np.full((n_rows, int(row_len.max(initial=0))), pad, dtype=np.int64)
     input_ids[:, 0] = cls
     input_ids[:, 1 : start - 1] = query
     input_ids[:, start - 1] = sep
-    input_ids[occ_group, tok_pos] = occ.tok
+    if reference or occ.by_tok is None:
+        input_ids[occ_group, tok_pos] = occ.tok
+    else:  # each union token once (its rank from the start of its group's union), own tokens
+        union_at = np.arange(len(union_tok)) - (np.cumsum(union_size) - union_size)[union_group]
+        input_ids[union_group, start + union_at] = union_tok
+        input_ids[occ_group[written], tok_pos[written]] = occ.tok[written]
     input_ids[np.arange(n_rows), row_len - 1] = sep
     return input_ids, row_len, tok_pos
 
@@ -509,34 +487,40 @@ def pack_lists(
     pad: int,
     tolerance: float | None = None,
     layout: Layout = UNION,
+    reference: bool = False,
 ) -> PackedRows:
     """The packed rows of several queries, laid out as ``layout`` says. ``tolerance``: cut rows
     into length buckets whose padding stays within that fraction of their real tokens (see
     :func:`~rankers.families.crossjem.inputs.length_buckets`); None: one bucket, the rows in query
-    order
-    (training)."""
+    order (training). ``reference``: the simple array steps, the test oracle of the fast kernels
+    (:func:`query_rows`)."""
     parts = [
-        query_rows(q, it, union_len, cls, sep, pad, layout)
+        query_rows(q, it, union_len, cls, sep, pad, layout, None, reference)
         for q, it in zip(queries, items, strict=True)
     ]
     n_items = [len(it) for it in items]
     row_base = np.cumsum([0] + [len(p.row_len) for p in parts])
     slot_base = np.cumsum([0] + [len(p.slot_row) for p in parts])
-    cat = np.concatenate
 
-    def joined(name: str) -> np.ndarray:
-        arrays = [getattr(p, name) for p in parts]
-        return cat(arrays) if arrays else np.zeros(0, dtype=np.int64)
+    def cat(arrays: list[np.ndarray]) -> np.ndarray:  # one query (scoring): no copy
+        return arrays[0] if len(arrays) == 1 else np.concatenate(arrays or [np.zeros(0, int)])
+
+    def joined(name: str, base: np.ndarray | None = None) -> np.ndarray:
+        if base is None or len(parts) == 1:
+            return cat([getattr(p, name) for p in parts])
+        return cat([getattr(p, name) + base[k] for k, p in enumerate(parts)])
 
     row_len, query_end = joined("row_len"), joined("query_end")
-    slot_row = cat([p.slot_row + row_base[k] for k, p in enumerate(parts)] or [np.zeros(0, int)])
-    tok_slot = cat([p.tok_slot + slot_base[k] for k, p in enumerate(parts)] or [np.zeros(0, int)])
-    tok_row = cat([p.tok_row + row_base[k] for k, p in enumerate(parts)] or [np.zeros(0, int)])
+    slot_row, tok_row = joined("slot_row", row_base), joined("tok_row", row_base)
+    tok_slot = joined("tok_slot", slot_base)
     slot_list = np.repeat(np.arange(len(parts)), [len(p.slot_row) for p in parts])
     width = max((p.input_ids.shape[1] for p in parts), default=0)
-    input_ids = np.full((int(row_base[-1]), width), pad, dtype=np.int64)
-    for k, p in enumerate(parts):
-        input_ids[row_base[k] : row_base[k + 1], : p.input_ids.shape[1]] = p.input_ids
+    if len(parts) == 1:
+        input_ids = parts[0].input_ids
+    else:
+        input_ids = np.full((int(row_base[-1]), width), pad, dtype=np.int64)
+        for k, p in enumerate(parts):
+            input_ids[row_base[k] : row_base[k + 1], : p.input_ids.shape[1]] = p.input_ids
     position_ids = None
     if any(p.position_ids is not None for p in parts):
         position_ids = np.broadcast_to(np.arange(width), input_ids.shape).copy()
@@ -555,10 +539,11 @@ def pack_lists(
     row_order = np.asarray([r for run in runs for r in run], dtype=np.int64)
     new_row = np.empty_like(row_order)
     new_row[row_order] = np.arange(len(row_order))
-    slot_order = np.argsort(new_row[slot_row], kind="stable")
+    argsort = _reference_argsort if reference else fastpack.stable_argsort
+    slot_order = argsort(new_row[slot_row])
     new_slot = np.empty_like(slot_order)
     new_slot[slot_order] = np.arange(len(slot_order))
-    tok_order = np.argsort(new_slot[tok_slot], kind="stable")
+    tok_order = argsort(new_slot[tok_slot])
 
     slot_row_new = new_row[slot_row][slot_order]
     tok_slot_new = new_slot[tok_slot][tok_order]
@@ -599,6 +584,10 @@ def pack_lists(
             else dict(zip(PackedRows.MERGE_ARRAYS, (m[row_order] for m in merged), strict=True))
         ),
     )
+
+
+def _reference_argsort(keys: np.ndarray) -> np.ndarray:
+    return np.argsort(keys, kind="stable")
 
 
 def _join_first_rows(
