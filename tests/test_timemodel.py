@@ -23,14 +23,12 @@ from bench.latency.costmodel.flops import EncoderShape
 from bench.latency.costmodel.kernels import (
     BACKENDS,
     Calibration,
-    Calibrations,
-    layer_plans,
-    layer_precisions,
     load_or_measure,
-    matmul_kinds,
     measure_calibration,
 )
+from bench.latency.costmodel.probes import layer_plans, layer_precisions, matmul_kinds
 from bench.latency.costmodel.time import (
+    Calibrations,
     add_costs,
     call_time,
     compress_calls,
@@ -50,7 +48,7 @@ from bench.latency.records import (
 )
 from bench.reporting.latency_tables import build_latency_table, latency_summary, render_latency
 from rankers import create_ranker
-from rankers.hooks import EncoderCall
+from rankers.hooks import EncoderCall, EncoderRun
 
 # d = 4, d_ff = 8, 2 heads: a layer's MatMuls are Q, K, V and the output (4x4), 4x8 and 8x4
 SHAPE = EncoderShape(layers=2, hidden=4, intermediate=8, heads=2)
@@ -236,7 +234,7 @@ def test_row_cost_states_the_prediction_and_the_runtime_peak() -> None:
 def test_a_calibration_measures_what_its_recipe_runs() -> None:
     def needed(dtype: str, recipe: str | None, graph: str) -> tuple[Any, Any]:
         setting = {"graph": graph, "int8_recipe": recipe}
-        found = BACKENDS[ORT].needed(SHAPE, dtype, setting)
+        found = BACKENDS[ORT, "cpu"].needed(SHAPE, dtype, setting)
         return found.linear, found.attention
 
     linear, attention = needed(I8, "ffn-float", "fused")
@@ -246,7 +244,7 @@ def test_a_calibration_measures_what_its_recipe_runs() -> None:
     assert attention == {F32, I8}
     linear, attention = needed(F32, None, "plain")
     assert linear == {F32: {(4, 4), (4, 8), (8, 4)}} and attention == {F32}
-    torch_needs = BACKENDS["torch"].needed(SHAPE, "bfloat16", {"attention": "sdpa"})
+    torch_needs = BACKENDS["torch", "cpu"].needed(SHAPE, "bfloat16", {"attention": "sdpa"})
     assert torch_needs.linear == {"bfloat16": {(4, 4), (4, 8), (8, 4)}}
     assert torch_needs.attention == {"masked", "unmasked"}
 
@@ -302,12 +300,19 @@ class Counting:
 
     def __init__(self) -> None:
         self.calls: list[tuple[Any, ...]] = []
+        self.devices: list[str] = []
 
     def __call__(
-        self, runtime: str, shape: EncoderShape, dtype: str, setting: dict[str, Any]
+        self,
+        runtime: str,
+        shape: EncoderShape,
+        dtype: str,
+        setting: dict[str, Any],
+        device: str = "cpu",
     ) -> Calibration:
         threads = torch.get_num_threads()
         self.calls.append((runtime, dtype, *setting.values(), threads))
+        self.devices.append(device)
         rates = {f"{k}x{n}": [[100, 4.0]] for k, n, _ in matmul_kinds(shape).values()}
         if runtime == ORT:
             cal = fake_ort_calibration(dtype, setting["int8_recipe"], setting["graph"], threads)
@@ -315,10 +320,12 @@ class Counting:
         else:
             cal = fake_calibration(dtype, threads)
             cal.linear = {dtype: rates}
+        if device.startswith("cuda"):  # as a GPU's calibration: a fixed cost per call
+            cal.device, cal.call_ms, cal.call_layer_ms = "cuda", 1.5, 0.25
         return cal
 
 
-def ten(runtime: str, dtype: str) -> float:
+def ten(runtime: str, dtype: str, device: str = "cpu") -> float:
     """A fake matmul peak, as the fakes' rates are set against."""
     return 10.0
 
@@ -358,7 +365,7 @@ def test_calibration_is_measured_once_then_read(tmp_path: Path, one_thread: None
 def test_runtime_calibration_is_measured_once_per_setting(tmp_path: Path, one_thread: None) -> None:
     fake = Counting()
     kw: dict[str, Any] = {"measure_fn": fake, "peak_fn": ten}
-    backend = BACKENDS[ORT]
+    backend = BACKENDS[ORT, "cpu"]
 
     def load(dtype: str, recipe: str, graph: str, **more: Any) -> Calibration:
         work = {"dtype": dtype, "graph": graph, "int8_recipe": recipe}
@@ -403,7 +410,10 @@ def test_calibrations_of_a_run_measure_each_setting_once(
     assert len(fake.calls) == 1  # fresh: measured anew once per run, not once per row
     assert cals.get(SHAPE, {**work, "dtype": "int4"}, "sdpa") is None  # no such dtype
     assert cals.get(SHAPE, {**work, "runtime": "openvino"}, "sdpa") is None  # no backend
-    assert Calibrations(tmp_path, "cuda:0", measure_fn=fake).get(SHAPE, work, "sdpa") is None
+    # a CUDA device has no ONNX Runtime entry: no prediction, nothing measured
+    if runtime == ORT:
+        assert Calibrations(tmp_path, "cuda:0", measure_fn=fake).get(SHAPE, work, "sdpa") is None
+        assert len(fake.calls) == 1
 
 
 def test_each_precision_of_a_run_has_its_own_calibration(tmp_path: Path, one_thread: None) -> None:
@@ -769,7 +779,7 @@ def test_a_real_runtime_calibration_has_every_rate(
         rates = [p[1] for ps in cal.linear.values() for pts in ps.values() for p in pts]
         rates += [p[1] for pts in cal.attention.values() for p in pts]
         assert all(r > 0 for r in rates) and cal.peak_gflops > 0 and cal.other_ns_per_token > 0
-        assert cal.threads == 1 and cal.runtime_version == BACKENDS[ORT].version()
+        assert cal.threads == 1 and cal.runtime_version == BACKENDS[ORT, "cpu"].version()
         # every call of the model predicted from it
         assert call_time(cal, shape, EncoderCall(3, 40, 2, True)).total_ms > 0
     with pytest.raises(ValueError, match="no onnxruntime calibration for dtype 'bfloat16'"):
@@ -831,3 +841,165 @@ def test_tiny_run_predicts_runtime_rows(
         and "predicted encoder" in line
         for line in lines
     )
+
+
+# -- on a CUDA GPU (faked: this machine has none) -------------------------------------------------
+def cuda_calibration(dtype: str = "tf32") -> Calibration:
+    """:func:`fake_calibration` as a GPU's: 1.5 ms per call and 0.25 ms per layer of fixed cost."""
+    cal = fake_calibration(dtype)
+    cal.device, cal.call_ms, cal.call_layer_ms = "cuda", 1.5, 0.25
+    return cal
+
+
+def test_a_gpu_call_pays_its_fixed_cost_beside_its_kernels() -> None:
+    """Per call: the kernels as on a CPU (4.212 ms, :func:`test_call_time_by_hand`) plus
+    1.5 ms + 2 layers x 0.25 ms; a row of 2 calls over 4 queries: 2 x 6.212 / 4 per query."""
+    got = call_time(cuda_calibration(), SHAPE, CALL)
+    assert got.call_ms == pytest.approx(2.0)
+    assert got.linear_ms == pytest.approx(0.192) and got.attention_ms == pytest.approx(4.0)
+    assert got.total_ms == pytest.approx(6.212)
+    cost = row_cost({"sdpa": cuda_calibration()}, SHAPE, [CALL, CALL], queries=4, measured_ms=0.5)
+    assert cost["predicted_ms"] == pytest.approx(2 * 6.212 / 4)
+    assert cost["predicted"]["call_ms"] == pytest.approx(1.0)  # 2 calls x 2.0 ms / 4 queries
+    assert cost["flops_per_query"] == 2 * 3_712_000 / 4  # FLOPs do not change
+    one_layer = EncoderCall(rows=10, width=100, layers=1, masked=True)
+    assert call_time(cuda_calibration(), SHAPE, one_layer).call_ms == pytest.approx(1.75)
+    # a CPU calibration has no fixed cost: its prediction and record read as before
+    cpu = row_cost({"sdpa": fake_calibration()}, SHAPE, [CALL, CALL], queries=4, measured_ms=0.5)
+    assert cpu["predicted_ms"] == pytest.approx(2 * 4.212 / 4)
+    assert "call_ms" not in cpu["predicted"]
+
+
+@pytest.fixture()
+def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """A CUDA device named "NVIDIA H200" whose probes answer given timings: peak 50,000
+    GFLOP/s, every MatMul at 4 GFLOP/s, 1.5 ms per call and 0.25 per layer; the fixture's value
+    lists the probes the rates were timed with."""
+    cuda = BACKENDS["torch", "cuda"]
+    monkeypatch.setattr(type(cuda), "machine", lambda self, device: {"gpu": "NVIDIA H200"})
+    asked: list[Any] = []
+
+    def rates(shape: EncoderShape, dtype: str, shapes: Any, attention: str, probe: Any) -> Any:
+        asked.append(probe)
+        return probes.Rates(
+            peak_gflops=50_000.0,
+            linear={dtype: {f"{k}x{n}": [[100, 4.0]] for k, n in shapes}},
+            attention=fake_calibration().attention,
+            other_ns_per_token=10.0,
+        )
+
+    monkeypatch.setattr(probes, "torch_rates", rates)
+    monkeypatch.setattr(probes, "torch_call_ms", lambda *args: (1.5, 0.25))
+    monkeypatch.setattr(probes, "torch_peak", lambda *args: 50_000.0)
+    return asked  # the probes the rates were asked with
+
+
+def test_a_gpu_calibration_measures_on_the_device_with_its_call_cost(
+    tmp_path: Path, one_thread: None, fake_gpu: Any
+) -> None:
+    """`bench latency --device cuda --calibrate` on a faked GPU: the CUDA entry times its
+    kernels with the GPU's probe (its token grid, bursts), records the fixed cost, keys the file
+    by the GPU's name, and tf32 is its own calibration; the prediction is exact by hand."""
+    cals = Calibrations(tmp_path, "cuda:0", fresh=True)
+    tf32 = cals.get(SHAPE, {"dtype": "tf32"}, "sdpa")
+    assert tf32 is not None and tf32.device == "cuda" and tf32.dtype == "tf32"
+    [probe] = fake_gpu
+    assert probe == probes.cuda_probe("cuda:0") and probe.tokens == probes.CUDA_TOKENS
+    assert (tf32.call_ms, tf32.call_layer_ms) == (1.5, 0.25)
+    assert tf32.machine["gpu"] == "NVIDIA H200" and "cpu" not in tf32.machine
+    assert tf32.path is not None and tf32.path.name.startswith("calibration-cuda-tf32-t1-")
+    assert tf32.summary()["gpu"] == "NVIDIA H200"
+    # every MatMul at 4 GFLOP/s: per layer 4 x 32,000 + 2 x 64,000 FLOPs = 0.064 ms; 2 layers;
+    # attention 4.0, other 0.02 as on a CPU; fixed 1.5 + 2 x 0.25
+    assert call_time(tf32, SHAPE, CALL).total_ms == pytest.approx(0.128 + 4.0 + 0.02 + 2.0)
+    float32 = cals.get(SHAPE, {"dtype": F32}, "sdpa")
+    assert float32 is not None and float32.path != tf32.path and len(fake_gpu) == 2
+    # read back by the next run on this GPU, not measured again
+    again = Calibrations(tmp_path, "cuda").get(SHAPE, {"dtype": "tf32"}, "sdpa")
+    assert again == tf32 and len(fake_gpu) == 2
+    # an ONNX Runtime row on the GPU: no entry, no prediction
+    ort = {"runtime": ORT, "dtype": F32, "graph": "fused"}
+    assert Calibrations(tmp_path, "cuda:0").get(SHAPE, ort, "sdpa") is None
+
+
+def test_the_cpu_key_is_as_before(one_thread: None) -> None:
+    """A CPU calibration's key names the same fields as before the GPU had an entry, so its
+    cached files keep their names and still load."""
+    key = kernels.calibration_key("torch", F32, TORCH_SDPA, 1, SHAPE)
+    assert list(key) == [
+        "runtime",
+        "runtime_version",
+        "cpu",
+        "threads",
+        "dtype",
+        "attention",
+        "hidden",
+        "heads",
+        "intermediate",
+        "version",
+    ]
+    assert key["cpu"] == kernels.cpu_model() and key["version"] == 2
+
+
+def test_a_file_from_before_the_call_cost_loads(tmp_path: Path, one_thread: None) -> None:
+    """A CPU calibration written without ``device``, ``call_ms`` and ``call_layer_ms`` reads
+    back as it was (no fixed cost) and is not measured anew; a wrong fixed cost is named."""
+    fake = Counting()
+    kw: dict[str, Any] = {"measure_fn": fake, "peak_fn": ten}
+    first = load_or_measure(tmp_path, SHAPE, "torch", F32, TORCH_SDPA, **kw)
+    assert first.path is not None
+    data = json.loads(first.path.read_text(encoding="utf-8"))
+    for name in ("device", "call_ms", "call_layer_ms"):
+        del data[name]
+    first.path.write_text(json.dumps(data), encoding="utf-8")
+    old = load_or_measure(tmp_path, SHAPE, "torch", F32, TORCH_SDPA, **kw)
+    assert len(fake.calls) == 1 and old == first and old.call_ms == 0.0
+    assert call_time(old, SHAPE, CALL).total_ms == pytest.approx(0.02 + 4.0 + 2 * 4 * 0.016)
+    data["call_ms"] = -1.0
+    first.path.write_text(json.dumps(data), encoding="utf-8")
+    load_or_measure(tmp_path, SHAPE, "torch", F32, TORCH_SDPA, **kw)
+    assert len(fake.calls) == 2  # named and measured anew
+
+
+def test_gpu_probes_wait_for_the_device_after_each_burst(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a GPU a call only queues kernels: each sample is a burst of calls and a wait for the
+    device, the sample's time divided by the burst; a CPU probe waits for nothing."""
+    events: list[str] = []
+    monkeypatch.setattr(probes, "synchronize", lambda device: events.append(f"sync {device}"))
+    probe = probes.Probe("cuda:1", burst=3)
+    probes.median_ms(lambda: events.append("call"), min_reps=2, min_s=0.0, probe=probe)
+    assert events == ["call", "sync cuda:1"] + (["call"] * 3 + ["sync cuda:1"]) * 2
+    events.clear()
+    probes.median_ms(lambda: events.append("call"), min_reps=2, min_s=0.0)
+    assert events == ["call", "sync cpu", "call", "sync cpu", "call", "sync cpu"]
+
+
+def test_a_probe_times_its_own_grid_and_a_call_cost(one_thread: None) -> None:
+    """The PyTorch probes take their device and grid from the probe (run here on the CPU), and
+    the fixed cost of a call through a real one- and two-layer BERT is measured, at least 0."""
+    shape = EncoderShape(layers=2, hidden=32, intermediate=64, heads=2)
+    probe = probes.Probe("cpu", tokens=(16, 64), attention_tokens=256, burst=2)
+    rates = probes.torch_rates(shape, F32, [(32, 64)], "sdpa", probe)
+    assert [p[0] for p in rates.linear[F32]["32x64"]] == [16, 64]
+    assert all(p[1] > 0 for p in rates.linear[F32]["32x64"])
+    assert (rates.call_ms, rates.call_layer_ms) == (0.0, 0.0)  # a CPU's rates hold none
+    call, layer = probes.torch_call_ms(shape, F32, "sdpa", "cpu")
+    assert call >= 0 and layer >= 0 and call + layer > 0
+
+
+def test_a_tf32_row_is_calibrated_as_tf32(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ranker scoring with option dtype=tf32 computes in float32 weights (its encoder run says
+    float32), but on TF32 kernels: its row's encoder work and calibration say tf32; every other
+    precision as the ranker says."""
+    config = type("Config", (), {"num_hidden_layers": 2})()
+
+    def parts(ranker: Any) -> Any:
+        return type("Parts", (), {"encoder_run": lambda self: EncoderRun(config, F32)})()
+
+    monkeypatch.setattr(protocol, "latency_parts", parts)
+    tf32 = type("Ranker", (), {"config": type("Cfg", (), {"dtype": "tf32"})()})()
+    run = protocol.encoder_run(tf32)  # type: ignore[arg-type]
+    assert run is not None and run.dtype == "tf32" and run.config is config
+    assert protocol.encoder_setting(run) == {"dtype": "tf32"}
+    plain = type("Ranker", (), {"config": type("Cfg", (), {"dtype": F32})()})()
+    assert protocol.encoder_run(plain).dtype == F32  # type: ignore[arg-type, union-attr]

@@ -25,8 +25,7 @@ from bench.data.model import RankingSplit
 from bench.execution.context import RunContext
 from bench.execution.policy import SPEEDUP_PAIRS
 from bench.latency import processes
-from bench.latency.costmodel.kernels import Calibrations
-from bench.latency.costmodel.time import add_costs
+from bench.latency.costmodel.time import Calibrations, add_costs
 from bench.latency.lists import (
     bm25_lists,
     cost_model_ranker,

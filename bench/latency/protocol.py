@@ -27,15 +27,16 @@ from bench.core.profiling import CallProfile, profile_calls
 from bench.core.timing import LatencySummary, LatencyTracker, timed_call
 from bench.data.model import CandidateList, RankingSplit
 from bench.latency.costmodel.flops import EncoderShape
-from bench.latency.costmodel.kernels import BACKENDS, TORCH
+from bench.latency.costmodel.kernels import RUNTIMES, TORCH
 from bench.latency.costmodel.time import compress_calls
 from bench.latency.plan import ARCHS, BenchOptions, Entry, Loaded, load_entry, random_weights_note
 from bench.latency.records import LatencyRow
 from rankers.base import Ranker, RankerError
 from rankers.hooks import EncoderRun, latency_parts
+from rankers.precision import TF32
 
 if TYPE_CHECKING:
-    from bench.latency.costmodel.kernels import Calibrations
+    from bench.latency.costmodel.time import Calibrations
 
 log = logging.getLogger(__name__)
 
@@ -226,7 +227,7 @@ def time_entries(
     rankers = [r for _, _, r in loaded]
     if calibrations is not None:
         for ranker in rankers:
-            run = latency_parts(ranker).encoder_run()
+            run = encoder_run(ranker)
             if run is not None:
                 shape = EncoderShape.from_config(run.config)
                 calibrations.get(shape, encoder_setting(run), run.attention)
@@ -257,6 +258,17 @@ def profile_entry(
     return profile_calls(calls, len(lists), device)
 
 
+def encoder_run(ranker: Ranker) -> EncoderRun | None:
+    """How ``ranker``'s encoder runs (:meth:`~rankers.hooks.LatencyParts.encoder_run`), its dtype
+    ``tf32`` where the ranker's ``dtype`` option asks for TF32 matmuls: float32 weights on other
+    kernels than IEEE float32's, so calibrated apart (on a CUDA device, the only one with
+    TF32)."""
+    run = latency_parts(ranker).encoder_run()
+    if run is not None and run.runtime == TORCH and getattr(ranker.config, "dtype", None) == TF32:
+        return dataclasses.replace(run, dtype=TF32)
+    return run
+
+
 def encoder_setting(run: EncoderRun) -> dict[str, Any]:
     """What a row records of how its encoder ran: the ``dtype``; on another runtime than
     PyTorch also the ``runtime`` and its options (ONNX Runtime: ``graph``, ``int8_recipe``)."""
@@ -273,10 +285,10 @@ def encoder_work(
     its encoder's shape and the encoder calls of one pass over ``lists``
     (:meth:`~rankers.hooks.LatencyParts.encoder_calls` of each call's prepared inputs); empty
     for a ranker that declares none or runs on a runtime no calibration times
-    (:data:`~bench.latency.costmodel.kernels.BACKENDS`)."""
+    (:data:`~bench.latency.costmodel.kernels.RUNTIMES`)."""
     parts = latency_parts(ranker)
-    run = parts.encoder_run()
-    if run is None or run.runtime not in BACKENDS:
+    run = encoder_run(ranker)
+    if run is None or run.runtime not in RUNTIMES:
         return {}
     calls = []
     for batch in split_calls(lists, batch_queries):

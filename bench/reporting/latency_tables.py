@@ -603,7 +603,8 @@ def encoder_label(encoder: dict[str, Any]) -> str:
 def cost_line(row: LatencyRow) -> str:
     """``N=100 monobert (batch_size=32), float32: measured 1,951 ms/query (model step 1,900),
     predicted 1,880 (linear 1,500, attention 300, other 80); 80.1 GFLOP/s, 80% of the 100
-    GFLOP/s matmul peak``; empty for a row without encoder work."""
+    GFLOP/s matmul peak``, on a GPU the calls' fixed cost after ``other`` (``calls 3.0``);
+    empty for a row without encoder work."""
     cost = row.cost
     if not cost or cost.get("achieved_gflops") is None:
         return ""
@@ -617,7 +618,9 @@ def cost_line(row: LatencyRow) -> str:
     if parts:
         text += (
             f", predicted encoder {parts['total_ms']:,.1f} (linear {parts['linear_ms']:,.1f}, "
-            f"attention {parts['attention_ms']:,.1f}, other {parts['other_ms']:,.1f})"
+            f"attention {parts['attention_ms']:,.1f}, other {parts['other_ms']:,.1f}"
+            + (f", calls {parts['call_ms']:,.1f}" if "call_ms" in parts else "")
+            + ")"
         )
     text += f"; {cost['achieved_gflops']:,.1f} GFLOP/s"
     if cost.get("of_peak") is not None:

@@ -10,10 +10,13 @@ attention implementation; ONNX Runtime: the graph and the int8 recipe) for one e
 thread count. Every runtime is one :class:`Backend` in :data:`BACKENDS`: what it calibrates, how
 its file is named, which precision each weight MatMul of a layer runs in (int8 recipes keep some
 in float32) and which attention rate a call reads. A runtime without an entry (OpenVINO) gets no
-prediction; adding one (CUDA, OpenVINO) is one more entry.
+prediction; adding one (OpenVINO) is one more entry. Entries are per device: PyTorch on a CPU
+and PyTorch on a CUDA GPU are two (:class:`CudaTorchBackend`: its kernels timed on the GPU, and
+the fixed cost of an encoder call measured, which a GPU call pays before any FLOP).
 
-A calibration depends on the CPU, the runtime's version, the thread count, the dtype, the setting,
-the encoder's dimensions and :data:`VERSION`, and is cached under that key as
+A calibration depends on the CPU (on a GPU: the GPU's name), the runtime's version, the thread
+count, the dtype, the setting, the encoder's dimensions and :data:`VERSION`, and is cached under
+that key as
 ``<results root>/latency/calibration-<backend's name for it>-t<threads>-<hash>.json``, so it is
 measured once per machine and setting (a few seconds); ``bench latency --calibrate`` measures it
 anew. A cached file is read like every record (:func:`read_calibration`): a file that is not a
@@ -40,20 +43,26 @@ from typing import Any, ClassVar
 from bench.core.io import atomic_write_json
 from bench.latency.costmodel import probes
 from bench.latency.costmodel.flops import EncoderShape
+from bench.latency.costmodel.probes import (
+    FLOAT32,
+    IN_ATTENTION,
+    KINDS,
+    LayerPlan,
+    attention_precision,
+    layer_plans,
+    matmul_kinds,
+)
 from bench.latency.records import LATENCY_DIR
 from bench.results.records import config_hash
 from rankers.precision import INT8
-from rankers.runtimes import DEFAULT_INT8_RECIPE, INT8_RECIPES, ONNX_GRAPHS, missing_packages
+from rankers.runtimes import ONNX_GRAPHS, missing_packages
 
 log = logging.getLogger(__name__)
 
 #: bumped when what is measured or how it is stored changes, so older files are measured anew
 VERSION = 2
-FLOAT32 = "float32"
 TORCH = "torch"
-#: a layer's weight MatMuls by kind (the kinds :data:`rankers.runtimes.FLOAT_KINDS` keeps in
-#: float32, and the attention projections)
-KINDS = ("qkv", "attn_out", "ffn_in", "ffn_out")
+CPU, CUDA = "cpu", "cuda"
 #: a cached peak must lie within this factor of the peak measured when the file is read, and no
 #: rate above it times that peak: rates x1000 (or a file of another machine) are measured anew.
 #: Wide, since timings on a loaded machine swing and the 1024^3 matmul is not every dtype's
@@ -64,19 +73,9 @@ PEAK_FACTOR = 100.0
 #: and no kernel below the measured peak divided by this (rates / 1000, times x1000)
 SLOWEST = 1000.0
 
-#: kind -> precision of one layer's weight MatMuls
-LayerPlan = dict[str, str]
-
 
 class CalibrationError(ValueError):
     """A calibration file that is not one: the message names the field and what is wrong."""
-
-
-def matmul_kinds(shape: EncoderShape) -> dict[str, tuple[int, int, int]]:
-    """``kind -> (k, n, count)`` of one BERT layer: Q, K and V, the attention output, the
-    feed-forward pair."""
-    d, ff = shape.hidden, shape.intermediate
-    return {"qkv": (d, d, 3), "attn_out": (d, d, 1), "ffn_in": (d, ff, 1), "ffn_out": (ff, d, 1)}
 
 
 @dataclass
@@ -96,6 +95,11 @@ class Calibration:
     linear: dict[str, dict[str, list[list[float]]]]
     attention: dict[str, list[list[float]]]
     other_ns_per_token: float
+    #: an encoder call's fixed cost: ms per call and per layer (0 on a CPU)
+    call_ms: float = 0.0
+    call_layer_ms: float = 0.0
+    #: the kind of device its kernels ran on (:data:`CPU`, :data:`CUDA`)
+    device: str = CPU
     runtime_version: str = ""
     machine: dict[str, Any] = field(default_factory=dict)
     created: str = ""
@@ -104,7 +108,7 @@ class Calibration:
 
     @property
     def backend(self) -> Backend:
-        return BACKENDS[self.runtime]
+        return BACKENDS[self.runtime, self.device]
 
     def summary(self) -> dict[str, Any]:
         """What a latency record keeps of the calibration it was predicted with."""
@@ -165,6 +169,8 @@ _FIELDS: dict[str, type] = {
     "linear": dict,
     "attention": dict,
 }
+#: fields files written before them lack, and what they meant there
+_OPTIONAL: dict[str, Any] = {"device": CPU, "call_ms": 0.0, "call_layer_ms": 0.0}
 
 
 def read_calibration(data: Any, expected: Mapping[str, Any], needed: Needed) -> Calibration:
@@ -174,13 +180,17 @@ def read_calibration(data: Any, expected: Mapping[str, Any], needed: Needed) -> 
     CalibrationError names the first field that is not so."""
     if not isinstance(data, dict):
         raise CalibrationError(f"expected a JSON object, not a {type(data).__name__}")
+    data = {**_OPTIONAL, **data}
+    if not isinstance(data["device"], str):
+        raise CalibrationError(f"field 'device': expected a str, not {data['device']!r}")
     for name, kind in _FIELDS.items():
         value = data.get(name)
         if isinstance(value, bool) or not isinstance(value, kind):
             raise CalibrationError(f"field {name!r}: expected a {kind.__name__}, not {value!r}")
     for name in ("peak_gflops", "other_ns_per_token"):
         _number(data.get(name), f"field {name!r}")
-    _number(data.get("seconds", 0.0), "field 'seconds'", zero=True)
+    for name in ("seconds", "call_ms", "call_layer_ms"):
+        _number(data.get(name, 0.0), f"field {name!r}", zero=True)
     for name, want in expected.items():
         if data[name] != want:
             raise CalibrationError(f"field {name!r}: measured for {data[name]!r}, not {want!r}")
@@ -209,10 +219,10 @@ def implausible(cal: Calibration, peak_gflops: float) -> str | None:
     """Why ``cal``'s rates cannot be this machine's, set against ``peak_gflops`` (its matmul peak
     in the calibration's dtype, measured now): the cached peak off by more than
     :data:`PEAK_FACTOR`; a MatMul rate above that factor times the peak or below the peak over
-    :data:`SLOWEST`; the attention and the other work (counted as ``4 L^2 d`` FLOPs per row, and
-    10 per hidden and 8 per feed-forward value per token) ten times further either way, since
-    they are no MatMuls (a kernel that is not emulated may outrun an emulated bf16 MatMul). None:
-    plausible."""
+    :attr:`Backend.slowest` (:data:`SLOWEST` on a CPU); the attention and the other work
+    (counted as ``4 L^2 d`` FLOPs per row, and 10 per hidden and 8 per feed-forward value per
+    token) ten times further either way, since they are no MatMuls (a kernel that is not
+    emulated may outrun an emulated bf16 MatMul). None: plausible."""
     high = peak_gflops * PEAK_FACTOR
     if not peak_gflops / PEAK_FACTOR <= cal.peak_gflops <= high:
         return f"field 'peak_gflops': {cal.peak_gflops:g} GFLOP/s, measured now {peak_gflops:g}"
@@ -229,7 +239,7 @@ def implausible(cal: Calibration, peak_gflops: float) -> str | None:
     other = (10 * cal.hidden + 8 * cal.intermediate) / cal.other_ns_per_token
     rates.append(("other_ns_per_token", other, 10.0))
     for name, rate, room in rates:
-        low, top = peak_gflops / SLOWEST / room, high * room
+        low, top = peak_gflops / cal.backend.slowest / room, high * room
         if not low <= rate <= top:
             return (
                 f"field {name!r}: {rate:g} GFLOP/s, outside {low:g}-{top:g} (from the matmul "
@@ -255,9 +265,17 @@ class Backend:
     name: ClassVar[str]
     #: the dtypes it is calibrated in
     precisions: ClassVar[tuple[str, ...]]
+    #: the kind of device it runs on (:data:`CPU`, :data:`CUDA`)
+    device: ClassVar[str] = CPU
+    #: no kernel rate below the measured peak divided by this (:func:`implausible`)
+    slowest: ClassVar[float] = SLOWEST
 
     def version(self) -> str | None:
         raise NotImplementedError
+
+    def machine(self, device: str) -> dict[str, Any]:
+        """What its rates depend on of the machine with ``device``: the CPU's model."""
+        return {"cpu": cpu_model()}
 
     def unavailable(self, dtype: str) -> list[str]:
         """Packages missing to calibrate ``dtype`` (empty: none)."""
@@ -288,11 +306,16 @@ class Backend:
         raise NotImplementedError
 
     def rates(
-        self, shape: EncoderShape, dtype: str, setting: Mapping[str, Any], threads: int
+        self,
+        shape: EncoderShape,
+        dtype: str,
+        setting: Mapping[str, Any],
+        threads: int,
+        device: str = CPU,
     ) -> probes.Rates:
         raise NotImplementedError
 
-    def peak(self, dtype: str, threads: int) -> float:
+    def peak(self, dtype: str, threads: int, device: str = CPU) -> float:
         raise NotImplementedError
 
     def describe(self, cal: Calibration) -> dict[str, Any]:
@@ -308,7 +331,7 @@ class TorchBackend(Backend):
     """Eager PyTorch: every MatMul in the scoring dtype, attention masked or not."""
 
     name = TORCH
-    precisions = probes.TORCH_DTYPES
+    precisions: ClassVar[tuple[str, ...]] = probes.TORCH_DTYPES
 
     def version(self) -> str | None:
         import torch
@@ -328,53 +351,66 @@ class TorchBackend(Backend):
         return Needed({dtype: _shapes(shape)}, {"masked", "unmasked"})
 
     def rates(
-        self, shape: EncoderShape, dtype: str, setting: Mapping[str, Any], threads: int
+        self,
+        shape: EncoderShape,
+        dtype: str,
+        setting: Mapping[str, Any],
+        threads: int,
+        device: str = CPU,
     ) -> probes.Rates:
         shapes = sorted(_shapes(shape))
         return probes.torch_rates(shape, dtype, shapes, str(setting["attention"]))
 
-    def peak(self, dtype: str, threads: int) -> float:
+    def peak(self, dtype: str, threads: int, device: str = CPU) -> float:
         return probes.torch_peak(dtype)
 
     def describe(self, cal: Calibration) -> dict[str, Any]:
         return {"dtype": cal.dtype, "attention": cal.setting["attention"]}
 
 
-#: what the fused graph runs inside its ``Attention`` op rather than as a MatMul
-IN_ATTENTION = {"fused": ("qkv",), "plain": ()}
+class CudaTorchBackend(TorchBackend):
+    """Eager PyTorch on a CUDA GPU (``tf32`` included): its kernels timed there
+    (:func:`bench.latency.costmodel.probes.cuda_probe`), keyed by the GPU's name, and the fixed
+    cost of an encoder call measured (:func:`bench.latency.costmodel.probes.torch_call_ms`),
+    which a GPU call pays before any FLOP (launches, host work, the wait)."""
 
+    device = CUDA
+    precisions = probes.CUDA_DTYPES
+    #: a GPU's small kernels are bound by their launch, thousands of times below its peak
+    slowest = 100 * SLOWEST
 
-def layer_precisions(dtype: str, recipe: str | None, layer: int) -> LayerPlan:
-    """The precision of each weight MatMul kind (:data:`KINDS`) in layer ``layer`` (0-based)
-    of an encoder scored in ``dtype`` with int8 recipe ``recipe``
-    (:data:`rankers.runtimes.INT8_RECIPES`): what the ranker's quantizer leaves in float32."""
-    if dtype != INT8:
-        return dict.fromkeys(KINDS, FLOAT32)
-    keep = INT8_RECIPES[recipe or DEFAULT_INT8_RECIPE].keep_float
-    if layer == 0 and "first_layer" in keep:
-        return dict.fromkeys(KINDS, FLOAT32)
-    return {kind: FLOAT32 if kind in keep else INT8 for kind in KINDS}
+    def version(self) -> str | None:
+        import torch
 
+        return f"{torch.__version__} cuda {torch.version.cuda}"
 
-def layer_plans(dtype: str, recipe: str | None, layers: int) -> list[tuple[LayerPlan, int]]:
-    """The distinct :func:`layer_precisions` of ``layers`` layers from layer 0, each with how many
-    layers have it."""
-    plans: list[tuple[LayerPlan, int]] = []
-    for layer in range(layers):
-        plan = layer_precisions(dtype, recipe, layer)
-        for i, (seen, count) in enumerate(plans):
-            if seen == plan:
-                plans[i] = (seen, count + 1)
-                break
-        else:
-            plans.append((plan, 1))
-    return plans
+    def machine(self, device: str) -> dict[str, Any]:
+        import torch
 
+        return {"gpu": torch.cuda.get_device_name(device)}
 
-def attention_precision(graph: str, plan: Mapping[str, str]) -> str:
-    """The precision of a layer's attention rate on ONNX Runtime: the fused op's is its QKV
-    projection's; the plain graph's activation products run float32 in every recipe."""
-    return plan["qkv"] if "qkv" in IN_ATTENTION[graph] else FLOAT32
+    def file_stem(self, dtype: str, setting: Mapping[str, Any]) -> str:
+        return f"cuda-{dtype}"
+
+    def rates(
+        self,
+        shape: EncoderShape,
+        dtype: str,
+        setting: Mapping[str, Any],
+        threads: int,
+        device: str = CUDA,
+    ) -> probes.Rates:
+        attention = str(setting["attention"])
+        probe = probes.cuda_probe(device)
+        rates = probes.torch_rates(shape, dtype, sorted(_shapes(shape)), attention, probe)
+        rates.call_ms, rates.call_layer_ms = probes.torch_call_ms(shape, dtype, attention, device)
+        return rates
+
+    def peak(self, dtype: str, threads: int, device: str = CUDA) -> float:
+        return probes.torch_peak(dtype, probes.cuda_probe(device))
+
+    def describe(self, cal: Calibration) -> dict[str, Any]:
+        return {**super().describe(cal), "gpu": cal.machine.get("gpu")}
 
 
 class OnnxRuntimeBackend(Backend):
@@ -428,13 +464,18 @@ class OnnxRuntimeBackend(Backend):
         return Needed(linear, attention)
 
     def rates(
-        self, shape: EncoderShape, dtype: str, setting: Mapping[str, Any], threads: int
+        self,
+        shape: EncoderShape,
+        dtype: str,
+        setting: Mapping[str, Any],
+        threads: int,
+        device: str = CPU,
     ) -> probes.Rates:
         need = self.needed(shape, dtype, setting)
         graph = str(setting["graph"])
         return probes.ort_rates(shape, dtype, need.linear, need.attention, graph, threads)
 
-    def peak(self, dtype: str, threads: int) -> float:
+    def peak(self, dtype: str, threads: int, device: str = CPU) -> float:
         return probes.ort_peak(dtype, threads)
 
     def describe(self, cal: Calibration) -> dict[str, Any]:
@@ -447,8 +488,23 @@ class OnnxRuntimeBackend(Backend):
 
 
 #: the runtimes the time model predicts, by the name a row's encoder work gives (``runtime``,
-#: PyTorch when absent); a runtime without an entry gets FLOPs and achieved GFLOP/s only
-BACKENDS: dict[str, Backend] = {b.name: b for b in (TorchBackend(), OnnxRuntimeBackend())}
+#: PyTorch when absent) and the kind of device (:func:`device_kind`); a runtime without an
+#: entry gets FLOPs and achieved GFLOP/s only
+BACKENDS: dict[tuple[str, str], Backend] = {
+    (b.name, b.device): b for b in (TorchBackend(), CudaTorchBackend(), OnnxRuntimeBackend())
+}
+#: the runtimes with an entry on some device
+RUNTIMES = frozenset(name for name, _ in BACKENDS)
+
+
+def device_kind(device: str) -> str:
+    """:data:`CUDA` for ``cuda`` and ``cuda:N``, else the device as given."""
+    return CUDA if device.startswith(CUDA) else device
+
+
+def backend_for(runtime: str, device: str) -> Backend | None:
+    """The entry of ``runtime`` on ``device`` (None: no time model there)."""
+    return BACKENDS.get((runtime, device_kind(device)))
 
 
 # -- key, file, measuring, loading ---------------------------------------------------------------
@@ -465,13 +521,19 @@ def cpu_model() -> str:
 
 
 def calibration_key(
-    runtime: str, dtype: str, setting: Mapping[str, Any], threads: int, shape: EncoderShape
+    runtime: str,
+    dtype: str,
+    setting: Mapping[str, Any],
+    threads: int,
+    shape: EncoderShape,
+    device: str = CPU,
 ) -> dict[str, Any]:
-    """Everything a calibration's rates depend on."""
+    """Everything a calibration's rates depend on (on a CPU, as before the GPU had an entry)."""
+    backend = BACKENDS[runtime, device_kind(device)]
     return {
         "runtime": runtime,
-        "runtime_version": BACKENDS[runtime].version(),
-        "cpu": cpu_model(),
+        "runtime_version": backend.version(),
+        **backend.machine(device),
         "threads": threads,
         "dtype": dtype,
         **setting,
@@ -482,28 +544,30 @@ def calibration_key(
     }
 
 
-def calibration_path(root: Path, key: Mapping[str, Any], setting: Mapping[str, Any]) -> Path:
-    stem = BACKENDS[key["runtime"]].file_stem(key["dtype"], setting)
+def calibration_path(
+    root: Path, key: Mapping[str, Any], setting: Mapping[str, Any], device: str = CPU
+) -> Path:
+    stem = BACKENDS[key["runtime"], device_kind(device)].file_stem(key["dtype"], setting)
     return (
         root / LATENCY_DIR / f"calibration-{stem}-t{key['threads']}-{config_hash(dict(key))}.json"
     )
 
 
 def measure_calibration(
-    runtime: str, shape: EncoderShape, dtype: str, setting: Mapping[str, Any]
+    runtime: str, shape: EncoderShape, dtype: str, setting: Mapping[str, Any], device: str = CPU
 ) -> Calibration:
-    """Measure every rate ``runtime`` needs in ``dtype`` and ``setting`` at this process's torch
-    thread count, which the rankers give their sessions too (some seconds)."""
+    """Measure every rate ``runtime`` needs on ``device`` in ``dtype`` and ``setting`` at this
+    process's torch thread count, which the rankers give their sessions too (some seconds)."""
     import torch
 
-    backend = BACKENDS[runtime]
+    backend = BACKENDS[runtime, device_kind(device)]
     if dtype not in backend.precisions:
         raise ValueError(
             f"no {runtime} calibration for dtype {dtype!r}; known: {', '.join(backend.precisions)}"
         )
     threads = torch.get_num_threads()
     start = time.perf_counter()
-    rates = backend.rates(shape, dtype, setting, threads)
+    rates = backend.rates(shape, dtype, setting, threads, device)
     return Calibration(
         runtime=runtime,
         dtype=dtype,
@@ -513,23 +577,25 @@ def measure_calibration(
         heads=shape.heads,
         intermediate=shape.intermediate,
         **dataclasses.asdict(rates),
+        device=backend.device,
         runtime_version=backend.version() or "",
         seconds=time.perf_counter() - start,
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     )
 
 
-def measure_peak(runtime: str, dtype: str) -> float:
-    """The matmul peak of ``runtime`` in ``dtype`` now, which a cached file is checked against."""
+def measure_peak(runtime: str, dtype: str, device: str = CPU) -> float:
+    """The matmul peak of ``runtime`` on ``device`` in ``dtype`` now, which a cached file is
+    checked against."""
     import torch
 
-    return BACKENDS[runtime].peak(dtype, torch.get_num_threads())
+    return BACKENDS[runtime, device_kind(device)].peak(dtype, torch.get_num_threads(), device)
 
 
-#: measure(runtime, shape, dtype, setting): what :class:`Calibrations` calls to measure
-MeasureFn = Callable[[str, EncoderShape, str, Mapping[str, Any]], Calibration]
-#: peak(runtime, dtype): the matmul peak measured now
-PeakFn = Callable[[str, str], float]
+#: measure(runtime, shape, dtype, setting, device): what :class:`Calibrations` calls to measure
+MeasureFn = Callable[[str, EncoderShape, str, Mapping[str, Any], str], Calibration]
+#: peak(runtime, dtype, device): the matmul peak measured now
+PeakFn = Callable[[str, str, str], float]
 
 
 def _cached(
@@ -565,21 +631,24 @@ def load_or_measure(
     dtype: str,
     setting: Mapping[str, Any],
     *,
+    device: str = CPU,
     fresh: bool = False,
     measure_fn: MeasureFn | None = None,
     peak_fn: PeakFn | None = None,
 ) -> Calibration:
-    """The cached calibration of this machine and setting, measured (and cached) when there is
-    none, the file is not a usable one, or ``fresh``; ``measure_fn`` and ``peak_fn`` measure
-    (default :func:`measure_calibration`, :func:`measure_peak`; tests pass fakes)."""
+    """The cached calibration of this machine, ``device`` and setting, measured (and cached)
+    when there is none, the file is not a usable one, or ``fresh``; ``measure_fn`` and
+    ``peak_fn`` measure (default :func:`measure_calibration`, :func:`measure_peak`; tests pass
+    fakes)."""
     import torch
 
-    backend = BACKENDS[runtime]
-    key = calibration_key(runtime, dtype, setting, torch.get_num_threads(), shape)
-    path = calibration_path(root, key, setting)
+    backend = BACKENDS[runtime, device_kind(device)]
+    key = calibration_key(runtime, dtype, setting, torch.get_num_threads(), shape, device)
+    path = calibration_path(root, key, setting, device)
     if path.is_file() and not fresh:
         expected = {
             "runtime": runtime,
+            "device": backend.device,
             "dtype": dtype,
             "setting": dict(setting),
             "threads": key["threads"],
@@ -589,78 +658,22 @@ def load_or_measure(
         }
         needed = backend.needed(shape, dtype, setting)
         found = _cached(
-            path, key, expected, needed, lambda: (peak_fn or measure_peak)(runtime, dtype)
+            path, key, expected, needed, lambda: (peak_fn or measure_peak)(runtime, dtype, device)
         )
         if found is not None:
             return found
     what = ", ".join(f"{k} {v}" for k, v in setting.items() if v is not None)
-    log.info("calibrating %s %s kernels (%s, %d thread(s))", runtime, dtype, what, key["threads"])
-    cal = (measure_fn or measure_calibration)(runtime, shape, dtype, setting)
+    log.info(
+        "calibrating %s %s kernels on %s (%s, %d thread(s))",
+        runtime,
+        dtype,
+        device,
+        what,
+        key["threads"],
+    )
+    cal = (measure_fn or measure_calibration)(runtime, shape, dtype, setting, device)
     cal.machine = dict(key)
     atomic_write_json(path, cal.to_json())
     cal.path = path
     log.info("calibration (%.1f s) written to %s", cal.seconds, path)
     return cal
-
-
-class Calibrations:
-    """The calibrations of one benchmark run, each loaded (or measured) once: ``fresh`` measures
-    every one anew, once per run, as ``bench latency --calibrate`` asks."""
-
-    def __init__(
-        self,
-        root: Path,
-        device: str = "cpu",
-        fresh: bool = False,
-        measure_fn: MeasureFn | None = None,
-        peak_fn: PeakFn | None = None,
-    ) -> None:
-        self.root, self.device, self.fresh = root, device, fresh
-        self.measure_fn, self.peak_fn = measure_fn, peak_fn
-        self._held: dict[tuple[Any, ...], Calibration | None] = {}
-
-    def get(
-        self, shape: EncoderShape, work: Mapping[str, Any], attention: str = "sdpa"
-    ) -> Calibration | None:
-        """The calibration for a row's encoder ``work`` (:func:`bench.latency.protocol.
-        encoder_work`: runtime, dtype and the runtime's options) and a call's ``attention``;
-        None where there is none to measure (a runtime without a backend, not a CPU, a dtype or
-        setting not calibrated, its packages not installed) or measuring it failed (a warning
-        says why: a record without a prediction beats no record)."""
-        runtime, dtype = str(work.get("runtime", TORCH)), str(work.get("dtype"))
-        backend = BACKENDS.get(runtime)
-        setting = backend.setting(work, attention) if backend else None
-        if backend is None or setting is None or self.device != "cpu":
-            log.info("no calibrated time model for %s %s on %s", runtime, dtype, self.device)
-            return None
-        if dtype not in backend.precisions:
-            log.info("no calibrated time model for %s %s", runtime, dtype)
-            return None
-        missing = backend.unavailable(dtype)
-        if missing and self.measure_fn is None:
-            log.info("no %s time model: %s not installed", runtime, ", ".join(missing))
-            return None
-        key = (dataclasses.replace(shape, layers=0), runtime, dtype, *sorted(setting.items()))
-        if key not in self._held:
-            try:
-                self._held[key] = load_or_measure(
-                    self.root,
-                    shape,
-                    runtime,
-                    dtype,
-                    setting,
-                    fresh=self.fresh,
-                    measure_fn=self.measure_fn,
-                    peak_fn=self.peak_fn,
-                )
-            except Exception as exc:  # the runtimes' own errors derive from Exception only
-                log.warning(
-                    "no %s time model for %s (%s): calibrating failed (%s: %s)",
-                    runtime,
-                    dtype,
-                    setting,
-                    type(exc).__name__,
-                    exc,
-                )
-                self._held[key] = None
-        return self._held[key]

@@ -1,6 +1,7 @@
 """How each runtime's kernels are timed for the latency cost model: the probes behind a
 calibration (:mod:`bench.latency.costmodel.kernels`, which keeps, keys and checks what they
-measure).
+measure), and what each layer runs (its weight MatMuls by kind, and which precision an int8
+recipe gives each: :func:`layer_plans`).
 
 **PyTorch** (:func:`torch_rates`). Counting FLOPs predicts one speed-up in every precision, but a
 CPU does not speed every kernel up alike: a bfloat16 matrix product may run several times faster
@@ -16,6 +17,13 @@ nothing. So the probes time the kernels a BERT layer runs:
 * ``other``: what else a layer does per token (two layer norms, GELU on ``d_ff`` values, two
   residual adds), as ns per token;
 * ``peak``: ``torch.matmul`` of 1024 x 1024 matrices, the limit achieved GFLOP/s are set against.
+
+**PyTorch on a CUDA GPU** (the same probes, :func:`cuda_probe`): the tensors on the device, each
+sample a burst of calls up to a wait for the device (:class:`Probe`), token counts up to 131,072
+(a GPU's MatMuls reach their rate only there) and more attention rows; ``tf32`` timed with TF32
+matmuls on, every other precision with them off (:func:`rankers.precision.matmul_precision`).
+And ``call``: the fixed cost of an encoder call (:func:`torch_call_ms`), the whole time of a
+one-row call through a one- and a two-layer BERT, which a GPU call pays before any FLOP.
 
 **ONNX Runtime** (:func:`ort_rates`). A row timed there runs other kernels (MLAS MatMuls, the
 fused ``Attention`` op, int8 ``DynamicQuantizeMatMul``). Each is a tiny ONNX graph built with
@@ -54,9 +62,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from bench.core.device import synchronize
 from bench.latency.costmodel.flops import EncoderShape
-from rankers.precision import INT8
-from rankers.runtimes import OPSET
+from rankers.precision import INT8, TF32
+from rankers.runtimes import DEFAULT_INT8_RECIPE, INT8_RECIPES, OPSET
 
 if TYPE_CHECKING:
     import torch
@@ -66,8 +75,10 @@ TOKENS = (128, 512, 2048)
 #: sequence lengths the attention is measured at; rows per measurement: ATTENTION_TOKENS // L
 LENGTHS = (16, 32, 64, 128, 256, 512)
 ATTENTION_TOKENS = 2048
-#: the dtypes PyTorch's kernels are timed in
+#: the dtypes PyTorch's kernels are timed in on a CPU, and on a GPU (``tf32``: float32 weights
+#: on TF32 tensor cores, :data:`rankers.precision.TF32`)
 TORCH_DTYPES = ("float32", "bfloat16", "float16")
+CUDA_DTYPES = ("float32", TF32, "bfloat16", "float16")
 FLOAT32 = "float32"
 #: the peak MatMul's side
 PEAK_SIDE = 1024
@@ -93,49 +104,142 @@ ATTENTIONS: dict[str, AttentionFn] = {"sdpa": sdpa}
 @dataclass
 class Rates:
     """What a probe measures: the matmul peak (GFLOP/s), ``linear`` precision -> ``"KxN"`` ->
-    ``[[tokens, GFLOP/s], ...]``, ``attention`` rate name -> ``[[L, ms per row], ...]`` and the
-    layer's other work in ns per token."""
+    ``[[tokens, GFLOP/s], ...]``, ``attention`` rate name -> ``[[L, ms per row], ...]``, the
+    layer's other work in ns per token and an encoder call's fixed cost, ms per call and per
+    layer (:func:`torch_call_ms`; 0 where it is not timed: on a CPU, whose calls wait for no
+    device)."""
 
     peak_gflops: float
     linear: dict[str, dict[str, list[list[float]]]]
     attention: dict[str, list[list[float]]]
     other_ns_per_token: float
+    call_ms: float = 0.0
+    call_layer_ms: float = 0.0
+
+
+# -- what each layer runs ---------------------------------------------------------------
+#: a layer's weight MatMuls by kind (the kinds :data:`rankers.runtimes.FLOAT_KINDS` keeps in
+#: float32, and the attention projections)
+KINDS = ("qkv", "attn_out", "ffn_in", "ffn_out")
+
+#: kind -> precision of one layer's weight MatMuls
+LayerPlan = dict[str, str]
+
+
+def matmul_kinds(shape: EncoderShape) -> dict[str, tuple[int, int, int]]:
+    """``kind -> (k, n, count)`` of one BERT layer: Q, K and V, the attention output, the
+    feed-forward pair."""
+    d, ff = shape.hidden, shape.intermediate
+    return {"qkv": (d, d, 3), "attn_out": (d, d, 1), "ffn_in": (d, ff, 1), "ffn_out": (ff, d, 1)}
+
+
+#: what the fused graph runs inside its ``Attention`` op rather than as a MatMul
+IN_ATTENTION = {"fused": ("qkv",), "plain": ()}
+
+
+def layer_precisions(dtype: str, recipe: str | None, layer: int) -> LayerPlan:
+    """The precision of each weight MatMul kind (:data:`KINDS`) in layer ``layer`` (0-based)
+    of an encoder scored in ``dtype`` with int8 recipe ``recipe``
+    (:data:`rankers.runtimes.INT8_RECIPES`): what the ranker's quantizer leaves in float32."""
+    if dtype != INT8:
+        return dict.fromkeys(KINDS, FLOAT32)
+    keep = INT8_RECIPES[recipe or DEFAULT_INT8_RECIPE].keep_float
+    if layer == 0 and "first_layer" in keep:
+        return dict.fromkeys(KINDS, FLOAT32)
+    return {kind: FLOAT32 if kind in keep else INT8 for kind in KINDS}
+
+
+def layer_plans(dtype: str, recipe: str | None, layers: int) -> list[tuple[LayerPlan, int]]:
+    """The distinct :func:`layer_precisions` of ``layers`` layers from layer 0, each with how many
+    layers have it."""
+    plans: list[tuple[LayerPlan, int]] = []
+    for layer in range(layers):
+        plan = layer_precisions(dtype, recipe, layer)
+        for i, (seen, count) in enumerate(plans):
+            if seen == plan:
+                plans[i] = (seen, count + 1)
+                break
+        else:
+            plans.append((plan, 1))
+    return plans
+
+
+def attention_precision(graph: str, plan: Mapping[str, str]) -> str:
+    """The precision of a layer's attention rate on ONNX Runtime: the fused op's is its QKV
+    projection's; the plain graph's activation products run float32 in every recipe."""
+    return plan["qkv"] if "qkv" in IN_ATTENTION[graph] else FLOAT32
 
 
 # -- PyTorch ---------------------------------------------------------------------------------
-def median_ms(call: Callable[[], Any], min_reps: int = 3, min_s: float = 0.05) -> float:
-    """Median ms of ``call`` after one untimed call: at least ``min_reps`` timed calls and
-    ``min_s`` seconds (the median, as the benchmark's p50, shrugs off a burst of load)."""
+@dataclass(frozen=True)
+class Probe:
+    """Where and how PyTorch's kernels are timed: on ``device``, the linear rates at ``tokens``,
+    the attention over ``attention_tokens`` per length, each sample ``burst`` calls long. A CPU
+    call returns when its work is done (a burst of one). A GPU call only queues its kernels, so
+    each sample waits for them (:func:`bench.core.device.synchronize`) and times a burst of
+    calls queued back to back, as an encoder queues its layers: the kernels' time, not one
+    launch and one wait per kernel (the encoder call's own fixed cost is timed apart,
+    :func:`torch_call_ms`)."""
+
+    device: str = "cpu"
+    tokens: tuple[int, ...] = TOKENS
+    attention_tokens: int = ATTENTION_TOKENS
+    burst: int = 1
+
+
+CPU = Probe()
+#: a GPU's MatMuls reach their rate only at many more tokens than a CPU's: up to monoBERT's
+#: whole-list batches (700 rows of ~50 tokens) and beyond, and 16x a CPU's attention rows
+CUDA_TOKENS = (128, 512, 2048, 8192, 32768, 131072)
+CUDA_ATTENTION_TOKENS = 32768
+CUDA_BURST = 10
+
+
+def cuda_probe(device: str) -> Probe:
+    """How kernels are timed on the CUDA ``device``."""
+    return Probe(device, CUDA_TOKENS, CUDA_ATTENTION_TOKENS, CUDA_BURST)
+
+
+def median_ms(
+    call: Callable[[], Any], min_reps: int = 3, min_s: float = 0.05, probe: Probe = CPU
+) -> float:
+    """Median ms of one ``call`` after one untimed call: at least ``min_reps`` timed samples of
+    ``probe.burst`` calls, and ``min_s`` seconds (the median, as the benchmark's p50, shrugs off
+    a burst of load); on a GPU, each sample up to its kernels' end."""
     call()
+    synchronize(probe.device)
     times: list[float] = []
     start = time.perf_counter()
     while len(times) < min_reps or time.perf_counter() - start < min_s:
         t0 = time.perf_counter()
-        call()
-        times.append((time.perf_counter() - t0) * 1000)
+        for _ in range(probe.burst):
+            call()
+        synchronize(probe.device)
+        times.append((time.perf_counter() - t0) * 1000 / probe.burst)
     return statistics.median(times)
 
 
 def _torch_linear(
-    shapes: Sequence[tuple[int, int]], dtype: torch.dtype
+    shapes: Sequence[tuple[int, int]], dtype: torch.dtype, probe: Probe
 ) -> dict[str, list[list[float]]]:
     import torch
     import torch.nn.functional as F
 
+    on = partial(torch.randn, dtype=dtype, device=probe.device)
     out: dict[str, list[list[float]]] = {}
     for k, n in shapes:
-        weight, bias = torch.randn(n, k, dtype=dtype), torch.randn(n, dtype=dtype)
+        weight, bias = on(n, k), on(n)
         points = []
-        for tokens in TOKENS:
-            x = torch.randn(tokens, k, dtype=dtype)
-            ms = median_ms(partial(F.linear, x, weight, bias))
+        for tokens in probe.tokens:
+            x = on(tokens, k)
+            ms = median_ms(partial(F.linear, x, weight, bias), probe=probe)
             points.append([tokens, 2 * tokens * k * n / ms / 1e6])
         out[f"{k}x{n}"] = points
     return out
 
 
 def _torch_attention(
-    shape: EncoderShape, dtype: torch.dtype, attention: AttentionFn
+    shape: EncoderShape, dtype: torch.dtype, attention: AttentionFn, probe: Probe
 ) -> dict[str, list[list[float]]]:
     """ms per row of ``attention``, inputs as a BERT layer passes them: (rows, L, heads, dim)
     projections viewed as (rows, heads, L, dim); the mask boolean (rows, 1, L, L), the last
@@ -145,27 +249,28 @@ def _torch_attention(
     heads, dim = shape.heads, shape.hidden // shape.heads
     out: dict[str, list[list[float]]] = {"unmasked": [], "masked": []}
     for length in LENGTHS:
-        rows = max(1, ATTENTION_TOKENS // length)
+        rows = max(1, probe.attention_tokens // length)
         q, k, v = (
-            torch.randn(rows, length, heads, dim, dtype=dtype).transpose(1, 2) for _ in range(3)
+            torch.randn(rows, length, heads, dim, dtype=dtype, device=probe.device).transpose(1, 2)
+            for _ in range(3)
         )
-        keep = torch.arange(length) < length - length // 8
+        keep = torch.arange(length, device=probe.device) < length - length // 8
         mask = keep[None, None, None, :].expand(rows, 1, length, length).contiguous()
         for name, m in (("unmasked", None), ("masked", mask)):
-            ms = median_ms(partial(attention, q, k, v, m))
+            ms = median_ms(partial(attention, q, k, v, m), probe=probe)
             out[name].append([length, ms / rows])
     return out
 
 
-def _torch_other(shape: EncoderShape, dtype: torch.dtype) -> float:
+def _torch_other(shape: EncoderShape, dtype: torch.dtype, probe: Probe) -> float:
     """ns per token of a layer's other work: two layer norms, GELU, two residual adds."""
     import torch
     import torch.nn.functional as F
 
-    tokens, d, ff = max(TOKENS), shape.hidden, shape.intermediate
-    x, y = torch.randn(tokens, d, dtype=dtype), torch.randn(tokens, d, dtype=dtype)
-    h = torch.randn(tokens, ff, dtype=dtype)
-    norm = torch.nn.LayerNorm(d).to(dtype)
+    tokens, d, ff = max(probe.tokens), shape.hidden, shape.intermediate
+    on = partial(torch.randn, dtype=dtype, device=probe.device)
+    x, y, h = on(tokens, d), on(tokens, d), on(tokens, ff)
+    norm = torch.nn.LayerNorm(d).to(device=probe.device, dtype=dtype)
 
     def layer_rest() -> None:
         with torch.inference_mode():
@@ -173,44 +278,95 @@ def _torch_other(shape: EncoderShape, dtype: torch.dtype) -> float:
             F.gelu(h)
             norm(x + y)
 
-    return median_ms(layer_rest) * 1e6 / tokens
+    return median_ms(layer_rest, probe=probe) * 1e6 / tokens
 
 
-def torch_peak(name: str) -> float:
-    """GFLOP/s of ``torch.matmul`` of two 1024 x 1024 matrices in dtype ``name``."""
+def torch_peak(name: str, probe: Probe = CPU) -> float:
+    """GFLOP/s of ``torch.matmul`` of two 1024 x 1024 matrices in dtype ``name`` (``tf32``:
+    float32 on TF32 tensor cores)."""
     import torch
 
-    dtype = torch_dtype(name)
-    a, b = torch.randn(1024, 1024, dtype=dtype), torch.randn(1024, 1024, dtype=dtype)
-    return 2 * 1024**3 / median_ms(lambda: torch.matmul(a, b)) / 1e6
+    from rankers.precision import matmul_precision
+
+    dtype, side = torch_dtype(name), PEAK_SIDE
+    a, b = (torch.randn(side, side, dtype=dtype, device=probe.device) for _ in range(2))
+    with matmul_precision(name, probe.device):
+        return 2 * side**3 / median_ms(lambda: torch.matmul(a, b), probe=probe) / 1e6
 
 
 def torch_dtype(name: str) -> torch.dtype:
-    """The torch dtype of a calibration dtype name (:data:`TORCH_DTYPES`)."""
+    """The torch dtype of a calibration dtype name (:data:`CUDA_DTYPES`: ``tf32`` is float32)."""
     import torch
 
-    if name not in TORCH_DTYPES:
-        raise ValueError(f"no calibration for dtype {name!r}; known: {', '.join(TORCH_DTYPES)}")
-    return getattr(torch, name)
+    if name not in CUDA_DTYPES:
+        raise ValueError(f"no calibration for dtype {name!r}; known: {', '.join(CUDA_DTYPES)}")
+    return torch.float32 if name == TF32 else getattr(torch, name)
 
 
 def torch_rates(
-    shape: EncoderShape, dtype: str, shapes: Sequence[tuple[int, int]], attention: str
+    shape: EncoderShape,
+    dtype: str,
+    shapes: Sequence[tuple[int, int]],
+    attention: str,
+    probe: Probe = CPU,
 ) -> Rates:
     """PyTorch's rates in ``dtype`` for the weight shapes ``shapes`` and the attention named
-    ``attention``, at this process's torch thread count (a few seconds)."""
+    ``attention``, at this process's torch thread count, timed as ``probe`` says (a few
+    seconds); on a GPU in the matmul mode of ``dtype`` (TF32 for ``tf32`` only)."""
     import torch
+
+    from rankers.precision import matmul_precision
 
     if attention not in ATTENTIONS:
         raise ValueError(f"unknown attention {attention!r}; known: {', '.join(ATTENTIONS)}")
     kind = torch_dtype(dtype)
-    with torch.inference_mode():
+    with torch.inference_mode(), matmul_precision(dtype, probe.device):
         return Rates(
-            peak_gflops=torch_peak(dtype),
-            linear={dtype: _torch_linear(shapes, kind)},
-            attention=_torch_attention(shape, kind, ATTENTIONS[attention]),
-            other_ns_per_token=_torch_other(shape, kind),
+            peak_gflops=torch_peak(dtype, probe),
+            linear={dtype: _torch_linear(shapes, kind, probe)},
+            attention=_torch_attention(shape, kind, ATTENTIONS[attention], probe),
+            other_ns_per_token=_torch_other(shape, kind, probe),
         )
+
+
+#: the encoder call a call's fixed cost is timed on: one row of this many tokens, the last one
+#: padding (the 2-D mask the rankers pass)
+CALL_TOKENS = 8
+
+
+def torch_call_ms(
+    shape: EncoderShape, dtype: str, attention: str, device: str
+) -> tuple[float, float]:
+    """The fixed cost of one encoder call on ``device``: (ms per call, ms per layer), from the
+    whole time of a one-row call of :data:`CALL_TOKENS` tokens (waited for, as a scoring call
+    waits for its scores) through a randomly initialised transformers BERT of ``shape``'s sizes
+    with one layer and with two, in ``dtype`` with ``attention``. What such a call costs is
+    launches, host work (transformers' mask handling, which reads the mask on the host) and the
+    wait, nearly no arithmetic: a cost the kernel rates do not see. Each at least 0 (noise)."""
+    import torch
+    from transformers import AutoModel, BertConfig
+
+    from rankers.precision import matmul_precision
+
+    ids = torch.arange(CALL_TOKENS, device=device)[None, :]
+    mask = (ids < CALL_TOKENS - 1).long()
+    times = []
+    for layers in (1, 2):
+        config = BertConfig(
+            vocab_size=CALL_TOKENS,
+            hidden_size=shape.hidden,
+            num_hidden_layers=layers,
+            num_attention_heads=shape.heads,
+            intermediate_size=shape.intermediate,
+            max_position_embeddings=CALL_TOKENS,
+        )
+        model = AutoModel.from_config(config, attn_implementation=attention)
+        model = model.to(device=device, dtype=torch_dtype(dtype)).eval()
+        with torch.inference_mode(), matmul_precision(dtype, device):
+            call = partial(model, input_ids=ids, attention_mask=mask)
+            times.append(median_ms(call, probe=Probe(device)))
+    layer = max(0.0, times[1] - times[0])
+    return max(0.0, times[0] - layer), layer
 
 
 # -- the tiny graphs (onnx imported here only) -------------------------------------------------

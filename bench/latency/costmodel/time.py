@@ -18,29 +18,47 @@ scoring dtype; an ONNX Runtime int8 recipe such as ``ffn-float`` keeps some in f
   runtime names for the call (PyTorch: the call's attention, masked or not; ONNX Runtime: the
   precision of what its graph runs), interpolated linearly in L (from 0 at L = 0; beyond the
   longest calibrated L, scaled as L^2);
-* other: ``M x`` the calibrated ns per token (layer norms, GELU, residual adds).
+* other: ``M x`` the calibrated ns per token (layer norms, GELU, residual adds);
+* call: the call's fixed cost, ``call_ms + layers x call_layer_ms`` as calibrated: on a GPU, what
+  a call costs before any FLOP (launches, host work, the wait for the scores; the calls per query
+  are the ranker's encoder calls over the queries, so whole-list batches pay it once per list);
+  0 on a CPU, whose rates include their own launches.
 
-Embeddings, pooling, the heads, the host step (tokenisation, packing) and Python's per-call
-overhead (on ONNX Runtime also the NumPy copies of inputs and outputs, and the plain int8 graph's
-one quantization of the input of Q, K and V for the three) are left out: the prediction is of the
-encoder's time. Pure arithmetic over a :class:`~bench.latency.costmodel.kernels.Calibration`, so
-a test can check it by hand.
+Embeddings, pooling, the heads, the host step (tokenisation, packing) and, on a CPU, Python's
+per-call overhead (on ONNX Runtime also the NumPy copies of inputs and outputs, and the plain
+int8 graph's one quantization of the input of Q, K and V for the three) are left out: the
+prediction is of the encoder's time. Pure arithmetic over a
+:class:`~bench.latency.costmodel.kernels.Calibration`, so a test can check it by hand.
+
+:class:`Calibrations` holds the calibrations of one run, on its device.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from bench.latency.costmodel.flops import EncoderShape, sequence_flops
-from bench.latency.costmodel.kernels import Calibration, matmul_kinds
+from bench.latency.costmodel.kernels import (
+    TORCH,
+    Calibration,
+    MeasureFn,
+    PeakFn,
+    backend_for,
+    load_or_measure,
+)
+from bench.latency.costmodel.probes import matmul_kinds
 from bench.latency.records import LatencyRow
 from rankers.hooks import EncoderCall
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -51,10 +69,12 @@ class CallTime:
     attention_ms: float = 0.0
     other_ms: float = 0.0
     flops: int = 0
+    #: the calls' fixed cost (:attr:`Calibration.call_ms`, 0 on a CPU)
+    call_ms: float = 0.0
 
     @property
     def total_ms(self) -> float:
-        return self.linear_ms + self.attention_ms + self.other_ms
+        return self.linear_ms + self.attention_ms + self.other_ms + self.call_ms
 
     def __add__(self, other: CallTime) -> CallTime:
         return CallTime(
@@ -62,6 +82,7 @@ class CallTime:
             self.attention_ms + other.attention_ms,
             self.other_ms + other.other_ms,
             self.flops + other.flops,
+            self.call_ms + other.call_ms,
         )
 
     def scaled(self, factor: float) -> CallTime:
@@ -71,10 +92,16 @@ class CallTime:
             self.attention_ms * factor,
             self.other_ms * factor,
             round(self.flops * factor),
+            self.call_ms * factor,
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "total_ms": self.total_ms}
+        """Every field and the total; the fixed cost only where there is one (a CPU record's
+        prediction reads as before it was modelled)."""
+        out = {**dataclasses.asdict(self), "total_ms": self.total_ms}
+        if not self.call_ms:
+            del out["call_ms"]
+        return out
 
 
 def rate_at(points: Sequence[Sequence[float]], tokens: int) -> float:
@@ -117,6 +144,7 @@ def call_time(cal: Calibration, shape: EncoderShape, call: EncoderCall) -> CallT
         attention_ms=attention,
         other_ms=call.layers * tokens * cal.other_ns_per_token / 1e6,
         flops=call_flops(shape, call),
+        call_ms=cal.call_ms + call.layers * cal.call_layer_ms,
     )
 
 
@@ -216,7 +244,7 @@ def add_costs(
     """Fill :attr:`LatencyRow.cost` of every row with encoder work, predicted with
     ``calibration(shape, encoder work, attention)`` for each attention its calls run (None: FLOPs
     and achieved GFLOP/s only), whatever runtime ran it:
-    :meth:`bench.latency.costmodel.kernels.Calibrations.get` picks the runtime's rates."""
+    :meth:`Calibrations.get` picks the runtime's rates."""
     for row in rows:
         if not row.encoder:
             continue
@@ -228,3 +256,68 @@ def add_costs(
             if found is not None:
                 cals[name] = found
         row.cost = row_cost(cals, shape, calls, int(row.encoder["queries"]), row.latency["mean_ms"])
+
+
+# -- the calibrations of a run --------------------------------------------------------------
+class Calibrations:
+    """The calibrations of one benchmark run on ``device``, each loaded (or measured) once:
+    ``fresh`` measures every one anew, once per run, as ``bench latency --calibrate`` asks."""
+
+    def __init__(
+        self,
+        root: Path,
+        device: str = "cpu",
+        fresh: bool = False,
+        measure_fn: MeasureFn | None = None,
+        peak_fn: PeakFn | None = None,
+    ) -> None:
+        self.root, self.device, self.fresh = root, device, fresh
+        self.measure_fn, self.peak_fn = measure_fn, peak_fn
+        self._held: dict[tuple[Any, ...], Calibration | None] = {}
+
+    def get(
+        self, shape: EncoderShape, work: Mapping[str, Any], attention: str = "sdpa"
+    ) -> Calibration | None:
+        """The calibration for a row's encoder ``work`` (:func:`bench.latency.protocol.
+        encoder_work`: runtime, dtype and the runtime's options) and a call's ``attention``;
+        None where there is none to measure (a runtime without a backend on this device, a dtype or
+        setting not calibrated, its packages not installed) or measuring it failed (a warning
+        says why: a record without a prediction beats no record)."""
+        runtime, dtype = str(work.get("runtime", TORCH)), str(work.get("dtype"))
+        backend = backend_for(runtime, self.device)
+        setting = backend.setting(work, attention) if backend else None
+        if backend is None or setting is None:
+            log.info("no calibrated time model for %s %s on %s", runtime, dtype, self.device)
+            return None
+        if dtype not in backend.precisions:
+            log.info("no calibrated time model for %s %s", runtime, dtype)
+            return None
+        missing = backend.unavailable(dtype)
+        if missing and self.measure_fn is None:
+            log.info("no %s time model: %s not installed", runtime, ", ".join(missing))
+            return None
+        key = (dataclasses.replace(shape, layers=0), runtime, dtype, *sorted(setting.items()))
+        if key not in self._held:
+            try:
+                self._held[key] = load_or_measure(
+                    self.root,
+                    shape,
+                    runtime,
+                    dtype,
+                    setting,
+                    device=self.device,
+                    fresh=self.fresh,
+                    measure_fn=self.measure_fn,
+                    peak_fn=self.peak_fn,
+                )
+            except Exception as exc:  # the runtimes' own errors derive from Exception only
+                log.warning(
+                    "no %s time model for %s (%s): calibrating failed (%s: %s)",
+                    runtime,
+                    dtype,
+                    setting,
+                    type(exc).__name__,
+                    exc,
+                )
+                self._held[key] = None
+        return self._held[key]
