@@ -144,6 +144,8 @@ class OptionSpec:
             return ()
         own = tuple(need for v, needs in self.value_needs if v == value for need in needs)
         return (*self.needs, *own)
+    #: words allowed beside a numeric range (``union_len``: ``auto``)
+    words: tuple[str, ...] = ()
 
     def unused(self, name: str, value: Any, default: Any, config: Any) -> str | None:
         """Why ``name=value`` does nothing in ``config`` (the first of its
@@ -166,6 +168,8 @@ class OptionSpec:
         """Why ``value`` is not valid (``must be >= 1``, ``expected one of a, b``), else None."""
         if self.choices is not None:
             return None if value in self.choices else f"expected one of {', '.join(self.choices)}"
+        if isinstance(value, str) and self.words:
+            return None if value in self.words else f"expected a number {self.range()}"
         # written so that NaN fails every bound
         if (
             (self.min is None or value >= self.min)
@@ -181,6 +185,8 @@ class OptionSpec:
         """The valid values in a few characters: ``>= 1``, ``[0, 1)``, ``auto, float32``."""
         if self.choices is not None:
             return ", ".join(self.choices)
+        if self.words:
+            return " or ".join((dataclasses.replace(self, words=()).range(), *self.words))
         if self.min is not None and (self.max is not None or self.below is not None):
             top, bracket = (self.max, "]") if self.max is not None else (self.below, ")")
             return f"in [{self.min:g}, {top:g}{bracket}"
@@ -204,6 +210,7 @@ def option(
     needs: Mapping[str, Sequence[Any] | _Given] | None = None,
     keyed_at_default: bool = True,
     value_needs: Mapping[Any, Mapping[str, Sequence[Any] | _Given]] | None = None,
+    words: Sequence[str] = (),
 ) -> Any:
     """A :class:`RankerConfig` field with its role, one-line help and valid values declared once
     (in the manner of ir-measures' declared measure parameters). Every consumer reads them from
@@ -216,7 +223,8 @@ def option(
     value this ranker takes can meet is not one of its choices (:meth:`RankerConfig.runnable`).
     ``keyed_at_default=False`` (for an option added to a ranker whose results are already keyed):
     the option is left out of the config's cache keys, labels and saved config while it has its
-    default, so adding it changes no existing key."""
+    default, so adding it changes no existing key.
+    ``words``: values allowed beside the numeric range (a field typed ``int | str``)."""
     if max is not None and below is not None:
         raise ValueError("option(): give max (inclusive) or below (exclusive), not both")
     spec = OptionSpec(
@@ -229,6 +237,7 @@ def option(
         _need_tuple(needs),
         keyed_at_default,
         tuple((v, _need_tuple(n)) for v, n in (value_needs or {}).items()),
+        tuple(words),
     )
     metadata = {_SPEC: spec}
     if default_factory is not None:
@@ -551,9 +560,14 @@ def _convert(name: str, value: Any, hint: Any) -> Any:
     origin = typing.get_origin(hint)
     args = [a for a in typing.get_args(hint) if a is not type(None)]
     if origin in (typing.Union, types.UnionType):
-        if value.lower() in ("none", "null", ""):
+        if type(None) in typing.get_args(hint) and value.lower() in ("none", "null", ""):
             return None
-        hint = args[0]
+        for other in args[:-1]:  # int | str: a number where it reads as one, else the word
+            try:
+                return _convert(name, value, other)
+            except RankerError:
+                continue
+        hint = args[-1]
         origin = typing.get_origin(hint)
     try:
         if hint is bool:
@@ -604,6 +618,10 @@ class Ranker(ABC, Generic[C]):
     #: why ``bench latency`` cannot time this ranker (it computes nothing, or only on lists of
     #: its own); None: it can. Said before any work, in place of an error from inside a timing
     untimed: ClassVar[str | None] = None
+    #: option values ``bench latency`` times untrained weights with where ``--set`` gives none
+    #: (over the settings file, whose values may serve a trained model's accuracy):
+    #: CROSS-JEM's ``union_len=auto``; a value chosen from the lists is recorded, not the word
+    latency_defaults: ClassVar[Mapping[str, Any]] = {}
 
     def __init__(self, config: C | None = None, device: str = "cpu") -> None:
         self.config: C = config if config is not None else self.Config()

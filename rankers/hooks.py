@@ -132,6 +132,12 @@ class LatencyParts(Protocol):
         the token statistics; None: the model is not about this ranker."""
         return None
 
+    def chosen_options(self, lists: Sequence[CandidateList]) -> dict[str, Any]:
+        """Options this ranker's config leaves to be chosen from the lists it will score
+        (CROSS-JEM's ``union_len=auto``), with their values chosen for ``lists``; ``bench
+        latency`` times and records each N with them. Default: nothing to choose."""
+        return {}
+
     def row_lengths(
         self, tokenizer: Any, query: Sequence[int], items: Sequence[Sequence[int]]
     ) -> RowLengths | None:

@@ -39,9 +39,11 @@ from bench.latency.plan import (
     PrecisionPlan,
     arch_model,
     canonical_keys,
+    chosen_options,
     config_fields,
     entries_for,
     precision_entries,
+    with_latency_defaults,
 )
 from bench.latency.protocol import time_entries
 from bench.latency.records import (
@@ -106,7 +108,9 @@ def run_benchmark(opts: BenchOptions, ctx: RunContext | None = None) -> LatencyR
         f"writing the {opts.arch} model",
     )
     # the cost model's encoder is its ranker's (CROSS-JEM's), so it takes the arch's model as well
-    options = _with_model(opts.options, [*rankers, SPEEDUP_PAIRS[""][1]], model)
+    paper = [*rankers, SPEEDUP_PAIRS[""][1]]
+    options = _with_model(opts.options, paper, model)
+    options = with_latency_defaults(options, paper, opts.checkpoints)
     if plan is not None and role.main:
         log_skips(plan)
     blocks, rows = _time_blocks(opts, ctx, split, collection, rankers, options, role, plan)
@@ -155,24 +159,30 @@ def _time_blocks(
     tokenizer serve every N."""
     from rankers.inputs.lexical import BM25Index
 
-    paper_ranker = cost_model_ranker(split.dataset, options)
-    settings = token_settings(paper_ranker)
-    shape, tokenizer = encoder_shape_and_tokenizer(settings["model"])
+    paper = SPEEDUP_PAIRS[""][1]
+    model = token_settings(cost_model_ranker(split.dataset, options))["model"]
+    shape, tokenizer = encoder_shape_and_tokenizer(model)
     index = BM25Index(collection)
     calibrations = Calibrations(ctx.results_root, ctx.device, fresh=opts.calibrate)
     blocks: list[ListBlock] = []
     rows: list[LatencyRow] = []
     for n in opts.n_values:
         lists = bm25_lists(split, n, index=index, queries=opts.queries)
+        # options chosen from these lists (CROSS-JEM's union_len=auto): timed and recorded so
+        chosen = chosen_options([*rankers, paper], split.dataset, options, lists.lists)
+        names = dict.fromkeys([*options, *chosen])
+        resolved = {k: {**options.get(k, {}), **chosen.get(k, {})} for k in names}
+        paper_ranker = cost_model_ranker(split.dataset, resolved)
+        settings = token_settings(paper_ranker)
         summary = token_summary(list_tokens(tokenizer, lists.lists, paper_ranker), shape)
         block = ListBlock(
             n=n,
             queries=len(lists),
-            tokens={**summary, **settings},
+            tokens={**summary, **settings, **({"chosen": chosen} if chosen else {})},
             repeats=opts.repeats,
             warmup=opts.warmup,
         )
-        what: dict[str, Any] = {"batch_sizes": opts.batch_sizes, "options": options}
+        what: dict[str, Any] = {"batch_sizes": opts.batch_sizes, "options": resolved}
         entries = (
             entries_for(rankers, split.dataset, n, opts.batch_queries, **what)
             if plan is None

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.data.model import RankingSplit
+from bench.data.model import CandidateList, RankingSplit
 from bench.execution.context import RunContext
 from bench.execution.policy import ALL, DEFAULT_BATCH_SIZES, DEFAULT_RANKERS, BatchSize
 from bench.latency.records import precision_column
@@ -588,6 +588,50 @@ def precision_entries(
             takers, dataset, n, batch_queries, batch_sizes=batch_sizes, options=chosen
         )
         out += [tag_entry(e, p.name) for e in found]
+    return out
+
+
+def with_latency_defaults(
+    options: Mapping[str, Mapping[str, Any]],
+    rankers: Sequence[str],
+    checkpoints: Mapping[str, str],
+) -> dict[str, dict[str, Any]]:
+    """``options`` (per canonical ranker name) over each ranker's
+    :attr:`~rankers.base.Ranker.latency_defaults` (CROSS-JEM: ``union_len=auto``), which take the
+    place of the settings file's values where ``--set`` gives none; a ranker timed with trained
+    weights keeps the settings its checkpoint was trained with."""
+    from rankers import get_ranker_class
+
+    out = {k: dict(v) for k, v in options.items()}
+    for name in dict.fromkeys(rankers):
+        given = out.get(name, {})
+        if checkpoint_for(name, checkpoints) or given.get("checkpoint"):
+            continue
+        defaults = get_ranker_class(name).latency_defaults
+        if defaults:
+            out[name] = {**defaults, **given}
+    return out
+
+
+def chosen_options(
+    rankers: Sequence[str],
+    dataset: str,
+    options: Mapping[str, Mapping[str, Any]],
+    lists: Sequence[CandidateList],
+) -> dict[str, dict[str, Any]]:
+    """Per ranker of ``rankers`` whose options leave something to choose from the lists timed
+    (:meth:`~rankers.hooks.LatencyParts.chosen_options`: CROSS-JEM's ``union_len=auto``): the
+    values chosen for ``lists``. Creating a ranker loads no weights."""
+    from bench.execution.ranker_settings import ranker_options
+    from rankers import get_ranker_class
+
+    out: dict[str, dict[str, Any]] = {}
+    for name in dict.fromkeys(rankers):
+        cls = get_ranker_class(name)
+        ranker = cls(cls.Config.from_options(ranker_options(name, dataset, options.get(name))))
+        chosen = latency_parts(ranker).chosen_options(lists)
+        if chosen:
+            out[name] = chosen
     return out
 
 

@@ -31,9 +31,21 @@ from rankers.families.crossjem.inputs import (
 )
 from rankers.families.crossjem.model import CrossJEMBatch, CrossJEMModule, collate
 from rankers.families.crossjem.packed import PackedRows, pack_lists
+from rankers.families.crossjem.rowlength import (
+    AUTO,
+    CallCost,
+    Choice,
+    FlopCost,
+    candidate_lengths,
+    choose,
+    longest_union_len,
+    packed_calls,
+)
 from rankers.families.encoder import EncoderConfig, EncoderRanker
 from rankers.hooks import EncoderCall, LatencyVariant, RowLengths
-from rankers.inputs.batching import check_positions, token_ids
+from rankers.inputs.batching import check_positions, special_ids, token_ids
+from rankers.inputs.tokens import tokenise_items
+from rankers.itemorder import item_texts
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -52,12 +64,15 @@ PAD_TOLERANCE = {"cpu": 0.05, "cuda": 1.0}
 
 @dataclasses.dataclass
 class CrossJEMConfig(EncoderConfig):
-    union_len: int = option(
+    union_len: int | str = option(
         242,
         role=TRAINING | SCORE,
         min=1,
+        words=(AUTO,),
         help="L_u: most item tokens per encoder row (after the query: the union, or shared plus "
-        "own tokens); lists that need more are packed into several rows",
+        "own tokens); lists that need more are packed into several rows. auto: the length whose "
+        "rows the FLOP model predicts cheapest for the lists timed, chosen per N by bench "
+        "latency (rankers/families/crossjem/rowlength.py)",
     )
     order: str = option(
         "union",
@@ -153,6 +168,18 @@ class CrossJEMConfig(EncoderConfig):
     loss: str = inherit_option(EncoderConfig, "loss", "listnet")
 
     @property
+    def fixed_union_len(self) -> int:
+        """``union_len`` as a number; a RankerError while it is ``auto``, which is chosen from
+        the lists to score first (:meth:`CrossJEMRanker.choose_union_len`)."""
+        if self.union_len == AUTO:
+            raise RankerError(
+                "option union_len=auto is chosen from the lists a command times: bench latency "
+                "chooses it per N; bench run and train need a number (rankers/configs/"
+                "crossjem.yaml sets one per dataset), e.g. --set union_len=242"
+            )
+        return int(self.union_len)
+
+    @property
     def layout_tag(self) -> str:
         """How the layout reads in latency columns and labels ("" for the paper's union)."""
         merged = f", merged after {self.merge_layers} layer" + "s" * (self.merge_layers > 1)
@@ -214,7 +241,7 @@ class CrossJEMConfig(EncoderConfig):
                 "option query_pool cannot be combined with merge_layers > 0 (the first layers "
                 "run over the items as written)"
             )
-        if self.max_item_len > self.union_len:
+        if self.union_len != AUTO and self.max_item_len > self.fixed_union_len:
             raise RankerError(
                 f"option max_item_len={self.max_item_len} exceeds union_len={self.union_len}: "
                 "an item must fit in one encoder row"
@@ -230,13 +257,21 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
     Config = CrossJEMConfig
     pointwise: ClassVar[bool] = False
 
+    def check_model(self) -> None:
+        """:meth:`EncoderRanker.check_model`, and ``union_len=auto`` refused: what plans a run
+        or a training calls, and their rows need one length (bench latency chooses it per N)."""
+        _ = self.cfg.fixed_union_len
+        super().check_model()
+
     def _check_config(self, config: Any) -> None:
         cfg = self.cfg
-        if cfg.positions == "item" and cfg.order == "hybrid":  # shared block after the items
-            longest = cfg.max_query_len + cfg.max_item_len + cfg.union_len + 3
+        # auto: the shortest row it may choose (one item) must fit
+        union_len = cfg.max_item_len if cfg.union_len == AUTO else cfg.fixed_union_len
+        if self._item_block():  # shared block after the items
+            longest = cfg.max_query_len + cfg.max_item_len + union_len + 3
             formula = "crossjem: max_query_len + max_item_len + union_len + 3 (hybrid, item)"
         else:
-            longest = cfg.max_query_len + cfg.union_len + 3
+            longest = cfg.max_query_len + union_len + 3
             formula = "crossjem: max_query_len + union_len + 3"
         check_positions(config, longest, formula)
         layers = int(getattr(config, "num_hidden_layers", 0))
@@ -245,6 +280,11 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
                 f"option merge_layers={self.cfg.merge_layers} must be below the encoder's "
                 f"{layers} layers (at least one layer must run over the merged row)"
             )
+
+    def _item_block(self) -> bool:
+        """Whether a row's position ids run past its union by the longest item (hybrid rows
+        numbered by item positions put the shared block after the items)."""
+        return self.cfg.positions == "item" and self.cfg.order == "hybrid"
 
     def _build_module(self, encoder: PreTrainedModel) -> nn.Module:
         return CrossJEMModule(
@@ -262,7 +302,8 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
         cfg = self.cfg
         q = token_ids(self.tokenizer, [query], cfg.max_query_len)[0]
         ids = token_ids(self.tokenizer, items, cfg.max_item_len)
-        return build_rows(q, ids, cfg.union_len, self.special.cls, self.special.sep, self.layout)
+        cls, sep = self.special.cls, self.special.sep
+        return build_rows(q, ids, cfg.fixed_union_len, cls, sep, self.layout)
 
     @property
     def layout(self) -> Layout:
@@ -281,7 +322,7 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
         items = [self.lookup_items(texts) for _, texts in lists]
         cfg = self.cfg
         return pack_lists(
-            queries, items, cfg.union_len, sp.cls, sp.sep, sp.pad, tolerance, self.layout
+            queries, items, cfg.fixed_union_len, sp.cls, sp.sep, sp.pad, tolerance, self.layout
         )
 
     def prepare(self, lists: Sequence[QueryItems]) -> CrossJEMBatch:
@@ -323,8 +364,9 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
         forward/backward pass holds (:meth:`step_pass`: a list's items share rows, so a list
         is never cut)."""
         cfg = self.cfg
-        rows = -(-self.step_items(list_lengths) * cfg.max_item_len // cfg.union_len)
-        return self.step_pass(list_lengths)[0] * rows, cfg.max_query_len + cfg.union_len + 3
+        union_len = cfg.fixed_union_len
+        rows = -(-self.step_items(list_lengths) * cfg.max_item_len // union_len)
+        return self.step_pass(list_lengths)[0] * rows, cfg.max_query_len + union_len + 3
 
     def input_report(self, lists: Sequence[CandidateList]) -> dict[str, Any]:
         """Cuts (:meth:`EncoderRanker.input_report`) and encoder rows per list in this layout:
@@ -351,7 +393,7 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
         parts = []
         for order in ORDERS:
             rows = [
-                len(pack_groups([ids[t] for t in cl.texts], cfg.union_len, Layout(order)))
+                len(pack_groups([ids[t] for t in cl.texts], cfg.fixed_union_len, Layout(order)))
                 for cl in split.lists
             ]
             parts.append(f"{order} {np.mean(rows):.2f} ({sum(r > 1 for r in rows)})")
@@ -366,9 +408,7 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
 
     def prepare_scoring(self, lists: Sequence[CandidateList]) -> list[CrossJEMBatch]:
         """One batch per ``batch_queries`` lists: rows sorted by length into buckets."""
-        step, tolerance = self.cfg.batch_queries, self.cfg.pad_tolerance
-        if tolerance is None:
-            tolerance = PAD_TOLERANCE["cuda" if self.device.startswith("cuda") else "cpu"]
+        step, tolerance = self.cfg.batch_queries, self.pad_tolerance
         return [
             CrossJEMBatch.upload(
                 self.pack([(cl.query.text, cl.texts) for cl in lists[i : i + step]], tolerance),
@@ -376,6 +416,14 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
             )
             for i in range(0, len(lists), step)
         ]
+
+    @property
+    def pad_tolerance(self) -> float:
+        """Most padding per scoring encoder call: the option, else the device's default."""
+        tolerance = self.cfg.pad_tolerance
+        if tolerance is None:
+            tolerance = PAD_TOLERANCE["cuda" if self.device.startswith("cuda") else "cpu"]
+        return tolerance
 
     def score_prepared(self, prepared: list[CrossJEMBatch]) -> list[np.ndarray]:
         """Every bucket through the (cast) module; one device-to-host copy per call."""
@@ -418,12 +466,80 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
             **({"share_frac": cfg.share_frac} if cfg.share_frac else {}),
         }
 
+    #: bench latency times untrained heads: rows as long as the lists make cheapest
+    latency_defaults: ClassVar[Mapping[str, Any]] = {"union_len": AUTO}
+
+    def chosen_options(self, lists: Sequence[CandidateList]) -> dict[str, Any]:
+        """``union_len`` chosen for ``lists`` when it is ``auto`` (:meth:`choose_union_len`
+        with the encoder's tokenizer and config, read without loading weights)."""
+        if self.cfg.union_len != AUTO:
+            return {}
+        from transformers import AutoConfig, AutoTokenizer
+
+        from rankers.io.models import resolve_model
+
+        path = resolve_model(self.cfg.model).path
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        choice = self.choose_union_len(lists, tokenizer, AutoConfig.from_pretrained(path))
+        log.info(
+            "%s: union_len=auto chose %d for %d lists (%s)",
+            self.name,
+            choice.union_len,
+            len(lists),
+            ", ".join(f"{k}: {v:.3g}" for k, v in choice.costs.items()),
+        )
+        return {"union_len": choice.union_len}
+
+    def choose_union_len(
+        self,
+        lists: Sequence[CandidateList],
+        tokenizer: Any,
+        encoder_config: Any,
+        call_cost: CallCost | None = None,
+    ) -> Choice:
+        """The row length whose packed rows of ``lists`` cost least
+        (:mod:`~rankers.families.crossjem.rowlength`): each candidate up to the longest the
+        encoder's positions allow, packed as scoring packs (``batch_queries`` lists per pack,
+        buckets within :attr:`pad_tolerance`); ``call_cost``: the cost of one encoder call
+        (default: the FLOP model of ``encoder_config``)."""
+        cfg = self.cfg
+        extra = cfg.max_item_len if self._item_block() else 0
+        positions = int(getattr(encoder_config, "max_position_embeddings", 512))
+        longest = longest_union_len(positions, cfg.max_query_len, extra)
+        candidates = candidate_lengths(cfg.max_item_len, longest)
+        sp, layout = special_ids(tokenizer), cfg.layout.bind(tokenizer)
+        texts = [cl.query.text for cl in lists]
+        queries = [np.asarray(q, np.int64) for q in token_ids(tokenizer, texts, cfg.max_query_len)]
+        items = [
+            tokenise_items(tokenizer, item_texts(cfg, cl.texts), cfg.max_item_len) for cl in lists
+        ]
+        step, tolerance = cfg.batch_queries, self.pad_tolerance
+
+        def pack(length: int) -> list[PackedRows]:
+            return [
+                pack_lists(
+                    queries[i : i + step],
+                    items[i : i + step],
+                    length,
+                    sp.cls,
+                    sp.sep,
+                    sp.pad,
+                    tolerance,
+                    layout,
+                )
+                for i in range(0, len(lists), step)
+            ]
+
+        cost = call_cost or FlopCost.of_config(encoder_config)
+        layers = int(encoder_config.num_hidden_layers)
+        return choose(candidates, pack, cost, layers, cfg.merge_layers)
+
     def row_lengths(
         self, tokenizer: Any, query: Sequence[int], items: Sequence[Sequence[int]]
     ) -> RowLengths:
         """The rows :meth:`rows` builds in the configured layout, bound to ``tokenizer``."""
         layout = self.cfg.layout.bind(tokenizer)
-        rows = build_rows(query, items, self.cfg.union_len, 0, 0, layout)
+        rows = build_rows(query, items, self.cfg.fixed_union_len, 0, 0, layout)
         return RowLengths(
             rows=tuple(len(r.input_ids) for r in rows),
             first_rows=tuple(len(r.first_ids) for r in rows if r.first_ids),
@@ -437,18 +553,11 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
         mask :func:`~rankers.families.crossjem.model.run_layers` always passes."""
         layers = int(self.encoder_config().num_hidden_layers)
         merged = self.cfg.merge_layers
-        out = []
-        for batch in prepared:
-            row_len = batch.row_len.tolist()
-            for b in batch.buckets:
-                rows = b.r1 - b.r0
-                if batch.first_ids is None:
-                    full = min(row_len[b.r0 : b.r1]) == b.width
-                    out.append(EncoderCall(rows, b.width, layers, masked=not full))
-                    continue
-                out.append(EncoderCall(rows, b.first_width, merged, masked=True))
-                out.append(EncoderCall(rows, b.width, layers - merged, masked=True))
-        return out
+        return [
+            call
+            for batch in prepared
+            for call in packed_calls(batch.row_len.tolist(), batch.buckets, layers, merged)
+        ]
 
 
 def row_counts(rows: Sequence[int], cfg: CrossJEMConfig) -> dict[str, Any]:
