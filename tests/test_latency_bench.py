@@ -14,6 +14,7 @@ from toymodels import CountingRanker
 
 import rankers
 from bench.data.model import Candidate, CandidateList, Query, RankingSplit
+from bench.data.splits import load_split
 from bench.execution.ranker_settings import ranker_options
 from bench.latency import plan
 from bench.latency.benchmark import run_benchmark
@@ -750,7 +751,17 @@ def test_tiny_end_to_end_run(shared_data: Path, tiny_bert: Path, results_dir: Pa
     assert dpr.weights == "pre-trained encoder, not fine-tuned" and dpr.dtype == "float32"
     block = rec.block(30)
     assert set(block.speedup) >= {"measured_mean", "predicted_flops", "fraction_of_prediction"}
-    assert block.tokens["max_item_len"] == 32 and block.tokens["union_len"] == 272
+    # no union_len given: CROSS-JEM's rows as long as auto chooses for these lists, recorded
+    # as the number (the rows' options, the cost model's settings, the record's config)
+    lists = bm25_lists(load_split("wikiqa", "test", shared_data), 30, queries=2).lists
+    auto = {"crossjem": {**model, "union_len": "auto"}}
+    chosen = plan.chosen_options(["crossjem"], "wikiqa", auto, lists)
+    assert block.tokens["max_item_len"] == 32 and block.tokens["chosen"] == chosen
+    assert block.tokens["union_len"] == chosen["crossjem"]["union_len"] != 272
+    assert rec.config["chosen"] == {"30": chosen}
+    assert rec.config["options"]["crossjem"]["union_len"] == "auto"
+    timed = {r.options["union_len"] for r in rec.rows if r.ranker == "crossjem"}
+    assert timed == {chosen["crossjem"]["union_len"]}
     assert rec.path is not None and rec.path.parent == results_dir / "latency" / "wikiqa"
     [loaded] = load_latency_records(results_dir, "wikiqa")
     assert loaded.to_json() == json.loads(json.dumps(rec.to_json()))

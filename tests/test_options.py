@@ -247,7 +247,12 @@ def test_dtype_names_are_the_torch_mapping_keys() -> None:
     ("name", "options", "message"),
     [
         ("crossjem", {"batch_queries": "0"}, "option batch_queries=0: must be >= 1"),
-        ("crossjem", {"union_len": "0"}, "option union_len=0: must be >= 1"),
+        ("crossjem", {"union_len": "0"}, "option union_len=0: must be >= 1 or auto"),
+        (
+            "crossjem",
+            {"union_len": "long"},
+            "option union_len='long': expected a number >= 1 or auto",
+        ),
         ("crossjem", {"pad_tolerance": "-1"}, "option pad_tolerance=-1.0: must be >= 0 or none"),
         ("monobert", {"dropout": "1"}, "option dropout=1.0: must be in [0, 1)"),
         ("colbert", {"query_maxlen": "3"}, "option query_maxlen=3: must be >= 4"),
@@ -298,10 +303,10 @@ def test_describe_options_gives_type_default_role_help_and_range() -> None:
     rows = {o.name: o for o in _config("crossjem").describe_options()}
     union = rows["union_len"]
     assert (union.type, union.default, union.role, union.range) == (
-        "int",
+        "int | str",
         242,
         Role.TRAINING | Role.SCORE,
-        ">= 1",
+        ">= 1 or auto",
     )
     assert union.help.startswith("L_u: most item tokens per encoder row")
     assert rows["pad_tolerance"].range == ">= 0 or none"
@@ -314,7 +319,7 @@ def test_bench_rankers_shows_role_range_and_help() -> None:
     result = CliRunner().invoke(app, ["rankers"])
     assert result.exit_code == 0, result.output
     (row,) = [line for line in result.output.splitlines() if "│ union_len " in line]
-    for part in ("242", "training, score", ">= 1", "L_u: most item tokens"):
+    for part in ("242", "training, score", ">= 1 or auto", "L_u: most item tokens"):
         assert part in row
     assert "crossjem (Joint ranking, trainable)" in result.output
     assert "firststage (First stage): no options" in result.output

@@ -115,6 +115,9 @@ def run_benchmark(opts: BenchOptions, ctx: RunContext | None = None) -> LatencyR
         log_skips(plan)
     blocks, rows = _time_blocks(opts, ctx, split, collection, rankers, options, role, plan)
     config = _record_config(opts, rankers, model, options, role, plan)
+    chosen = {str(b.n): b.tokens["chosen"] for b in blocks if "chosen" in b.tokens}
+    if chosen:  # the values auto chose, per N: part of the hash (records without them as before)
+        config["chosen"] = chosen
     record = _latency_record(split, len(collection), config, ctx, blocks, rows, role)
     if role.main:
         write_latency_record(record, ctx.results_root)
