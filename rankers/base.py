@@ -144,6 +144,7 @@ class OptionSpec:
             return ()
         own = tuple(need for v, needs in self.value_needs if v == value for need in needs)
         return (*self.needs, *own)
+
     #: words allowed beside a numeric range (``union_len``: ``auto``)
     words: tuple[str, ...] = ()
 
