@@ -15,6 +15,7 @@ from pathlib import Path
 
 import bench.reporting.figures_order
 import bench.reporting.figures_precision
+import bench.reporting.figures_rowlen
 import bench.reporting.figures_scale
 import bench.reporting.figures_seeds
 import bench.reporting.figures_setencoder
@@ -40,6 +41,7 @@ TABLE_MODULES = (
     bench.reporting.figures_tables,
     bench.reporting.figures_order,
     bench.reporting.figures_precision,
+    bench.reporting.figures_rowlen,
     bench.reporting.figures_scale,
     bench.reporting.figures_seeds,
     bench.reporting.figures_setencoder,
