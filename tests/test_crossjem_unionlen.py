@@ -189,3 +189,13 @@ def test_semeval16b_test_rows_are_the_same_under_the_settings_value_and_auto(
                 assert np.array_equal(getattr(packs[0], name), getattr(other, name)), name
             assert other.buckets == packs[0].buckets
             assert other.position_ids is None and packs[0].position_ids is None
+
+
+def test_trained_settings_and_the_ci_regression_keep_their_numbers() -> None:
+    """auto is for timing: the settings file's numbers (the published accuracies and the CI
+    regression's CROSS-JEM run on wikiqa, order=union) stay what they were trained with."""
+    regression = {"epochs": 1, "teacher": "none", "min_steps": 0, "order": "union"}
+    config = CrossJEMConfig.from_options(ranker_options("crossjem", "wikiqa", regression))
+    assert config.union_len == config.fixed_union_len == 272
+    assert ranker_options("crossjem", "semeval16b")["union_len"] == 72
+    assert CrossJEMConfig().union_len == 242
