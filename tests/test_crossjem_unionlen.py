@@ -89,6 +89,17 @@ def test_auto_picks_the_predicted_cheapest_length_on_hand_made_lists() -> None:
     assert both.union_len == 32
 
 
+def test_auto_packs_as_scoring_batches() -> None:
+    """With the padding tolerance a GPU gets (1.0: twice the padding in one call) the shared
+    list's row of 42 joins the other list's two rows of 68 in one call of width 68."""
+    shared = _items(*[[*range(100, 130), 200 + 2 * i, 201 + 2 * i] for i in range(4)])
+    apart = _items(*[range(100 + 32 * i, 132 + 32 * i) for i in range(4)])
+    ranker = _ranker(pad_tolerance=1.0)
+    choice = ranker.choose_union_len([shared, apart], NumberTokenizer(), TINY)
+    # 64: 3 rows of 68, 12 x 204 + 4 x 3 x 68^2
+    assert dict(choice.costs) == {32: 44928.0, 64: 57936.0, 70: 57936.0}
+
+
 def test_auto_choice_does_not_depend_on_candidate_order() -> None:
     tokenizer, ranker = NumberTokenizer(), _ranker()
     items = [[*range(100, 130), 200 + 2 * i, 201 + 2 * i] for i in range(4)]

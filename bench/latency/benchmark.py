@@ -172,7 +172,7 @@ def _time_blocks(
     for n in opts.n_values:
         lists = bm25_lists(split, n, index=index, queries=opts.queries)
         # options chosen from these lists (CROSS-JEM's union_len=auto): timed and recorded so
-        chosen = chosen_options([*rankers, paper], split.dataset, options, lists.lists)
+        chosen = chosen_options([*rankers, paper], split.dataset, options, lists.lists, ctx.device)
         names = dict.fromkeys([*options, *chosen])
         resolved = {k: {**options.get(k, {}), **chosen.get(k, {})} for k in names}
         paper_ranker = cost_model_ranker(split.dataset, resolved)

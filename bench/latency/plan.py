@@ -618,17 +618,20 @@ def chosen_options(
     dataset: str,
     options: Mapping[str, Mapping[str, Any]],
     lists: Sequence[CandidateList],
+    device: str = "cpu",
 ) -> dict[str, dict[str, Any]]:
     """Per ranker of ``rankers`` whose options leave something to choose from the lists timed
     (:meth:`~rankers.hooks.LatencyParts.chosen_options`: CROSS-JEM's ``union_len=auto``): the
-    values chosen for ``lists``. Creating a ranker loads no weights."""
+    values chosen for ``lists`` on ``device`` (its batching may differ: CROSS-JEM's padding
+    tolerance). Creating a ranker loads no weights."""
     from bench.execution.ranker_settings import ranker_options
     from rankers import get_ranker_class
 
     out: dict[str, dict[str, Any]] = {}
     for name in dict.fromkeys(rankers):
         cls = get_ranker_class(name)
-        ranker = cls(cls.Config.from_options(ranker_options(name, dataset, options.get(name))))
+        config = cls.Config.from_options(ranker_options(name, dataset, options.get(name)))
+        ranker = cls(config, device=device)
         chosen = latency_parts(ranker).chosen_options(lists)
         if chosen:
             out[name] = chosen
