@@ -6,9 +6,9 @@ it, ``chosen``)."""
 
 from __future__ import annotations
 
+from bench.core.writer import markdown
 from bench.latency.records import LatencyRecord, ListBlock
 from bench.reporting.figures import Records, best_row, renderer, three_figures, times
-from bench.reporting.writer import markdown
 
 #: the runs of each kind of item, `bench latency -d D --rankers monobert,crossjem --queries 8
 #: --repeats 2 --warmup 2 --threads 1 --monobert-batch-sizes 32 --set crossjem.order=union`
