@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -125,14 +126,18 @@ def scoring_precision(module: nn.Module, dtype: str, device: str) -> Iterator[No
 @contextlib.contextmanager
 def evaluating(module: nn.Module) -> Iterator[None]:
     """``module`` in eval mode without autograd, its previous mode restored afterwards: how every
-    ranker scores (dev scoring inside training included)."""
+    ranker scores (dev scoring inside training included). Only a module in training mode is
+    switched: ``eval()`` walks every submodule (124 of them in a 6-layer BERT, 0.66 ms a call),
+    which a loaded ranker, already in eval mode, would pay on every scoring call."""
     was_training = module.training
-    module.eval()
+    if was_training:
+        module.eval()
     try:
         with torch.inference_mode():
             yield
     finally:
-        module.train(was_training)
+        if was_training:
+            module.train(True)
 
 
 @contextlib.contextmanager
@@ -213,9 +218,22 @@ class CastCache(Generic[M]):
         self._key: tuple[Any, ...] | None = None
         self._module: M | None = None
         self._heads = heads
+        #: the module last asked about for float32, and whether all its parameters were float32
+        self._float32: tuple[weakref.ref[nn.Module], bool] | None = None
+
+    def _all_float32(self, module: nn.Module) -> bool:
+        """Whether every parameter of ``module`` is float32: asked once per module (a walk of
+        its parameters costs 0.18 ms a scoring call); a ranker's module keeps its dtype (a
+        scoring precision casts a copy), so the verdict holds while the module lives."""
+        cached = self._float32
+        if cached is not None and cached[0]() is module:
+            return cached[1]
+        verdict = all(p.dtype == torch.float32 for p in module.parameters())
+        self._float32 = (weakref.ref(module), verdict)
+        return verdict
 
     def get(self, module: M, dtype: torch.dtype) -> M:
-        if dtype == torch.float32 and all(p.dtype == dtype for p in module.parameters()):
+        if dtype == torch.float32 and self._all_float32(module):
             return module
         key = (id(module), dtype, tuple(p._version for p in module.parameters()))
         if self._key != key or self._module is None:

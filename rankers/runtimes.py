@@ -526,6 +526,9 @@ class RuntimeEncoder(nn.Module):
     runs the exported graph on a runtime session. Position ids left out are the encoder's own
     default, ``0 .. width - 1`` on every row."""
 
+    #: the exported graph takes the 2D padding mask (:func:`rankers.inputs.masks.encoder_mask`)
+    TAKES_ROW_MASK = False
+
     def __init__(self, session: Session, config: Any, outputs: Sequence[str]) -> None:
         super().__init__()
         self.session = session

@@ -35,6 +35,7 @@ from rankers.inputs.batching import (
     scatter_to_lists,
     token_ids,
 )
+from rankers.inputs.masks import encoder_mask
 from rankers.inputs.tokens import PAD, ItemArrays
 from rankers.inputs.transfer import upload
 from rankers.itemorder import sort_items_option
@@ -149,11 +150,21 @@ class MonoBERTModule(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(int(encoder.config.hidden_size), 1)
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor) -> Tensor:
+    def forward(
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor,
+        token_type_ids: Tensor,
+        full: bool | None = None,
+    ) -> Tensor:
         """One float32 logit per pair, shape (P,): pooling and head in float32 whatever the
-        encoder's dtype (a bf16 scoring copy keeps the head in float32)."""
+        encoder's dtype (a bf16 scoring copy keeps the head in float32). ``full``: whether no
+        pair is padded, known on the host (:func:`~rankers.inputs.masks.encoder_mask`: the
+        encoder then reads nothing back); None (training): not known."""
         out = self.encoder(
-            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            input_ids=input_ids,
+            attention_mask=encoder_mask(self.encoder, attention_mask, full),
+            token_type_ids=token_type_ids,
         )
         hidden = out.last_hidden_state.float()
         if self.pooling == "cls":
@@ -292,11 +303,12 @@ class MonoBERTRanker(EncoderRanker[MonoBERTConfig]):
             for start in range(0, len(p.order), step):
                 end = min(start + step, len(p.order))
                 width = int(p.host_length[end - 1])  # sorted: the batch's longest is its last
+                full = bool(p.host_length[start] == width)  # and its shortest the first
                 positions = torch.arange(width, device=p.input_ids.device)[None, :]
                 attention = positions < p.length[start:end, None]
                 types = (positions >= p.query_end[start:end, None]) & attention
                 ids = p.input_ids[start:end, :width]
-                parts.append(module(ids, attention.long(), types.long()).float())
+                parts.append(module(ids, attention, types.long(), full).float())
             values = torch.cat(parts).cpu().numpy() if parts else np.zeros(0, np.float32)
         flat = np.zeros(len(p.order), dtype=np.float32)
         flat[p.order] = values

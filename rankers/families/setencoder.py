@@ -141,10 +141,14 @@ def chunk_rows(lengths: np.ndarray, size: int) -> list[Chunk]:
     return out
 
 
-def other_first(item_index: Tensor, lengths: Tensor, list_index: Tensor) -> Tensor:
+def other_first(
+    item_index: Tensor, lengths: Tensor, list_index: Tensor, n_max: int | None = None
+) -> Tensor:
     """(rows, N_max) bool: which items of its list a row's first token attends to (every item
-    of the list but itself)."""
-    n_max = int(lengths.max()) if lengths.numel() else 0
+    of the list but itself). ``n_max``: the longest list, known on the host (None: read from
+    ``lengths`` on the device)."""
+    if n_max is None:
+        n_max = int(lengths.max()) if lengths.numel() else 0
     slots = torch.arange(n_max, device=item_index.device)[None, :]
     return (slots < lengths[list_index, None]) & (slots != item_index[:, None])
 
@@ -208,10 +212,12 @@ def fast_layer(
     list_index: Tensor,
     item_index: Tensor,
     lengths: Tensor,
+    n_max: int | None = None,
 ) -> list[Tensor]:
     """One layer over length-sorted chunks (``hidden``: (rows, width, d) each; ``valid``: its
     padding mask, None for a full chunk): each chunk's attention by SDPA, then the first tokens'
-    attention redone over their row plus the other first tokens of their list."""
+    attention redone over their row plus the other first tokens of their list. ``n_max``: the
+    longest list, from the host (scoring then reads nothing back; None: read from ``lengths``)."""
     attn = cast(Any, layer).attention.self
     drop = float(attn.dropout.p) if attn.training else 0.0
     scale = float(attn.scaling)
@@ -225,14 +231,17 @@ def fast_layer(
             row = row + additive(ok, row.dtype)[:, None]
         parts.append((context, row, q[:, :, 0], k[:, :, 0], v))
     # the lists laid out (lists, items, heads, head_dim): first-to-first scores, one product
-    n_lists, n_max = len(lengths), int(lengths.max())
+    n_lists = len(lengths)
+    if n_max is None:
+        n_max = int(lengths.max())
     q0, k0 = (torch.cat([p[i] for p in parts]) for i in (2, 3))
     v0 = torch.cat([p[4][:, :, 0] for p in parts])
     at = (list_index, item_index)
     grid = q0.new_zeros(n_lists, n_max, *q0.shape[1:])
     q_list, k_list, v_list = (grid.index_put(at, t) for t in (q0, k0, v0))
     group = torch.einsum("bihd,bjhd->bihj", q_list, k_list)[at] * scale  # (rows, heads, N_max)
-    group = group + additive(other_first(item_index, lengths, list_index), group.dtype)[:, None]
+    others = other_first(item_index, lengths, list_index, n_max)
+    group = group + additive(others, group.dtype)[:, None]
     probs, start = [], 0
     for context, row, *_ in parts:
         end = start + len(context)
@@ -300,7 +309,7 @@ class SetEncoderModule(nn.Module):
             valid.append(None if c.full else ok)
         index = (batch.list_index, batch.item_index, batch.lengths)
         for layer in self.layers():
-            hidden = fast_layer(layer, hidden, valid, *index)
+            hidden = fast_layer(layer, hidden, valid, *index, n_max=max(batch.n_items))
         return self.head(torch.cat([h[:, 0] for h in hidden]))
 
     def simple(self, batch: SetBatch) -> Tensor:

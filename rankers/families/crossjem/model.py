@@ -22,6 +22,7 @@ from torch import Tensor, nn
 from rankers.families.crossjem.inputs import Row
 from rankers.families.crossjem.packed import Bucket, PackedRows, drop_default_positions
 from rankers.inputs.batching import scatter_to_lists
+from rankers.inputs.masks import encoder_mask
 from rankers.inputs.transfer import upload
 from rankers.precision import float32_logits
 
@@ -50,6 +51,8 @@ class CrossJEMBatch:
     host_slot_list: np.ndarray
     host_slot_item: np.ndarray
     position_ids: Tensor | None = None
+    #: the rows' lengths on the host: whether a bucket has padding, asked without a device read
+    host_row_len: np.ndarray | None = None
     #: ``n_items`` on the device, uploaded with the batch (the item mask of training steps)
     lengths: Tensor | None = None
     #: merged layouts: the first (concat) rows, their lengths and merge targets
@@ -72,7 +75,15 @@ class CrossJEMBatch:
             n_items=list(packed.n_items),
             host_slot_list=packed.slot_list,
             host_slot_item=packed.slot_item,
+            host_row_len=packed.row_len,
         )
+
+    def bucket_full(self, b: Bucket) -> bool | None:
+        """Whether every row of bucket ``b`` fills its width (no padding), from the host
+        lengths (None without them)."""
+        if self.host_row_len is None or b.r1 <= b.r0:
+            return None
+        return bool(self.host_row_len[b.r0 : b.r1].min() == b.width)
 
 
 def collate(rows_per_list: Sequence[Sequence[Row]]) -> PackedRows:
@@ -197,8 +208,11 @@ class CrossJEMModule(nn.Module):
             logits, batch.slot_list, batch.slot_item, batch.n_items, batch.lengths
         )
 
-    def bucket_logits(self, batch: CrossJEMBatch, b: Bucket) -> Tensor:
-        """float32 logits of the slots ``[b.s0, b.s1)``: one encoder call over rows ``[r0, r1)``."""
+    def bucket_logits(self, batch: CrossJEMBatch, b: Bucket, full: bool | None = None) -> Tensor:
+        """float32 logits of the slots ``[b.s0, b.s1)``: one encoder call over rows ``[r0, r1)``.
+        ``full``: whether no row of the bucket is padded, known on the host
+        (:meth:`CrossJEMBatch.bucket_full`; the encoder then reads nothing back); None
+        (training): not known."""
         ids = batch.input_ids[b.r0 : b.r1, : b.width]
         positions = torch.arange(b.width, device=ids.device)[None, :]
         row_len = batch.row_len[b.r0 : b.r1, None]
@@ -213,7 +227,7 @@ class CrossJEMModule(nn.Module):
         else:
             hidden = self.encoder(
                 input_ids=ids,
-                attention_mask=attention.long(),
+                attention_mask=encoder_mask(self.encoder, attention, full),
                 token_type_ids=types.long(),
                 position_ids=position_ids,
             ).last_hidden_state.float()
@@ -299,6 +313,9 @@ def merge_rows(hidden: Tensor, dst: Tensor, width: int) -> Tensor:
     )
     flat = hidden.reshape(rows * first_width, dim)
     summed = hidden.new_zeros(rows * (width + 1), dim).index_add(0, target.reshape(-1), flat)
-    counts = torch.bincount(target.reshape(-1), minlength=rows * (width + 1))
+    # counted by index_add, not bincount: bincount reads the largest index back to the host
+    ones = torch.ones(target.numel(), dtype=torch.long, device=dst.device)
+    counts = torch.zeros(rows * (width + 1), dtype=torch.long, device=dst.device)
+    counts = counts.index_add(0, target.reshape(-1), ones)
     merged = summed / counts.clamp_min(1)[:, None].to(summed.dtype)
     return merged.reshape(rows, width + 1, dim)[:, :width]

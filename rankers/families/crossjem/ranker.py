@@ -430,7 +430,11 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
         module = self.scoring_module()
         assert isinstance(module, CrossJEMModule)
         with self.inference():
-            parts = [module.bucket_logits(batch, b) for batch in prepared for b in batch.buckets]
+            parts = [
+                module.bucket_logits(batch, b, batch.bucket_full(b))
+                for batch in prepared
+                for b in batch.buckets
+            ]
             values = torch.cat(parts).cpu().numpy() if parts else np.zeros(0, np.float32)
         out: list[np.ndarray] = []
         start = 0
