@@ -115,6 +115,13 @@ class EncoderConfig(ListTrainingConfig):
         role=RUNTIME,
         help="tokenise index()'s items once, so scoring only tokenises the query (same scores)",
     )
+    cuda_graphs: bool = option(
+        False,
+        role=RUNTIME,
+        help="score through CUDA graphs: each encoder call rounded up to a shape bucket (rows "
+        "to a power of two, width to a multiple of 16, padding masked) and replayed from a "
+        "graph captured on the bucket's first call (same scores; CUDA and runtime=torch only)",
+    )
     runtime: str = option(
         "torch",
         role=RUNTIME,
@@ -226,6 +233,12 @@ class EncoderRanker(
         )
         self._runtime = RuntimeCache()
         check_dtype_device(self.cfg.dtype, self.device)
+        #: the scoring module with its encoder through CUDA graphs (option cuda_graphs), and the
+        #: graph maker (rankers.inputs.graphs.CudaGraphs; tests give a fake)
+        self._graphed: tuple[nn.Module, nn.Module] | None = None
+        self._graph_maker: Any = None
+        if self.cfg.cuda_graphs:
+            self._check_cuda_graphs()
         if self.cfg.runtime != "torch" and self.device != "cpu":
             raise RankerError(
                 f"option runtime={self.cfg.runtime} runs on the CPU, not on device "
@@ -234,6 +247,22 @@ class EncoderRanker(
 
     def untrained_weights(self) -> str | None:
         return None if self.cfg.checkpoint else f"the {self.name} head on a bare encoder"
+
+    #: whether scoring calls ``module.encoder`` as a whole (what option ``cuda_graphs`` graphs)
+    graphs_encoder: ClassVar[bool] = False
+
+    def _check_cuda_graphs(self) -> None:
+        """Option ``cuda_graphs`` needs a CUDA device, the torch runtime and a ranker whose
+        scoring calls its encoder whole; anything else is refused, naming what to change."""
+        why = ""
+        if not self.device.startswith("cuda"):
+            why = f"a CUDA device (--device cuda), not {self.device!r}"
+        elif self.cfg.runtime != "torch":
+            why = f"runtime=torch, not runtime={self.cfg.runtime}"
+        elif not self.graphs_encoder:
+            why = f"a ranker that calls its encoder whole ({self.name} runs its layers itself)"
+        if why:
+            raise RankerError(f"option cuda_graphs=true captures CUDA graphs: it needs {why}")
 
     # -- subclass hooks ------------------------------------------------------------------------
     @abstractmethod
@@ -439,7 +468,8 @@ class EncoderRanker(
         (:mod:`rankers.runtimes`; training scores in torch: ``training_precision``)."""
         cfg = self.cfg
         if cfg.runtime == "torch":
-            return self._cast.get(self.module, scoring_dtype(cfg.dtype, self.device))
+            module = self._cast.get(self.module, scoring_dtype(cfg.dtype, self.device))
+            return self._graphed_module(module) if cfg.cuda_graphs else module
         precision = runtime_precision(cfg.runtime, cfg.dtype)
         fused = cfg.runtime == "onnxruntime" and cfg.onnx_graph == "fused"
         return self._runtime.get(
@@ -450,6 +480,18 @@ class EncoderRanker(
             fused=fused,
             recipe=cfg.int8_recipe,
         )
+
+    def _graphed_module(self, module: nn.Module) -> nn.Module:
+        """``module`` with its encoder through CUDA graphs (:mod:`rankers.inputs.graphs`), built
+        once per scoring module (a new cast copy gets new graphs)."""
+        from rankers.inputs.graphs import GraphedEncoder
+        from rankers.runtimes import with_encoder
+
+        if self._graphed is None or self._graphed[0] is not module:
+            inner = module.encoder
+            assert isinstance(inner, nn.Module)  # _build_module keeps it as .encoder
+            self._graphed = (module, with_encoder(module, GraphedEncoder(inner, self._graph_maker)))
+        return self._graphed[1]
 
     def encoder_outputs(self) -> tuple[str, ...]:
         """The encoder outputs the module reads (an exported graph computes only these)."""

@@ -186,6 +186,7 @@ class MonoBERTRanker(EncoderRanker[MonoBERTConfig]):
     family: ClassVar[str] = "early"
     Config = MonoBERTConfig
     pointwise: ClassVar[bool] = True
+    graphs_encoder: ClassVar[bool] = True
 
     def _check_config(self, config: Any) -> None:
         longest = self.cfg.max_query_len + self.cfg.max_item_len + 3

@@ -286,6 +286,17 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
         numbered by item positions put the shared block after the items)."""
         return self.cfg.positions == "item" and self.cfg.order == "hybrid"
 
+    graphs_encoder: ClassVar[bool] = True
+
+    def _check_cuda_graphs(self) -> None:
+        """A merged layout runs its layers itself: CUDA graphs of the whole encoder skip it."""
+        super()._check_cuda_graphs()
+        if self.cfg.merge_layers:
+            raise RankerError(
+                "option cuda_graphs=true graphs whole encoder calls; merge_layers="
+                f"{self.cfg.merge_layers} runs the layers itself: use merge_layers=0"
+            )
+
     def _build_module(self, encoder: PreTrainedModel) -> nn.Module:
         return CrossJEMModule(
             encoder,
