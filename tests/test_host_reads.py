@@ -7,8 +7,13 @@ the project's own reads of scores (``ReadCounter``: one download per call); the 
 every frame, transformers' included, through a ``TorchDispatchMode``, from the uploaded inputs
 to the scores: what it found before the scorers chose the attention mask on the host was
 ``aten.is_nonzero`` in transformers' ``masking_utils`` (``padding_mask.all()``, once per encoder
-call: monoBERT, CROSS-JEM union/concat/hybrid, RankT5), ``aten.bincount`` in CROSS-JEM's merged
-layouts (``merge_rows``) and ``aten.item`` in the Set-Encoder (its longest list, every layer).
+call: monoBERT, CROSS-JEM union/concat/hybrid, RankT5, the sentence-transformers
+cross-encoder), ``aten.bincount`` in CROSS-JEM's merged layouts (``merge_rows``) and
+``aten.item`` in the Set-Encoder (its longest list, every layer).
+
+Not watched: the dual encoders (DPR, ANCE) and ColBERT, whose encoding runs inside
+sentence-transformers' ``encode`` and colbert-ai (which reads the ids back to the host to mask
+punctuation): their calls are the libraries', not the project's.
 """
 
 from __future__ import annotations
@@ -96,18 +101,27 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
     ),
     "crossjem-merged": ("crossjem", {"merge_layers": 1, "union_len": 32, "max_item_len": 8}),
     "set-encoder": ("set-encoder", {"batch_size": 4}),
+    "rankt5": ("rankt5", {"batch_size": 4}),
+    "st-crossencoder": ("st-crossencoder", {"batch_size": 4}),
 }
 
 
 def _ranker(case: str, model: Path) -> Ranker:
+    from rankers.families.rankt5 import ENCDEC_PREFIX
+
     name, options = CASES[case]
-    return create_ranker(name, {"model": str(model), **options})
+    prefix = ENCDEC_PREFIX if name == "rankt5" else ""
+    return create_ranker(name, {"model": prefix + str(model), **options})
 
 
-def _model_step(ranker: Any) -> tuple[Callable[[], list[np.ndarray]], Any]:
-    """The model step of ``ranker``'s scoring on :data:`LISTS` (its inputs uploaded before)."""
+def _model_step(ranker: Any) -> Callable[[], list[np.ndarray]]:
+    """The model step of ``ranker``'s scoring on :data:`LISTS` (its inputs uploaded before);
+    a ranker without the two steps (RankT5 uploads each batch of pairs as it goes): its
+    ``score()``, whose uploads dispatch no device read either."""
+    if not hasattr(ranker, "prepare_scoring"):
+        return lambda: ranker.score(LISTS)
     prepared = ranker.prepare_scoring(LISTS)
-    return lambda: ranker.score_prepared(prepared), prepared
+    return lambda: ranker.score_prepared(prepared)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -116,7 +130,7 @@ def test_the_model_step_reads_nothing_back_from_the_device(case: str, tiny_bert:
     op), no op anywhere reads the device: not the project's code, not transformers'."""
     ranker = _ranker(case, tiny_bert)
     ranker.score(LISTS[:1])  # loads the model outside the watch
-    step, _ = _model_step(ranker)
+    step = _model_step(ranker)
     watch = HostReads()
     with watch:
         scores = step()
@@ -180,6 +194,32 @@ def test_a_row_mask_gives_the_encoders_hidden_states_exactly(tiny_bert: Path, pa
         assert (mask is None) is (not padded)
         after = encoder(input_ids=ids, attention_mask=mask).last_hidden_state
     assert torch.equal(before, after)
+
+
+def test_a_row_mask_gives_a_t5s_logits_exactly() -> None:
+    """RankT5 on a T5 (its encoder and the decoder's cross-attention read the one mask): the
+    host's choice gives the 2D mask's logits bit for bit (a small random T5, no download)."""
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    from rankers.inputs.masks import encoder_mask, takes_row_mask
+
+    torch.manual_seed(0)
+    config = T5Config(vocab_size=100, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4)
+    model = T5ForConditionalGeneration(config).eval()
+    assert takes_row_mask(model)
+    ids = torch.randint(1, 100, (4, 9), generator=torch.Generator().manual_seed(0))
+    start = torch.zeros(4, 1, dtype=torch.long)
+    for lengths in ([9, 5, 2, 9], [9] * 4):
+        valid = torch.arange(9)[None, :] < torch.tensor(lengths)[:, None]
+        full = min(lengths) == 9
+        with torch.inference_mode():
+            before, after = (
+                model(
+                    input_ids=ids, attention_mask=mask, decoder_input_ids=start, use_cache=False
+                ).logits
+                for mask in (valid.long(), encoder_mask(model, valid, full))
+            )
+        assert torch.equal(before, after)
 
 
 def test_an_encoder_without_sdpa_gets_the_2d_mask() -> None:

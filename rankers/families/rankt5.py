@@ -276,30 +276,40 @@ class RankT5Ranker(Ranker[RankT5Config], LatencyParts, Fits, Persistent):
         return [list(ids) for ids in enc["input_ids"]]
 
     def logits(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, module: Any = None
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        module: Any = None,
+        full: bool | None = None,
     ) -> torch.Tensor:
         """(P,) score-token logits at the first decoding step, decoder input = start token.
 
-        ``module``: a wrapper of :attr:`module` to call instead (the trainer's DDP model)."""
+        ``module``: a wrapper of :attr:`module` to call instead (the trainer's DDP model);
+        ``full``: whether no pair is padded, known on the host
+        (:func:`~rankers.inputs.masks.encoder_mask`: the model then reads nothing back)."""
         import torch
+
+        from rankers.inputs.masks import encoder_mask
 
         start = torch.full(
             (input_ids.shape[0], 1), self._start_id, dtype=torch.long, device=input_ids.device
         )
-        out = (module if module is not None else self.module)(
+        model = module if module is not None else self.module
+        out = model(
             input_ids=input_ids,
-            attention_mask=attention_mask,
+            attention_mask=encoder_mask(model, attention_mask, full),
             decoder_input_ids=start,
             use_cache=False,
         )
         return out.logits[:, 0, self._score_id]
 
-    def _pad(self, rows: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    def _pad(self, rows: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor, bool]:
+        """Ids and mask of ``rows`` on the device, and whether no row is padded (host)."""
         from rankers.inputs.batching import pad_rows
 
         ids = pad_rows(rows, int(self.tokenizer.pad_token_id)).to(self.device)
         mask = pad_rows([[1] * len(r) for r in rows], 0).to(self.device)
-        return ids, mask
+        return ids, mask, len({len(r) for r in rows}) <= 1
 
     def prepare(self, lists: Sequence[tuple[str, Sequence[str]]]) -> dict[str, Any]:
         """All pairs of several (query, documents) lists as one padded batch (training): ids,
@@ -336,12 +346,14 @@ class RankT5Ranker(Ranker[RankT5Config], LatencyParts, Fits, Persistent):
 
         rows = [ids for cl in lists for ids in self.pair_ids(cl.query.text, cl.texts)]
         module = self.scoring_module()
+
+        def score_batch(batch: list[list[int]]) -> torch.Tensor:
+            ids, mask, full = self._pad(batch)
+            return self.logits(ids, mask, module, full)
+
         with self.inference():
             return bucketed_scores(
-                rows,
-                [len(cl) for cl in lists],
-                self.cfg.batch_size,
-                lambda batch: self.logits(*self._pad(batch), module=module),
+                rows, [len(cl) for cl in lists], self.cfg.batch_size, score_batch
             )
 
     # -- training ------------------------------------------------------------------------------

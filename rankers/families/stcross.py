@@ -187,7 +187,7 @@ class STCrossEncoderRanker(Ranker[STCrossEncoderConfig], LatencyParts, Fits):
         batches = []
         for start in range(0, len(order), step):
             idx = order[start : start + step]
-            features = model.preprocess([pairs[i] for i in idx])
+            features = _host_mask(model, model.preprocess([pairs[i] for i in idx]))
             batches.append((idx, batch_to_device(features, model.device)))
         return PreparedPairs(batches, [len(cl) for cl in lists])
 
@@ -242,3 +242,19 @@ class STCrossEncoderRanker(Ranker[STCrossEncoderConfig], LatencyParts, Fits):
             "weights_hash": state_hash(self.model),
             "implementation": f"sentence_transformers.CrossEncoder.predict ({head})",
         }
+
+
+def _host_mask(model: Any, features: dict[str, Any]) -> dict[str, Any]:
+    """``features`` with the attention mask chosen on the host while it is still there
+    (:func:`rankers.inputs.masks.encoder_mask`: none for an unpadded batch, a 4D boolean one
+    otherwise), so the model step reads nothing back from the device; only for a cross-encoder
+    that is one ``Transformer`` module (no other module reads the 2D mask)."""
+    from rankers.inputs.masks import encoder_mask
+
+    modules = list(model)
+    mask = features.get("attention_mask")
+    inner = getattr(modules[0], "model", None) if len(modules) == 1 else None
+    if inner is None or mask is None or mask.device.type != "cpu" or mask.dim() != 2:
+        return features
+    features["attention_mask"] = encoder_mask(inner, mask, bool(mask.all()))
+    return features
