@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from test_host_reads import LISTS
 
-from bench.latency.protocol import entries_for, time_parts
+from bench.latency.plan import entries_for
+from bench.latency.protocol import time_parts
 from rankers import create_ranker
 
 

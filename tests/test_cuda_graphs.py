@@ -39,7 +39,10 @@ class FakeGraphs:
     def __init__(self) -> None:
         self.graphs: list[FakeGraph] = []
 
-    def capture(self, call: Callable[[], tuple[Tensor, ...]]) -> tuple[Any, tuple[Tensor, ...]]:
+    def capture(
+        self, call: Callable[[], tuple[Tensor, ...]], device: torch.device
+    ) -> tuple[Any, tuple[Tensor, ...]]:
+        assert device.type == "cpu"  # the inputs' device, where the graph would run
         outputs = tuple(t.clone() for t in call())
         self.graphs.append(FakeGraph(call, outputs))
         return self.graphs[-1], outputs

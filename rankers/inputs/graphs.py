@@ -48,20 +48,24 @@ class CudaGraphs:
     def __init__(self) -> None:
         self._pool: Any = None
 
-    def capture(self, call: Callable[[], tuple[Tensor, ...]]) -> tuple[Any, tuple[Tensor, ...]]:
-        """``call`` captured as a graph after :data:`WARMUP_CALLS` eager calls on a side
-        stream; returns the graph (``replay()`` reruns it) and the call's static outputs."""
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(WARMUP_CALLS):
-                call()
-        torch.cuda.current_stream().wait_stream(stream)
-        if self._pool is None:
-            self._pool = torch.cuda.graph_pool_handle()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self._pool):
-            outputs = call()
+    def capture(
+        self, call: Callable[[], tuple[Tensor, ...]], device: torch.device
+    ) -> tuple[Any, tuple[Tensor, ...]]:
+        """``call`` (on ``device``) captured as a graph after :data:`WARMUP_CALLS` eager calls
+        on a side stream; returns the graph (``replay()`` reruns it) and the call's static
+        outputs."""
+        with torch.cuda.device(device):
+            stream = torch.cuda.Stream()
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                for _ in range(WARMUP_CALLS):
+                    call()
+            torch.cuda.current_stream().wait_stream(stream)
+            if self._pool is None:
+                self._pool = torch.cuda.graph_pool_handle()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=self._pool):
+                outputs = call()
         return graph, outputs
 
 
@@ -76,7 +80,8 @@ class Captured:
 
 @dataclasses.dataclass
 class GraphedOutput:
-    """What the rankers read of an encoder's output, cut back to the call's rows and width."""
+    """What the rankers read of an encoder's output, cut back to the call's rows and width: the
+    graph's static output, valid until the next call (the rankers pool it at once)."""
 
     last_hidden_state: Tensor
     pooler_output: Tensor | None = None
@@ -133,7 +138,7 @@ class GraphedEncoder(nn.Module):
             pooled = getattr(out, "pooler_output", None)
             return (out.last_hidden_state,) if pooled is None else (out.last_hidden_state, pooled)
 
-        graph, outputs = self.graphs.capture(call)
+        graph, outputs = self.graphs.capture(call, device)
         return Captured(graph, inputs, outputs)
 
 
