@@ -118,6 +118,7 @@ class EncoderConfig(ListTrainingConfig):
     cuda_graphs: bool = option(
         False,
         role=RUNTIME,
+        keyed_at_default=False,
         help="score through CUDA graphs: each encoder call rounded up to a shape bucket (rows "
         "to a power of two, width to a multiple of 16, padding masked) and replayed from a "
         "graph captured on the bucket's first call (same scores; CUDA and runtime=torch only)",
