@@ -50,7 +50,7 @@ class Role(enum.Flag):
     Precision is two options: ``dtype`` (``RUNTIME``) is the precision scoring runs in, so a model
     trained once in float32 is scored in bfloat16 or int8 without training again; ``train_dtype``
     (``TRAINING``) is the autocast dtype of CUDA training and the precision of the dev scoring that
-    selects the epoch (:func:`rankers.precision.training_precision`).
+    selects the epoch (:func:`rankers.compute.precision.training_precision`).
     Encoder rankers (:class:`rankers.families.encoder.EncoderConfig`) adopt every saved option but
     the
     runtime ones, so that their config also says how a checkpoint was trained.
@@ -70,13 +70,13 @@ TRAINING, SCORE, RUNTIME = Role.TRAINING, Role.SCORE, Role.RUNTIME
 
 
 #: the values of every ``train_dtype`` option and of the ``dtype`` option of rankers that score in
-#: torch only (rankers.precision.DTYPES maps them to torch dtypes; kept here so that configs
+#: torch only (rankers.compute.precision.DTYPES maps them to torch dtypes; kept here so that configs
 #: validate without importing torch)
 DTYPE_NAMES: tuple[str, ...] = ("auto", "float32", "bfloat16", "float16")
 #: the scoring precisions of rankers whose scoring ``dtype`` also takes ``tf32`` (the rankers
 #: ``bench latency`` compares on a GPU: monoBERT, CROSS-JEM, the sentence-transformers peer):
 #: float32 weights with TF32 tensor-core matmuls (10-bit mantissa inputs, float32 accumulation),
-#: a CUDA mode no CPU has (rankers.precision.matmul_precision)
+#: a CUDA mode no CPU has (rankers.compute.precision.matmul_precision)
 TORCH_SCORING_DTYPE_NAMES: tuple[str, ...] = (*DTYPE_NAMES, "tf32")
 #: the scoring precisions of rankers that can also run on an int8 runtime (monoBERT, CROSS-JEM)
 SCORING_DTYPE_NAMES: tuple[str, ...] = (*TORCH_SCORING_DTYPE_NAMES, "int8")

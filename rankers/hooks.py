@@ -164,11 +164,11 @@ class LatencyParts(Protocol):
 
     def compute_dtype(self) -> str:
         """The dtype the scoring computation runs in: a config's ``dtype`` option as latency
-        records name it (:func:`rankers.precision.dtype_label`), 'n/a' without one."""
+        records name it (:func:`rankers.compute.precision.dtype_label`), 'n/a' without one."""
         dtype = getattr(self.config, "dtype", None)
         if dtype is None:
             return "n/a"
-        from rankers.precision import dtype_label
+        from rankers.compute.precision import dtype_label
 
         return dtype_label(str(dtype), self.device)
 

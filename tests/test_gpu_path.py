@@ -360,7 +360,7 @@ def test_backward_under_several_processes_reads_once(monkeypatch: pytest.MonkeyP
 def test_float32_logits_leave_autocast_for_the_head() -> None:
     """Under bf16 autocast a float32 Linear still runs in bf16 (autocast casts its inputs and
     weight); the head must give the float32 logits exactly."""
-    from rankers.precision import float32_logits
+    from rankers.compute.precision import float32_logits
 
     torch.manual_seed(0)
     head = torch.nn.Linear(64, 1)
@@ -603,7 +603,7 @@ def test_auto_dtype_is_bf16_only_on_a_gpu_with_native_bf16(
     import logging
 
     from bench.core import device as bench_device
-    from rankers import precision
+    from rankers.compute import precision
     from rankers.fit import optim
 
     asked: list[tuple[int, bool]] = []

@@ -225,8 +225,8 @@ def test_a_row_mask_gives_a_t5s_logits_exactly() -> None:
 def test_an_encoder_without_sdpa_gets_the_2d_mask() -> None:
     """The classic attention adds its mask to the scores (a boolean one would add 1 where it
     should keep), a runtime's exported graph takes the 2D mask: both get it, as before."""
+    from rankers.compute.runtimes import RuntimeEncoder
     from rankers.inputs.masks import encoder_mask, takes_row_mask
-    from rankers.runtimes import RuntimeEncoder
 
     class Config:
         _attn_implementation = "eager"
@@ -273,7 +273,7 @@ def test_scoring_a_module_in_eval_mode_switches_no_submodule(
 def test_the_float32_verdict_is_asked_once_per_module(monkeypatch: pytest.MonkeyPatch) -> None:
     """``CastCache.get`` on a float32 module walks its parameters on the first call only; a
     new module is asked again, and a bfloat16 one still gets its cast copy."""
-    from rankers.precision import CastCache
+    from rankers.compute.precision import CastCache
 
     walks: list[int] = []
     parameters = torch.nn.Module.parameters

@@ -164,8 +164,8 @@ def test_plan_skips_what_a_ranker_cannot_run_and_refuses_what_none_can(toys: Non
 @pytest.fixture
 def runtimes_installed(monkeypatch: pytest.MonkeyPatch) -> None:
     """The optional runtime packages taken as installed (make test runs without them): the
-    plan only asks :func:`rankers.runtimes.missing_packages`, nothing is loaded."""
-    from rankers import runtimes
+    plan only asks :func:`rankers.compute.runtimes.missing_packages`, nothing is loaded."""
+    from rankers.compute import runtimes
 
     monkeypatch.setattr(runtimes, "missing_packages", lambda runtime, precision: [])
 
@@ -175,7 +175,7 @@ def test_int8_without_onnxruntime_is_refused_naming_each_ranker(
 ) -> None:
     """The real rankers' configs (nothing loaded): int8 with ONNX Runtime missing is one error
     before any work, naming each ranker and what to install; the peer's int8 is a skip."""
-    from rankers import runtimes
+    from rankers.compute import runtimes
 
     plan = plan_precisions(["float32", "int8"], ["monobert", "st-crossencoder"], "wikiqa", {})
     assert [(s.ranker, s.precision) for s in plan.skipped] == [

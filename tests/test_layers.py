@@ -255,8 +255,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "rankers.compute",
             "rankers.compute.*",
-            "rankers.precision",
-            "rankers.runtimes",
+            "rankers.compute.precision",
+            "rankers.compute.runtimes",
             "rankers.io",
             "rankers.io.*",
             "rankers.inputs",
@@ -433,8 +433,6 @@ TOP_MODULES: dict[str, frozenset[str]] = {
             "errors.py",
             "hooks.py",
             "itemorder.py",
-            "precision.py",
-            "runtimes.py",
             "trainconfig.py",
         }
     ),

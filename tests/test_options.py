@@ -241,7 +241,7 @@ def test_training_keys_hold_exactly_the_training_options() -> None:
 
 
 def test_dtype_names_are_the_torch_mapping_keys() -> None:
-    from rankers.precision import DTYPES
+    from rankers.compute.precision import DTYPES
 
     assert tuple(DTYPES) == DTYPE_NAMES
 

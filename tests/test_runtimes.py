@@ -1,6 +1,6 @@
-"""Option ``runtime`` of the encoder rankers (rankers.runtimes): monoBERT and CROSS-JEM scored on
-ONNX Runtime and OpenVINO give torch float32's scores, int8 within a stated tolerance; the
-export happens once per weights, never in fit; options and missing packages fail clearly.
+"""Option ``runtime`` of the encoder rankers (rankers.compute.runtimes): monoBERT and CROSS-JEM
+scored on ONNX Runtime and OpenVINO give torch float32's scores, int8 within a stated tolerance;
+the export happens once per weights, never in fit; options and missing packages fail clearly.
 
 The runtimes are optional (the ``runtimes`` extra): tests that run one skip where its package
 is absent; the error tests need none of them."""
@@ -19,8 +19,8 @@ import torch
 from toydata import gold_split
 
 from bench.data.model import Candidate, CandidateList, Query
-from rankers import runtimes
 from rankers.base import RankerError
+from rankers.compute import runtimes
 from rankers.families.crossjem.ranker import CrossJEMRanker
 from rankers.families.encoder import EncoderRanker
 from rankers.families.monobert import MonoBERTRanker

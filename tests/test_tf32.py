@@ -15,8 +15,8 @@ import torch
 
 from bench.data.model import Candidate, CandidateList, Query
 from bench.latency.plan import BenchOptions, Skip, plan_precisions
-from rankers import precision
 from rankers.base import RankerError
+from rankers.compute import precision
 from rankers.families.crossjem.ranker import CrossJEMRanker
 from rankers.families.monobert import MonoBERTRanker
 

@@ -736,7 +736,7 @@ def test_int8_kernels_are_quantized_by_the_rankers_quantizer() -> None:
     QAttention, as in the quantized encoder; the plain attention's products stay float32."""
     pytest.importorskip("onnxruntime")
     pytest.importorskip("onnx")
-    from rankers.runtimes import quantize_int8
+    from rankers.compute.runtimes import quantize_int8
 
     assert "MatMulInteger" in _ops(quantize_int8(probes.linear_graph(8, 16, bias=True)))
     assert "QAttention" in _ops(quantize_int8(probes.fused_attention_graph(8, 2)))
@@ -754,7 +754,7 @@ def test_a_real_runtime_calibration_has_every_rate(
     the ranker's, each float32 one not."""
     pytest.importorskip("onnxruntime")
     pytest.importorskip("onnx")
-    from rankers import runtimes
+    from rankers.compute import runtimes
 
     sessions: list[tuple[str, bool, int]] = []
     build = runtimes.onnxruntime_session

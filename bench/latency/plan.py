@@ -122,7 +122,7 @@ class Precision:
 
 
 def _runtime_dtypes(runtime: str) -> tuple[str, ...]:
-    from rankers.runtimes import PRECISIONS
+    from rankers.compute.runtimes import PRECISIONS
 
     if runtime == TORCH:
         return TORCH_DTYPES
@@ -132,7 +132,7 @@ def _runtime_dtypes(runtime: str) -> tuple[str, ...]:
 def parse_precision(item: str) -> Precision:
     """``DTYPE`` or ``DTYPE@RUNTIME`` of ``--dtypes``; ValueError naming the item and the valid
     values."""
-    from rankers.runtimes import RUNTIMES
+    from rankers.compute.runtimes import RUNTIMES
 
     dtype, at, runtime = item.strip().partition("@")
     if not at:
@@ -265,8 +265,9 @@ def _why_not(
 
 def device_refusal(precision: Precision, device: str) -> str | None:
     """Why no ranker can score in ``precision`` on ``device`` (None: the device has it):
-    ``tf32`` on a device without TF32 matmuls (:func:`rankers.precision.check_dtype_device`)."""
-    from rankers.precision import check_dtype_device
+    ``tf32`` on a device without TF32 matmuls
+    (:func:`rankers.compute.precision.check_dtype_device`)."""
+    from rankers.compute.precision import check_dtype_device
 
     if precision.runtime != TORCH:
         return None

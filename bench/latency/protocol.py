@@ -32,8 +32,8 @@ from bench.latency.costmodel.time import compress_calls
 from bench.latency.plan import ARCHS, BenchOptions, Entry, Loaded, load_entry, random_weights_note
 from bench.latency.records import LatencyRow
 from rankers.base import Ranker, RankerError
+from rankers.compute.precision import TF32
 from rankers.hooks import EncoderRun, latency_parts
-from rankers.precision import TF32
 
 if TYPE_CHECKING:
     from bench.latency.costmodel.time import Calibrations

@@ -241,7 +241,7 @@ class ColBERTRanker(Ranker[ColBERTRankerConfig], LatencyParts, Fits, Persistent)
         self._dtok: Any = None
         self._provenance: dict[str, Any] = {}
         self.training_summary: TrainingSummary | None = None
-        from rankers.precision import CastCache
+        from rankers.compute.precision import CastCache
 
         # the projection stays float32 over a bf16 encoder, so MaxSim runs on float32 vectors
         self._cast: CastCache[ColBERT] = CastCache(lambda m: [m.linear])
@@ -270,7 +270,7 @@ class ColBERTRanker(Ranker[ColBERTRankerConfig], LatencyParts, Fits, Persistent)
 
     def scoring_model(self) -> ColBERT:
         """:attr:`colbert`, or its copy cast once to the scoring dtype (see ``dtype``)."""
-        from rankers.precision import scoring_dtype
+        from rankers.compute.precision import scoring_dtype
 
         return self._cast.get(self.colbert, scoring_dtype(self.cfg.dtype, self.device))
 
@@ -354,7 +354,7 @@ class ColBERTRanker(Ranker[ColBERTRankerConfig], LatencyParts, Fits, Persistent)
 
     def inference(self) -> contextlib.AbstractContextManager[None]:
         """eval mode and no autograd, restoring the previous mode afterwards."""
-        from rankers.precision import evaluating  # torch, imported when first scoring
+        from rankers.compute.precision import evaluating  # torch, imported when first scoring
 
         return evaluating(self.colbert)
 

@@ -154,7 +154,7 @@ class DenseRanker(Ranker[DenseConfig], LatencyParts, Fits, Persistent, Exportabl
         #: the hard negatives the last fit trained on, a record like :attr:`training_summary`
         self.mining_rounds: list[MiningRound] = []
         self._fitting = False
-        from rankers.precision import CastCache
+        from rankers.compute.precision import CastCache
 
         # pooling (and any Dense/Normalize after it) stays float32 over a bf16 transformer
         self._cast: CastCache[SentenceTransformer] = CastCache(lambda m: list(m)[1:])
@@ -212,7 +212,7 @@ class DenseRanker(Ranker[DenseConfig], LatencyParts, Fits, Persistent, Exportabl
 
     def encoding_model(self) -> SentenceTransformer:
         """:attr:`model`, or its copy cast once to the scoring dtype (see ``dtype``)."""
-        from rankers.precision import scoring_dtype
+        from rankers.compute.precision import scoring_dtype
 
         return self._cast.get(self.model, scoring_dtype(self.config.dtype, self.device))
 

@@ -43,6 +43,22 @@ from rankers.base import (
     option,
 )
 from rankers.compute.losses import ANY_REAL_TARGETS, TEACHER_SCORES
+from rankers.compute.precision import (
+    INT8,
+    CastCache,
+    check_dtype_device,
+    scoring_dtype,
+    scoring_precision,
+)
+from rankers.compute.runtimes import (
+    DEFAULT_INT8_RECIPE,
+    INT8_RECIPES,
+    ONNX_GRAPHS,
+    RUNTIMES,
+    RuntimeCache,
+    check_runtime,
+    runtime_precision,
+)
 from rankers.hooks import (
     EncoderRun,
     Exportable,
@@ -56,16 +72,6 @@ from rankers.inputs.batching import SpecialIds, cut_counts, special_ids, token_i
 from rankers.inputs.tokens import ItemTokens
 from rankers.io.models import resolve_model, state_hash, weights_hash
 from rankers.itemorder import item_texts
-from rankers.precision import INT8, CastCache, check_dtype_device, scoring_dtype, scoring_precision
-from rankers.runtimes import (
-    DEFAULT_INT8_RECIPE,
-    INT8_RECIPES,
-    ONNX_GRAPHS,
-    RUNTIMES,
-    RuntimeCache,
-    check_runtime,
-    runtime_precision,
-)
 from rankers.trainconfig import ListTrainingConfig
 
 if TYPE_CHECKING:
@@ -459,14 +465,14 @@ class EncoderRanker(
     # -- inference helpers ---------------------------------------------------------------------
     def inference(self) -> contextlib.AbstractContextManager[None]:
         """eval mode and no autograd, the CUDA matmul mode of option ``dtype`` (TF32 for
-        ``tf32`` only: :func:`~rankers.precision.matmul_precision`); the dtype is the scoring
-        module's (:meth:`scoring_module`)."""
+        ``tf32`` only: :func:`~rankers.compute.precision.matmul_precision`); the dtype is the
+        scoring module's (:meth:`scoring_module`)."""
         return scoring_precision(self.module, self.cfg.dtype, self.device)
 
     def scoring_module(self) -> nn.Module:
         """The module scoring runs: :attr:`module`, or its copy cast once to the scoring dtype,
         or (option ``runtime``) the module with its encoder on ONNX Runtime or OpenVINO
-        (:mod:`rankers.runtimes`; training scores in torch: ``training_precision``)."""
+        (:mod:`rankers.compute.runtimes`; training scores in torch: ``training_precision``)."""
         cfg = self.cfg
         if cfg.runtime == "torch":
             module = self._cast.get(self.module, scoring_dtype(cfg.dtype, self.device))
@@ -485,8 +491,8 @@ class EncoderRanker(
     def _graphed_module(self, module: nn.Module) -> nn.Module:
         """``module`` with its encoder through CUDA graphs (:mod:`rankers.inputs.graphs`), built
         once per scoring module (a new cast copy gets new graphs)."""
+        from rankers.compute.runtimes import with_encoder
         from rankers.inputs.graphs import GraphedEncoder
-        from rankers.runtimes import with_encoder
 
         if self._graphed is None or self._graphed[0] is not module:
             inner = module.encoder

@@ -25,6 +25,7 @@ from torch import Tensor, nn
 
 from bench.data.model import CandidateList
 from rankers.base import RUNTIME, SCORE, TRAINING, RankerError, inherit_option, option
+from rankers.compute.precision import float32_logits
 from rankers.families.encoder import EncoderConfig, EncoderRanker
 from rankers.hooks import EncoderCall
 from rankers.inputs.batching import (
@@ -39,7 +40,6 @@ from rankers.inputs.masks import encoder_mask
 from rankers.inputs.tokens import PAD, ItemArrays
 from rankers.inputs.transfer import upload
 from rankers.itemorder import sort_items_option
-from rankers.precision import float32_logits
 from rankers.trainconfig import ListTrainingConfig
 
 if TYPE_CHECKING:

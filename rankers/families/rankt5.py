@@ -150,7 +150,7 @@ class RankT5Ranker(Ranker[RankT5Config], LatencyParts, Fits, Persistent):
         self._start_id = -1
         self._info: dict[str, Any] = {}
         self.training_summary: TrainingSummary | None = None
-        from rankers.precision import CastCache
+        from rankers.compute.precision import CastCache
 
         # the LM head stays float32: the score-token logit is not rounded to bf16
         self._cast: CastCache[PreTrainedModel] = CastCache(lambda m: [m.get_output_embeddings()])
@@ -248,13 +248,13 @@ class RankT5Ranker(Ranker[RankT5Config], LatencyParts, Fits, Persistent):
 
     def inference(self) -> contextlib.AbstractContextManager[None]:
         """eval mode and no autograd (the dtype is the scoring module's: :meth:`scoring_module`)."""
-        from rankers.precision import evaluating  # torch, imported when first scoring
+        from rankers.compute.precision import evaluating  # torch, imported when first scoring
 
         return evaluating(self.module)
 
     def scoring_module(self) -> Any:
         """:attr:`module`, or its copy cast once to the scoring dtype (see ``dtype``)."""
-        from rankers.precision import scoring_dtype
+        from rankers.compute.precision import scoring_dtype
 
         return self._cast.get(self.module, scoring_dtype(self.cfg.dtype, self.device))
 

@@ -45,12 +45,12 @@ from torch import Tensor, nn
 
 from bench.data.model import CandidateList
 from rankers.base import RUNTIME, RankerError, inherit_option, option
+from rankers.compute.precision import float32_logits
 from rankers.families.encoder import EncoderConfig, EncoderRanker
 from rankers.families.monobert import pair_matrix
 from rankers.hooks import EncoderCall
 from rankers.inputs.batching import check_positions, list_arrays, scatter_to_lists
 from rankers.inputs.transfer import upload
-from rankers.precision import float32_logits
 from rankers.trainconfig import ListTrainingConfig
 
 if TYPE_CHECKING:

@@ -118,7 +118,7 @@ class STCrossEncoderRanker(Ranker[STCrossEncoderConfig], LatencyParts, Fits):
 
     def __init__(self, config: STCrossEncoderConfig | None = None, device: str = "cpu") -> None:
         super().__init__(config, device)
-        from rankers.precision import check_dtype_device
+        from rankers.compute.precision import check_dtype_device
 
         check_dtype_device(self.config.dtype, device)
         self._model: Any = None
@@ -164,7 +164,7 @@ class STCrossEncoderRanker(Ranker[STCrossEncoderConfig], LatencyParts, Fits):
                     )
             except (OSError, ValueError) as exc:
                 raise RankerError(f"{self.name}: cannot load {ref.path!r}: {exc}") from exc
-            from rankers.precision import scoring_dtype
+            from rankers.compute.precision import scoring_dtype
 
             dtype = scoring_dtype(self.config.dtype, self.device)
             if dtype != next(self._model.parameters()).dtype:
@@ -194,7 +194,7 @@ class STCrossEncoderRanker(Ranker[STCrossEncoderConfig], LatencyParts, Fits):
     def score_prepared(self, prepared: PreparedPairs) -> list[np.ndarray]:
         import torch
 
-        from rankers.precision import matmul_precision
+        from rankers.compute.precision import matmul_precision
 
         model = self.model
         flat = np.zeros(sum(prepared.list_sizes), dtype=np.float32)
@@ -219,7 +219,7 @@ class STCrossEncoderRanker(Ranker[STCrossEncoderConfig], LatencyParts, Fits):
 
     # -- latency hooks -------------------------------------------------------------------------
     def compute_dtype(self) -> str:
-        from rankers.precision import dtype_label
+        from rankers.compute.precision import dtype_label
 
         return dtype_label(self.config.dtype, self.device)
 

@@ -284,12 +284,12 @@ def train_loop(
     (the best epoch's weights restored). Without ``accelerator``, one is made in float32 on the
     ranker's device. ``on_checkpoint`` is called on every process after each published
     checkpoint with ``{"epoch", "step"}``. The ranker scores (dev) in its training precision
-    (:func:`rankers.precision.training_precision`): dev selects the epoch, so it must not depend
-    on the runtime-only ``dtype``.
+    (:func:`rankers.compute.precision.training_precision`): dev selects the epoch, so it must not
+    depend on the runtime-only ``dtype``.
     """
     from bench.core.device import deterministic_kernels
     from bench.core.progress import progress_bar
-    from rankers.precision import training_precision
+    from rankers.compute.precision import training_precision
 
     with training_precision(ranker.config):
         state = setup_loop(

@@ -54,8 +54,8 @@ from bench.latency.costmodel.probes import (
 )
 from bench.latency.records import LATENCY_DIR
 from bench.results.records import config_hash
-from rankers.precision import INT8
-from rankers.runtimes import ONNX_GRAPHS, missing_packages
+from rankers.compute.precision import INT8
+from rankers.compute.runtimes import ONNX_GRAPHS, missing_packages
 
 log = logging.getLogger(__name__)
 

@@ -21,17 +21,18 @@ nothing. So the probes time the kernels a BERT layer runs:
 **PyTorch on a CUDA GPU** (the same probes, :func:`cuda_probe`): the tensors on the device, each
 sample a burst of calls up to a wait for the device (:class:`Probe`), token counts up to 131,072
 (a GPU's MatMuls reach their rate only there) and more attention rows; ``tf32`` timed with TF32
-matmuls on, every other precision with them off (:func:`rankers.precision.matmul_precision`).
+matmuls on, every other precision with them off
+(:func:`rankers.compute.precision.matmul_precision`).
 And ``call``: the fixed cost of an encoder call (:func:`torch_call_ms`), the whole time of a
 one-row call through a one- and a two-layer BERT, which a GPU call pays before any FLOP.
 
 **ONNX Runtime** (:func:`ort_rates`). A row timed there runs other kernels (MLAS MatMuls, the
 fused ``Attention`` op, int8 ``DynamicQuantizeMatMul``). Each is a tiny ONNX graph built with
-``onnx.helper`` as the exported encoder holds it (:mod:`rankers.runtimes`), quantized for int8 by
-the ranker's own quantizer (:func:`rankers.runtimes.quantize_int8`) and run in a session built
-like the ranker's (:func:`rankers.runtimes.onnxruntime_session`), so that the kernel timed is the
-one the model runs after the runtime's own fusions. Per graph
-(:data:`rankers.runtimes.ONNX_GRAPHS`):
+``onnx.helper`` as the exported encoder holds it (:mod:`rankers.compute.runtimes`), quantized
+for int8 by the ranker's own quantizer (:func:`rankers.compute.runtimes.quantize_int8`) and run
+in a session built like the ranker's (:func:`rankers.compute.runtimes.onnxruntime_session`), so
+that the kernel timed is the one the model runs after the runtime's own fusions. Per graph
+(:data:`rankers.compute.runtimes.ONNX_GRAPHS`):
 
 * ``linear``: ``tokens x k`` by a ``k x n`` weight for each weight shape the precision runs, at
   :data:`TOKENS`, as GFLOP/s: on the plain graph MatMul and bias Add (int8: fused into one
@@ -64,8 +65,8 @@ import numpy as np
 
 from bench.core.device import synchronize
 from bench.latency.costmodel.flops import EncoderShape
-from rankers.precision import INT8, TF32
-from rankers.runtimes import DEFAULT_INT8_RECIPE, INT8_RECIPES, OPSET
+from rankers.compute.precision import INT8, TF32
+from rankers.compute.runtimes import DEFAULT_INT8_RECIPE, INT8_RECIPES, OPSET
 
 if TYPE_CHECKING:
     import torch
@@ -76,7 +77,7 @@ TOKENS = (128, 512, 2048)
 LENGTHS = (16, 32, 64, 128, 256, 512)
 ATTENTION_TOKENS = 2048
 #: the dtypes PyTorch's kernels are timed in on a CPU, and on a GPU (``tf32``: float32 weights
-#: on TF32 tensor cores, :data:`rankers.precision.TF32`)
+#: on TF32 tensor cores, :data:`rankers.compute.precision.TF32`)
 TORCH_DTYPES = ("float32", "bfloat16", "float16")
 CUDA_DTYPES = ("float32", TF32, "bfloat16", "float16")
 FLOAT32 = "float32"
@@ -118,7 +119,7 @@ class Rates:
 
 
 # -- what each layer runs ---------------------------------------------------------------
-#: a layer's weight MatMuls by kind (the kinds :data:`rankers.runtimes.FLOAT_KINDS` keeps in
+#: a layer's weight MatMuls by kind (the kinds :data:`rankers.compute.runtimes.FLOAT_KINDS` keeps in
 #: float32, and the attention projections)
 KINDS = ("qkv", "attn_out", "ffn_in", "ffn_out")
 
@@ -140,7 +141,8 @@ IN_ATTENTION = {"fused": ("qkv",), "plain": ()}
 def layer_precisions(dtype: str, recipe: str | None, layer: int) -> LayerPlan:
     """The precision of each weight MatMul kind (:data:`KINDS`) in layer ``layer`` (0-based)
     of an encoder scored in ``dtype`` with int8 recipe ``recipe``
-    (:data:`rankers.runtimes.INT8_RECIPES`): what the ranker's quantizer leaves in float32."""
+    (:data:`rankers.compute.runtimes.INT8_RECIPES`): what the ranker's quantizer leaves in
+    float32."""
     if dtype != INT8:
         return dict.fromkeys(KINDS, FLOAT32)
     keep = INT8_RECIPES[recipe or DEFAULT_INT8_RECIPE].keep_float
@@ -286,7 +288,7 @@ def torch_peak(name: str, probe: Probe = CPU) -> float:
     float32 on TF32 tensor cores)."""
     import torch
 
-    from rankers.precision import matmul_precision
+    from rankers.compute.precision import matmul_precision
 
     dtype, side = torch_dtype(name), PEAK_SIDE
     a, b = (torch.randn(side, side, dtype=dtype, device=probe.device) for _ in range(2))
@@ -315,7 +317,7 @@ def torch_rates(
     seconds); on a GPU in the matmul mode of ``dtype`` (TF32 for ``tf32`` only)."""
     import torch
 
-    from rankers.precision import matmul_precision
+    from rankers.compute.precision import matmul_precision
 
     if attention not in ATTENTIONS:
         raise ValueError(f"unknown attention {attention!r}; known: {', '.join(ATTENTIONS)}")
@@ -346,7 +348,7 @@ def torch_call_ms(
     import torch
     from transformers import AutoModel, BertConfig
 
-    from rankers.precision import matmul_precision
+    from rankers.compute.precision import matmul_precision
 
     ids = torch.arange(CALL_TOKENS, device=device)[None, :]
     mask = (ids < CALL_TOKENS - 1).long()
@@ -514,7 +516,7 @@ Timer = Callable[[dict[str, np.ndarray]], float]
 
 def _session_timer(model: bytes, precision: str, threads: int) -> Timer:
     """A session of ``model`` built as the ranker's (quantized first for int8), timed on feeds."""
-    from rankers.runtimes import onnxruntime_session, quantize_int8
+    from rankers.compute.runtimes import onnxruntime_session, quantize_int8
 
     if precision == INT8:
         model = quantize_int8(model)

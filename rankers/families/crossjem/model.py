@@ -19,12 +19,12 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from rankers.compute.precision import float32_logits
 from rankers.families.crossjem.inputs import Row
 from rankers.families.crossjem.packed import Bucket, PackedRows, drop_default_positions
 from rankers.inputs.batching import scatter_to_lists
 from rankers.inputs.masks import encoder_mask
 from rankers.inputs.transfer import upload
-from rankers.precision import float32_logits
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -179,7 +179,8 @@ class ItemPositions(nn.Module):
 class CrossJEMModule(nn.Module):
     """Encoder + selective mean pooling (+ optional item positions) + shared linear classifier."""
 
-    #: the submodules a low-precision scoring copy keeps in float32 (rankers.precision.CastCache)
+    #: the submodules a low-precision scoring copy keeps in float32
+    #: (rankers.compute.precision.CastCache)
     FLOAT32_PARTS = ("classifier", "item_position")
 
     def __init__(

@@ -570,7 +570,7 @@ def with_encoder(module: nn.Module, encoder: nn.Module) -> nn.Module:
 class RuntimeCache:
     """The ranker's module with its encoder on a runtime, built once per weights, runtime and
     precision; rebuilt when a parameter has changed since (tensors' version counters), as
-    :class:`rankers.precision.CastCache` does for cast copies."""
+    :class:`rankers.compute.precision.CastCache` does for cast copies."""
 
     def __init__(self) -> None:
         self._key: tuple[Any, ...] | None = None

@@ -32,7 +32,7 @@ DTYPES: dict[str, torch.dtype | None] = {
 }
 
 
-#: the scoring precision that no torch module runs in: an int8 runtime's (rankers.runtimes)
+#: the scoring precision that no torch module runs in: an int8 runtime's (rankers.compute.runtimes)
 INT8 = "int8"
 #: the scoring precision of float32 weights on TF32 tensor cores (a CUDA matmul mode, not a
 #: dtype: :func:`matmul_precision`; rankers.base.TORCH_SCORING_DTYPE_NAMES lists it)
@@ -145,7 +145,8 @@ def training_precision(config: Any) -> Iterator[None]:
     """While a ranker fine-tunes, its scoring (the dev scoring that selects the epoch) runs in
     ``config.train_dtype``: the trained weights then depend only on training options, so the
     runtime-only ``dtype`` scores the float32-trained model in another precision without
-    training it again. For the same reason a config's ``runtime`` (:mod:`rankers.runtimes`) is
+    training it again. For the same reason a config's ``runtime``
+    (:mod:`rankers.compute.runtimes`) is
     torch meanwhile. Restores both afterwards, also on error. A config without both precision
     options (an out-of-tree ranker's) is left as it is."""
     if not (hasattr(config, "dtype") and hasattr(config, "train_dtype")):
