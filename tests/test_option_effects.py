@@ -206,14 +206,14 @@ def test_the_read_log_sees_the_options_that_do_nothing(
         (
             "set-encoder",
             {"dtype": "int8"},
-            "option dtype='int8': expected one of auto, float32, bfloat16, float16 (dtype=int8 "
-            "needs runtime=onnxruntime, and runtime here takes only torch)",
+            "option dtype='int8': expected one of auto, float32, bfloat16, float16, tf32 "
+            "(dtype=int8 needs runtime=onnxruntime, and runtime here takes only torch)",
         ),
         (
             "set-encoder",
             {"int8_recipe": "all"},
             "option int8_recipe='all' does nothing for this ranker (int8_recipe=all needs "
-            "dtype=int8, and dtype here takes only auto, float32, bfloat16, float16); leave "
+            "dtype=int8, and dtype here takes only auto, float32, bfloat16, float16, tf32); leave "
             "int8_recipe at its default, ffn-float",
         ),
         (
@@ -255,10 +255,10 @@ def test_bench_rankers_lists_only_what_each_ranker_runs() -> None:
     from rankers.families.setencoder import SetEncoderConfig
 
     shown = {o.name: o.range for o in SetEncoderConfig.describe_options()}
-    assert shown["dtype"] == "auto, float32, bfloat16, float16"
+    assert shown["dtype"] == "auto, float32, bfloat16, float16, tf32"
     assert "onnx_graph" not in shown and "int8_recipe" not in shown and "runtime" not in shown
     mono = {o.name: o.range for o in MonoBERTConfig.describe_options()}
-    assert mono["dtype"] == "auto, float32, bfloat16, float16, int8"
+    assert mono["dtype"] == "auto, float32, bfloat16, float16, tf32, int8"
     assert mono["onnx_graph"] == "fused, plain" and "int8_recipe" in mono
     result = CliRunner().invoke(app, ["rankers"])
     assert result.exit_code == 0, result.output
