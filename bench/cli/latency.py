@@ -104,7 +104,7 @@ def latency(
             "same precision and each precision's gain over float32. A precision a ranker cannot "
             "run is skipped with a line saying why (tf32 on a CPU too); one no timed ranker runs "
             "is an error. Not with --set dtype/runtime (default: each ranker in its dtype "
-            "option).",
+            "option)."
         ),
     ] = None,
     data_dir: DataDir = None,
@@ -124,7 +124,7 @@ def latency(
         typer.Option(
             help="After the timing, one profiled pass per row over its calls (untimed): "
             "kernels launched and device busy time per query on CUDA (aten operators and their "
-            "CPU time on a CPU), stored in the record and shown in a table of their own.",
+            "CPU time on a CPU), stored in the record and shown in a table of their own."
         ),
     ] = False,
     calibrate: Annotated[
@@ -133,7 +133,7 @@ def latency(
             help="Measure this machine's kernel rates anew (matmul, attention by length, per "
             "dtype and thread count; a few seconds each) instead of reading the calibration "
             "cached under results/latency/; the time model predicts each encoder ranker's "
-            "time with them.",
+            "time with them."
         ),
     ] = False,
 ) -> None:

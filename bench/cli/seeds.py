@@ -154,9 +154,7 @@ def make(
 
 @group_app.command("show")
 @friendly_errors
-def show(
-    group: Annotated[Path, typer.Argument(help="A group record (*-seeds-*.json).")],
-) -> None:
+def show(group: Annotated[Path, typer.Argument(help="A group record (*-seeds-*.json).")]) -> None:
     """A group's metrics per seed, mean ± sd, and how far its seeds reproduce one another
     (Kendall's tau Union, RBO, RMSE from repro-eval, when installed: crossjem-bench[repro])."""
     from bench.reporting.seeds import group_report

@@ -33,11 +33,7 @@ def titled(title: str, table: str, notes: Sequence[str] = ()) -> str:
 
 
 def rich(
-    title: str,
-    header: Sequence[str],
-    groups: Sequence[Rows],
-    text_columns: int,
-    caption: str = "",
+    title: str, header: Sequence[str], groups: Sequence[Rows], text_columns: int, caption: str = ""
 ) -> Table:
     """A rich table (print it with a Console): ``text_columns`` left-aligned columns, then
     right-aligned figures; a line between ``groups`` of rows. Cells may hold rich markup;

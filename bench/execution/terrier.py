@@ -136,9 +136,7 @@ def rerank_frame(ranker: Ranker, frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def reranker(
-    ranker: str | Path | Ranker,
-    options: Mapping[str, Any] | None = None,
-    device: str = "cpu",
+    ranker: str | Path | Ranker, options: Mapping[str, Any] | None = None, device: str = "cpu"
 ) -> Any:
     """A ``pt.Transformer`` that re-ranks with ``ranker`` (see :func:`open_ranker`)."""
     try:

@@ -28,11 +28,7 @@ if TYPE_CHECKING:
 
 
 def bm25_lists(
-    split: RankingSplit,
-    n: int,
-    *,
-    index: BM25Index | None = None,
-    queries: int | None = None,
+    split: RankingSplit, n: int, *, index: BM25Index | None = None, queries: int | None = None
 ) -> RankingSplit:
     """The first ``queries`` queries of ``split``, each with its BM25 top ``n`` items (BM25
     order, first-stage score kept) over the split's whole candidate collection."""

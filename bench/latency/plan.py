@@ -195,10 +195,7 @@ class PrecisionPlan:
 
     def config(self) -> dict[str, Any]:
         """What the record's config says: the precisions and the pairs skipped."""
-        return {
-            "precisions": self.names,
-            "skipped": [dataclasses.asdict(s) for s in self.skipped],
-        }
+        return {"precisions": self.names, "skipped": [dataclasses.asdict(s) for s in self.skipped]}
 
 
 def _needs(cls: type, name: str) -> tuple[tuple[str, tuple[Any, ...]], ...]:
@@ -339,10 +336,7 @@ def tag_entry(entry: Entry, precision: str) -> Entry:
     precision: ``[pre-tokenised, onnxruntime int8]``)."""
     label = entry.label if precision in entry.label else precision_column(entry.label, precision)
     return dataclasses.replace(
-        entry,
-        label=label,
-        column=precision_column(entry.column, precision),
-        precision=precision,
+        entry, label=label, column=precision_column(entry.column, precision), precision=precision
     )
 
 
@@ -593,9 +587,7 @@ def precision_entries(
 
 
 def with_latency_defaults(
-    options: Mapping[str, Mapping[str, Any]],
-    rankers: Sequence[str],
-    checkpoints: Mapping[str, str],
+    options: Mapping[str, Mapping[str, Any]], rankers: Sequence[str], checkpoints: Mapping[str, str]
 ) -> dict[str, dict[str, Any]]:
     """``options`` (per canonical ranker name) over each ranker's
     :attr:`~rankers.base.Ranker.latency_defaults` (CROSS-JEM: ``union_len=auto``), which take the

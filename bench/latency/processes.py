@@ -164,10 +164,7 @@ def _pooled(trackers: Sequence[LatencyTracker]) -> LatencyTracker:
 
 
 def _rows(
-    loaded: Sequence[Loaded],
-    ranks: Sequence[Sequence[dict[str, Any]]],
-    opts: BenchOptions,
-    n: int,
+    loaded: Sequence[Loaded], ranks: Sequence[Sequence[dict[str, Any]]], opts: BenchOptions, n: int
 ) -> list[LatencyRow]:
     """Rows from the pooled calls of all ranks (``ranks[k]``: each rank's timing of entry k),
     with each rank's own summaries and the aggregate throughput added."""

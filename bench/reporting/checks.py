@@ -344,11 +344,7 @@ def _check_metric(exp: MetricExpectation, records: Sequence[ResultRecord]) -> Ch
     if abs(diff) <= exp.tolerance + _EPS:
         return CheckResult(OK, actual=actual, **found, **base)
     return CheckResult(
-        FAIL,
-        actual=actual,
-        **found,
-        **base,
-        message=f"off by {diff:+.4g}, beyond the tolerance",
+        FAIL, actual=actual, **found, **base, message=f"off by {diff:+.4g}, beyond the tolerance"
     )
 
 
@@ -438,9 +434,7 @@ def _covers(selector: Pick, record: ResultRecord) -> bool:
 
 
 def check_report(
-    expected: Iterable[Path] | Path,
-    records: Sequence[ResultRecord],
-    recorded: Iterable[str] = (),
+    expected: Iterable[Path] | Path, records: Sequence[ResultRecord], recorded: Iterable[str] = ()
 ) -> CheckReport:
     """Check every entry of the expected-values files (or directories of them) against
     ``records``, and list the run records no entry covers.

@@ -74,10 +74,7 @@ def precision_row(records: Records, name: str, ranker: str, column: Column) -> C
 
 
 def precision_table(
-    records: Records,
-    name: str,
-    rankers: Sequence[str],
-    columns: Sequence[Column] = COLUMNS,
+    records: Records, name: str, rankers: Sequence[str], columns: Sequence[Column] = COLUMNS
 ) -> str:
     """AP@10 per ranker and precision (``columns``: a subset of :data:`COLUMNS`), the change
     against float32 on the same device beside each low-precision value."""

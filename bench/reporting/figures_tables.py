@@ -209,9 +209,7 @@ COLBERT_RANKT5 = PickTable(
             ("wikiqa", "monobert bce, 3 epochs (the setting then)"), MONOBERT_BCE_T, record=WIKIQA
         ),
         PickRow(
-            ("wikiqa", "monobert `loss=ce` (wikiqa's setting now, above)"),
-            MONOBERT_CE,
-            WIKIQA,
+            ("wikiqa", "monobert `loss=ce` (wikiqa's setting now, above)"), MONOBERT_CE, WIKIQA
         ),
         PickRow(("semeval16b", "colbert"), COLBERT, SEMEVAL),
         PickRow(("semeval16b", "rankt5 (MiniLM-L6 enc-dec)"), RANKT5, SEMEVAL),

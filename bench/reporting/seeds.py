@@ -37,8 +37,7 @@ def group_table(record: GroupRecord) -> Table:
         table.add_row(str(seed), *(f"{member.metrics[m]:.4f}" for m in names))
     table.add_section()
     table.add_row(
-        f"n={len(record.seeds)}",
-        *(f"{record.metrics[m]:.4f} ± {record.sd[m]:.4f}" for m in names),
+        f"n={len(record.seeds)}", *(f"{record.metrics[m]:.4f} ± {record.sd[m]:.4f}" for m in names)
     )
     return table
 

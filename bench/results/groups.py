@@ -232,15 +232,20 @@ def write_group(group: SeedGroup, folder: Path | None = None) -> SeedGroup:
     return dataclasses.replace(out, path=path)
 
 
-def read_group(path: Path) -> SeedGroup:
-    """The group record at ``path`` (ValueError naming the file when it is not one)."""
+def read_json_object(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path`` (ValueError naming the file when it holds none)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: not valid JSON ({exc})") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
-    return SeedGroup.from_json(data, path)
+    return data
+
+
+def read_group(path: Path) -> SeedGroup:
+    """The group record at ``path`` (ValueError naming the file when it is not one)."""
+    return SeedGroup.from_json(read_json_object(path), path)
 
 
 def load_groups(
@@ -377,11 +382,9 @@ def member_per_query(path: Path, record: ResultRecord) -> PerQueryFile:
 def read_member(path: Path) -> ResultRecord:
     """A member's record from its file (``record.json`` of a run folder: the record's path is
     the folder, as :func:`bench.results.records.read_record` gives it)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc})") from None
-    return ResultRecord.from_json(data, path.parent if path.name == RECORD else path)
+    return ResultRecord.from_json(
+        read_json_object(path), path.parent if path.name == RECORD else path
+    )
 
 
 def group_record(group: SeedGroup) -> GroupRecord:
