@@ -19,7 +19,6 @@ from bench.reporting.checks import (
     check_report,
     format_check_line,
     load_expectations,
-    run_checks,
 )
 from bench.results.records import (
     LATENCY_KIND,
@@ -113,7 +112,7 @@ BM25 = (
 
 
 def test_ok_and_line_format(tmp_path: Path, records: list[ResultRecord]) -> None:
-    [result] = run_checks([write_yaml(tmp_path, BM25 % (0.6123, 0.005))], records)
+    [result] = check_report([write_yaml(tmp_path, BM25 % (0.6123, 0.005))], records).results
     assert result.status == OK and result.ok
     assert (result.expected, result.actual, result.tolerance) == (0.6123, 0.6125, 0.005)
     assert result.source == "expected.yaml#0"
@@ -131,7 +130,7 @@ def test_fail_beyond_tolerance(tmp_path: Path, records: list[ResultRecord]) -> N
         + BM25 % (0.6175, 0.005)
         + BM25 % (0.6125, 0),
     )
-    results = run_checks([path], records)
+    results = check_report([path], records).results
     # |0.6125 - 0.62| = 0.0075 > 0.005; |0.6125 - 0.6175| = 0.005 is on the edge, still OK
     assert [r.status for r in results] == [OK, FAIL, OK, OK]
     assert format_check_line(results[1]) == (
@@ -149,7 +148,7 @@ def test_missing_record_and_missing_metric(tmp_path: Path, records: list[ResultR
 - {dataset: wikiqa, split: test, ranker: bm25, metric: nDCG@10, expected: 0.6, tolerance: 0.01}
 """,
     )
-    results = run_checks([path], records)
+    results = check_report([path], records).results
     assert [r.status for r in results] == [MISSING, MISSING, MISSING]
     assert not any(r.ok for r in results)
     assert format_check_line(results[1]) == (
@@ -181,7 +180,7 @@ def test_config_matching_newest_and_run_config(tmp_path: Path, records: list[Res
    metric: AP@10, expected: 0.8, tolerance: 0.001}
 """,
     )
-    results = run_checks([path], records)
+    results = check_report([path], records).results
     # 1: subset=50 is in run_config -> the older minilm record (0.70)
     # 2: model only -> newest of the two minilm records (0.75), not the newer 'tiny' one
     # 3: no config -> newest monobert overall ('tiny', 0.40)
@@ -221,14 +220,16 @@ def test_entry_without_config_is_about_full_default_runs(
         "   expected: 0.8, tolerance: 0.001}\n"
     )
     path = write_yaml(tmp_path, BM25 % (0.61, 0.001) + named)
-    results = run_checks([path], load_records(root))
+    results = check_report([path], load_records(root)).results
     assert [(r.status, r.actual) for r in results] == [(OK, 0.61), (OK, 0.9), (OK, 0.8)]
     assert results[0].record is not None and results[0].record.path == full.path
     monkeypatch.chdir(tmp_path)  # a record under the working directory is shown relative to it
     assert format_check_line(results[0]).endswith(f"[{full.path.relative_to(tmp_path)}]")
 
     only_smoke = [r for r in load_records(root) if r.overrides or r.run_config.get("subset")]
-    [missing] = run_checks([write_yaml(tmp_path, BM25 % (0.61, 0.001), "m.yaml")], only_smoke)
+    [missing] = check_report(
+        [write_yaml(tmp_path, BM25 % (0.61, 0.001), "m.yaml")], only_smoke
+    ).results
     assert missing.status == MISSING and missing.message == (
         "no matching result record for wikiqa/test bm25: 3 record(s) have settings this entry "
         "does not name (k1=1.2; subset=5; subset=9); name them under `config` to check those"
@@ -258,7 +259,7 @@ def test_ratio_of_latency_fields(tmp_path: Path, records: list[ResultRecord]) ->
   max: 1
 """,
     )
-    results = run_checks([path], records)
+    results = check_report([path], records).results
     # 18 / 4 = 4.5 >= 4; 20 / 4 = 5.0 > 4.5; bm25 has no p99_ms
     assert [r.status for r in results] == [OK, FAIL, MISSING]
     assert [r.actual for r in results] == [4.5, 5.0, None]
@@ -274,7 +275,7 @@ def test_ratio_of_latency_fields(tmp_path: Path, records: list[ResultRecord]) ->
 def test_directory_of_files(tmp_path: Path, records: list[ResultRecord]) -> None:
     write_yaml(tmp_path, BM25 % (0.6123, 0.005), "a.yaml")
     write_yaml(tmp_path, BM25 % (0.1, 0.005), "b.yml")
-    results = run_checks(tmp_path / "expected", records)
+    results = check_report(tmp_path / "expected", records).results
     assert [(r.source, r.status) for r in results] == [("a.yaml#0", OK), ("b.yml#0", FAIL)]
 
 
@@ -297,10 +298,10 @@ def test_a_file_that_checks_nothing_is_an_error(
     write_yaml(tmp_path, BM25 % (0.6123, 0.005), "a.yaml")
     path = write_yaml(tmp_path, text, "b.yaml")
     with pytest.raises(NothingToCheck, match=re.escape(message)) as err:
-        run_checks(tmp_path / "expected", records)
+        check_report(tmp_path / "expected", records)
     assert str(path) in str(err.value)
     with pytest.raises(NothingToCheck, match=re.escape(message)):
-        run_checks(path, records)
+        check_report(path, records)
     # a dataset with records only among those left out (other data) still counts as recorded
     if "sodq" in text:
         assert check_report(path, records, recorded={"sodq"}).results[0].status == MISSING
@@ -391,7 +392,7 @@ def test_records_match_by_kind(tmp_path: Path, records: list[ResultRecord]) -> N
   min: 1.0
 """,
     )
-    results = run_checks([path], [*records, latency_row])
+    results = check_report([path], [*records, latency_row]).results
     assert [r.status for r in results] == [OK, OK]
     assert results[0].record is records[0] and results[0].actual == 0.6125
     assert results[1].records == (latency_row, records[0]) and results[1].actual == 18.0

@@ -40,7 +40,7 @@ from bench.data.splits import load_split
 from bench.execution.keys import scoring_code
 from bench.execution.ranker_settings import ranker_options, settings_file
 from bench.execution.runner import RunOptions, fit_or_load, run
-from bench.reporting.checks import MISSING, OK, run_checks
+from bench.reporting.checks import MISSING, OK, check_report
 from bench.results.cache import MANIFEST, entry_lock, manifest_problem, state_problem
 from bench.results.records import PER_QUERY, RECORD, RUN_FILE, file_sha256, load_records
 from rankers import RankerError, create_ranker
@@ -324,7 +324,7 @@ def test_overrides_name_what_differs_from_the_default_full_run(
         "- {dataset: toy, split: test, ranker: bm25, config: {k1: 1.2, subset: 2, seed: 3},\n"
         "   metric: AP@10, expected: 0, tolerance: 1}\n"
     )
-    results = run_checks(path, load_records(results_dir))
+    results = check_report(path, load_records(results_dir)).results
     assert [r.status for r in results] == [OK, MISSING, OK]
     assert [r.record.path if r.record else None for r in results] == [
         plain.path,

@@ -23,10 +23,7 @@ from bench.latency.lists import bm25_lists, list_tokens, token_summary
 from bench.latency.plan import ArchPreset, BenchOptions, column_for, entries_for
 from bench.latency.protocol import (
     PARTS,
-    time_interleaved,
-    time_part,
     time_parts,
-    time_scoring,
 )
 from bench.latency.records import (
     LatencyRecord,
@@ -37,7 +34,7 @@ from bench.latency.records import (
     mark_best,
     speedup_summary,
 )
-from bench.reporting.checks import OK, run_checks
+from bench.reporting.checks import OK, check_report
 from bench.reporting.latency_tables import build_latency_table, merge_records, render_latency
 from rankers.base import Ranker, RankerConfig, RankerError
 from rankers.hooks import LatencyParts, LatencyVariant
@@ -163,7 +160,8 @@ def _lists(n: int) -> list[CandidateList]:
 
 def test_warmup_calls_are_not_timed() -> None:
     ranker = CountingRanker()
-    tracker = time_scoring(ranker, _lists(5), batch_queries=2, warmup=4, repeats=3)
+    [timed] = time_parts([ranker], _lists(5), [("score",)], batch_queries=2, warmup=4, repeats=3)
+    tracker = timed["score"]
     assert len(ranker.calls) == 4 + 3 * 3  # 4 warm-up calls, then 3 passes of 3 calls (2+2+1)
     assert len(tracker.call_s) == 9
     assert tracker.queries == [2, 2, 1] * 3
@@ -172,7 +170,8 @@ def test_warmup_calls_are_not_timed() -> None:
 def test_interleaved_rankers_take_turns_after_their_warmup() -> None:
     log: list[str] = []
     a, b = CountingRanker("a", log), CountingRanker("b", log)
-    trackers = time_interleaved([a, b], _lists(2), batch_queries=1, warmup=1, repeats=2)
+    timed = time_parts([a, b], _lists(2), [("score",)] * 2, batch_queries=1, warmup=1, repeats=2)
+    trackers = [t["score"] for t in timed]
     # warm-up (untimed): a then b on q0; timed: each call both rankers, the order rotating
     assert log == ["aq0", "bq0", "aq0", "bq0", "bq1", "aq1", "aq0", "bq0", "bq1", "aq1"]
     assert [len(t.call_s) for t in trackers] == [4, 4]
@@ -248,21 +247,25 @@ def toys(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_host_step_and_model_only_time_the_two_halves() -> None:
     ranker = ToyRanker()
-    host = time_part(ranker, _lists(5), "host", batch_queries=2, repeats=2)
+    [timed] = time_parts([ranker], _lists(5), [("host",)], batch_queries=2, warmup=1, repeats=2)
+    host = timed["host"]
     # one untimed call first, then 2 passes of 3 calls, each prepared once and scored on that
     assert len(ranker.prepared) == 1 + 2 * 3 and ranker.consumed == ranker.prepared
     assert host.queries == [2, 2, 1] * 2
     ranker = ToyRanker()
-    model = time_part(ranker, _lists(5), "model", batch_queries=2, repeats=2)
+    [timed] = time_parts([ranker], _lists(5), [("model",)], batch_queries=2, warmup=1, repeats=2)
+    model = timed["model"]
     assert model.queries == [2, 2, 1] * 2 and len(model.call_s) == 6
     assert ranker.consumed == ranker.prepared and len(ranker.prepared) == 7
     # several rankers take turns on the model half too, each on its own prepared inputs
     a, b = ToyRanker(), ToyRanker()
-    trackers = time_interleaved([a, b], _lists(3), warmup=1, repeats=2, part="model")
+    trackers = [
+        t["model"] for t in time_parts([a, b], _lists(3), [("model",)] * 2, warmup=1, repeats=2)
+    ]
     assert [len(t.call_s) for t in trackers] == [6, 6]
     assert a.consumed == a.prepared and b.consumed == b.prepared and len(a.prepared) == 7
     with pytest.raises(ValueError, match="part must be one of score, host, model"):
-        time_interleaved([a], _lists(1), part="tokens")
+        time_parts([a], _lists(1), [("tokens",)])
 
 
 def test_host_and_model_steps_split_each_timed_call(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -618,7 +621,7 @@ def test_check_records_feed_ratio_expectations(tmp_path: Path) -> None:
         "  denominator: {ranker: crossjem, field: mean_ms, config: {benchmark: latency, n: 100}}\n"
         "  min: 4.0\n"
     )
-    [result] = run_checks(expected, recs)
+    [result] = check_report(expected, recs).results
     assert result.status == OK and result.actual == pytest.approx(4.0)
 
 

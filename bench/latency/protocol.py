@@ -156,57 +156,6 @@ def time_parts(
     return trackers
 
 
-def time_interleaved(
-    rankers: Sequence[Ranker],
-    lists: Sequence[CandidateList],
-    *,
-    batch_queries: int = 1,
-    warmup: int = 3,
-    repeats: int = 3,
-    part: str = "score",
-) -> list[LatencyTracker]:
-    """:func:`time_parts` with the same single ``part`` for every ranker."""
-    timed = time_parts(
-        rankers,
-        lists,
-        [(part,)] * len(rankers),
-        batch_queries=batch_queries,
-        warmup=warmup,
-        repeats=repeats,
-    )
-    return [t[part] for t in timed]
-
-
-def time_scoring(
-    ranker: Ranker,
-    lists: Sequence[CandidateList],
-    *,
-    batch_queries: int = 1,
-    warmup: int = 3,
-    repeats: int = 3,
-) -> LatencyTracker:
-    """:func:`time_interleaved` for one ranker."""
-    return time_interleaved(
-        [ranker], lists, batch_queries=batch_queries, warmup=warmup, repeats=repeats
-    )[0]
-
-
-def time_part(
-    ranker: Ranker,
-    lists: Sequence[CandidateList],
-    part: str,
-    *,
-    batch_queries: int = 1,
-    repeats: int = 3,
-) -> LatencyTracker:
-    """One :data:`PARTS` entry of ``ranker`` alone on the same calls (one untimed call first):
-    ``host`` is the ``prepare_scoring`` step and ``model`` the ``score_prepared`` step of calls
-    timed in two steps (:func:`time_parts`)."""
-    return time_interleaved(
-        [ranker], lists, batch_queries=batch_queries, warmup=1, repeats=repeats, part=part
-    )[0]
-
-
 def parts_of(ranker: Ranker) -> tuple[str, ...]:
     """What is timed of ``ranker``'s calls: all :data:`PARTS` with a host step, else the call."""
     return PARTS if ranker.host_step is not None else ("score",)

@@ -470,13 +470,6 @@ def check_report(
     return report
 
 
-def run_checks(
-    expected: Iterable[Path] | Path, records: Sequence[ResultRecord]
-) -> list[CheckResult]:
-    """The results of :func:`check_report`: every entry checked against ``records``."""
-    return check_report(expected, records).results
-
-
 # -- output --------------------------------------------------------------------------------------
 def _decimals(x: float) -> int:
     text = repr(float(x))
