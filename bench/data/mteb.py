@@ -183,10 +183,6 @@ def load_card_split(folder: Path, split: str, card: DatasetCard) -> RankingSplit
     return result
 
 
-def _file_names(folder: Path, splits: dict[str, Path]) -> list[str]:
-    return [p.name for p in splits.values()]
-
-
 #: this layout in the registry of :mod:`bench.data.layouts`
 LAYOUT_SPEC = DatasetLayout(
     name=LAYOUT,
@@ -194,7 +190,7 @@ LAYOUT_SPEC = DatasetLayout(
     label="MTEB split files",
     find_splits=lambda folder, default_split: find_splits(folder),
     load=load_card_split,
-    file_names=_file_names,
+    file_names=lambda folder, splits: [p.name for p in splits.values()],
     # the files are binary: positives are grade 1
     suggested_level=lambda split_path: (1, "its positives have grade 1"),
 )

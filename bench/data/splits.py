@@ -23,10 +23,6 @@ def dev_split_name(splits: Iterable[str]) -> str | None:
     return next((name for name in DEV_SPLITS if name in available), None)
 
 
-def _local_splits(folder: Path, card: DatasetCard) -> dict[str, Path]:
-    return get_layout(card.layout).find_splits(folder, card.default_split)
-
-
 def dataset_splits(
     dataset: str, data_dir: str | Path | None = None, local_only: bool = False
 ) -> list[str]:
@@ -92,7 +88,8 @@ class Dataset:
         a DatasetError names what is missing."""
         root = data_root(data_dir)
         card = get_card(name, root)
-        return cls(name, root, card, tuple(sorted(_local_splits(root / name, card))))
+        splits = get_layout(card.layout).find_splits(root / name, card.default_split)
+        return cls(name, root, card, tuple(sorted(splits)))
 
     @property
     def folder(self) -> Path:

@@ -95,10 +95,6 @@ def _precision(row: LatencyRow) -> str:
     return row.precision or str(row.options.get("dtype", row.dtype))
 
 
-def _arch(record: LatencyRecord) -> str:
-    return str(record.config.get("arch", "minilm-l6"))
-
-
 def device_name(record: LatencyRecord) -> str:
     """``NVIDIA H200 (cuda, torch 2.11.0+cu130, CUDA 13.0)``, or on a CPU ``cpu (1 threads,
     torch ...)``: what the record says of its device."""
@@ -116,7 +112,7 @@ def build_paper_table(records: Sequence[LatencyRecord]) -> PaperTable:
         raise ValueError("no latency records to tabulate")
     lines: dict[tuple[str, str, int], PaperLine] = {}
     for record in sorted(records, key=lambda r: r.created):
-        arch = _arch(record)
+        arch = str(record.config.get("arch", "minilm-l6"))
         for block in record.blocks:
             precisions = dict.fromkeys(_precision(r) for r in record.rows if r.n == block.n)
             for precision in precisions:
