@@ -167,9 +167,8 @@ def record_problem(record: ResultRecord, inputs: CurrentInputs) -> str | None:
             return UNREADABLE_DATA
         if model_parts["data"] != trained_on:
             return OTHER_DATA
-        if model_parts.get("code") != inputs.code(record.ranker, "train"):
-            return OTHER_CODE
-        if not teachers_current(record, inputs):
+        code = model_parts.get("code")
+        if code != inputs.code(record.ranker, "train") or not teachers_current(record, inputs):
             return OTHER_CODE
     return None
 

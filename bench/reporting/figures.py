@@ -189,9 +189,7 @@ def read_sweep(path: Path, dataset: str, varies: str = "", nth: int = 0) -> Swee
         chosen: dict[str, str] = {}
         for row in lines[i + 1 :]:
             text = re.sub(r"^\s*#\s{3}", "", row)
-            if text == row:
-                break
-            if text.startswith("not written: "):
+            if text == row or text.startswith("not written: "):
                 break
             if text.startswith("chosen on dev: "):
                 chosen = dict(
@@ -308,11 +306,7 @@ class Records:
         per-query mean). A member, or its per-query file, missing or changed is an error naming
         it."""
         group = self._once("group", name, lambda path: group_record(read_group(path)))
-        if group.member_problems:
-            raise ReferenceError(
-                f"{'; '.join(group.member_problems)}; the table's p-values are computed from "
-                f"it: restore it from its run's {PER_QUERY}"
-            )
+        _refuse_problems(group.member_problems)
         return group
 
     def latency(self, name: str) -> LatencyRecord:
@@ -406,12 +400,17 @@ def _read_per_query(record: Path, want: str | None) -> dict[str, dict[str, float
     when the record keeps none. A missing, edited or unreadable one is an error naming it: the
     published p-values come from that file, so no table is rendered without it."""
     read = checked_per_query(per_query_file(record), want, record)
-    if read.problem is not None:
-        raise ReferenceError(
-            f"{read.problem}; the table's p-values are computed from it: restore it from its "
-            f"run's {PER_QUERY}"
-        )
+    _refuse_problems([read.problem] if read.problem is not None else [])
     return None if want is None else read.values
+
+
+def _refuse_problems(problems: Sequence[str]) -> None:
+    """A ReferenceError naming each per-query file that is missing or edited, if any."""
+    if problems:
+        raise ReferenceError(
+            f"{'; '.join(problems)}; the table's p-values are computed from it: restore it from "
+            f"its run's {PER_QUERY}"
+        )
 
 
 def _read_latency(path: Path) -> LatencyRecord:
