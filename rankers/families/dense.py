@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     import torch
     from sentence_transformers import SentenceTransformer
 
+    from rankers.families.dense_steps import DeviceBatches
     from rankers.fit.dense import MiningRound
     from rankers.io.export import Exported
 
@@ -124,6 +125,20 @@ class DenseConfig(TrainingConfig):
         1, role=TRAINING, min=0, help="hard negatives per (query, positive) pair"
     )
     seed: int = inherit_option(TrainingConfig, "seed", 42, help="shuffling and dropout")
+
+
+@dataclass
+class PreparedDense:
+    """One scoring call after the host step: the lists, whether items come from the index, their
+    sizes; the uploaded query batches and either the item batches (query time) or the items'
+    rows among the precomputed embeddings. ``queries`` None: ``encode`` scores ``lists``."""
+
+    lists: Sequence[CandidateList]
+    use_cache: bool
+    n_items: list[int]
+    queries: DeviceBatches | None = None
+    items: DeviceBatches | None = None
+    rows: torch.Tensor | None = None
 
 
 class DenseRanker(Ranker[DenseConfig], LatencyParts, Fits, Persistent, Exportable):
@@ -264,41 +279,132 @@ class DenseRanker(Ranker[DenseConfig], LatencyParts, Fits, Persistent, Exportabl
             "precomputed %d item embeddings in %.1fs", len(docids), time.perf_counter() - start
         )
 
-    def score(self, lists: Sequence[CandidateList]) -> list[np.ndarray]:
-        if self._fitting:  # dev scoring inside fit(): the weights change under any index
-            return self._score(lists, use_cache=False)
+    host_step: ClassVar[str | None] = (
+        "query tokenisation (items too when scoring at query time) with the encoder's "
+        "tokenizer, in encode's length order and batches; ids, lengths and precomputed item "
+        "rows in one host-to-device copy per call"
+    )
+
+    def _use_cache(self) -> bool:
+        """Whether scoring reads the item embeddings of :meth:`index`: with ``precompute``,
+        except inside :meth:`fit` (the weights change under any index)."""
+        if self._fitting:
+            return False
         if self.config.precompute and self._items is None:
             raise RankerError(
                 f"{type(self).__name__} with precompute=true: call index(split) before score()"
             )
-        return self._score(lists, use_cache=self.config.precompute)
+        return self.config.precompute
+
+    def _item_rows(self, lists: Sequence[CandidateList]) -> list[int]:
+        """Each candidate's row among the embeddings of :meth:`index`."""
+        assert self._items is not None
+        rows = self._items[0]
+        missing = [d for cl in lists for d in cl.docids if d not in rows]
+        if missing:
+            raise RankerError(
+                f"docid {missing[0]!r} has no precomputed embedding: index() saw another split"
+            )
+        return [rows[d] for cl in lists for d in cl.docids]
+
+    def score(self, lists: Sequence[CandidateList]) -> list[np.ndarray]:
+        return self.score_prepared(self.prepare_scoring(lists))
+
+    def prepare_scoring(self, lists: Sequence[CandidateList]) -> PreparedDense:
+        """The host step of ``encode`` (:func:`~rankers.families.dense_steps.host_batches`) for
+        the queries and, at query time, the items; one upload. Inside :meth:`fit`, and for a
+        model ``encode`` does more for (:func:`~rankers.families.dense_steps.plain_text_model`),
+        nothing: :meth:`score_prepared` then calls ``encode`` (:meth:`_score`)."""
+        from rankers.families.dense_steps import DeviceBatches, host_batches, plain_text_model
+        from rankers.inputs.transfer import upload
+
+        use_cache = self._use_cache()
+        n_items = [len(cl) for cl in lists]
+        library = PreparedDense(lists, use_cache, n_items)
+        if self._fitting or not sum(n_items):
+            return library
+        model, cfg = self.encoding_model(), self.config
+        if not plain_text_model(model):
+            return library
+        queries = host_batches(
+            model, [cfg.query_prefix + cl.query.text for cl in lists], cfg.batch_size
+        )
+        arrays: dict[str, np.ndarray] = {}
+        items = None
+        if use_cache:
+            arrays["rows"] = np.asarray(self._item_rows(lists), dtype=np.int64)
+        else:
+            texts = item_texts(cfg, [t for cl in lists for t in cl.texts])
+            items = host_batches(model, [cfg.document_prefix + t for t in texts], cfg.batch_size)
+            if items is None:
+                return library
+        if queries is None:
+            return library
+        for prefix, group in (("q.", queries), ("d.", items)):
+            arrays.update({prefix + k: v for k, v in (group.arrays if group else {}).items()})
+        tensors = upload(arrays, self.device)
+
+        def part(prefix: str) -> dict[str, torch.Tensor]:
+            return {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
+
+        return PreparedDense(
+            lists,
+            use_cache,
+            n_items,
+            DeviceBatches.of(queries, part("q.")),
+            DeviceBatches.of(items, part("d.")) if items else None,
+            tensors.get("rows"),
+        )
+
+    def score_prepared(self, prepared: PreparedDense) -> list[np.ndarray]:
+        """The model step: the encoder on the uploaded batches
+        (:func:`~rankers.families.dense_steps.encode_batches`), the similarities on the device,
+        one copy of the scores back."""
+        from rankers.compute.precision import evaluating
+        from rankers.families.dense_steps import encode_batches
+
+        if prepared.queries is None:
+            return self._score(prepared.lists, prepared.use_cache)
+        model = self.encoding_model()
+        with evaluating(model):
+            q_emb = encode_batches(model, prepared.queries)
+            if prepared.rows is not None:
+                assert self._items is not None
+                item_emb = self._items[1][prepared.rows]
+            else:
+                assert prepared.items is not None
+                item_emb = encode_batches(model, prepared.items)
+            return self._list_scores(q_emb, item_emb, prepared.n_items)
 
     def _score(self, lists: Sequence[CandidateList], use_cache: bool) -> list[np.ndarray]:
+        """Scores with sentence-transformers' ``encode`` (the simple implementation, kept as
+        the oracle of :meth:`score_prepared`'s model step)."""
         if not lists:
             return []
         q_emb = self.encode_queries([cl.query.text for cl in lists])
         if use_cache:
             assert self._items is not None
-            rows, emb = self._items
-            missing = [d for cl in lists for d in cl.docids if d not in rows]
-            if missing:
-                raise RankerError(
-                    f"docid {missing[0]!r} has no precomputed embedding: index() saw another split"
-                )
-            item_emb = emb[[rows[d] for cl in lists for d in cl.docids]]
+            item_emb = self._items[1][self._item_rows(lists)]
         else:
             texts = [t for cl in lists for t in cl.texts]
             item_emb = self.encode_documents(texts)
+        return self._list_scores(q_emb, item_emb, [len(cl) for cl in lists])
+
+    def _list_scores(
+        self, q_emb: torch.Tensor, item_emb: torch.Tensor, n_items: Sequence[int]
+    ) -> list[np.ndarray]:
+        """Each list's similarities of its query (row of ``q_emb``) with its items (the next
+        ``n_items`` rows of ``item_emb``), float64, in one device-to-host copy per call."""
         import torch
 
         parts, start = [], 0
-        for i, cl in enumerate(lists):
-            block = item_emb[start : start + len(cl)]
-            start += len(cl)
+        for i, n in enumerate(n_items):
+            block = item_emb[start : start + n]
+            start += n
             parts.append(self.similarities(q_emb[i : i + 1], block)[0].detach().double())
         flat = torch.cat(parts).cpu().numpy()  # one device-to-host copy per call
-        bounds = np.cumsum([0, *[len(cl) for cl in lists]])
-        return [flat[bounds[k] : bounds[k + 1]].copy() for k in range(len(lists))]
+        bounds = np.cumsum([0, *n_items])
+        return [flat[bounds[k] : bounds[k + 1]].copy() for k in range(len(n_items))]
 
     # -- training ------------------------------------------------------------------------------
     def fit(self, train: RankingSplit, dev: RankingSplit | None = None) -> TrainingSummary:
