@@ -8,12 +8,17 @@ every frame, transformers' included, through a ``TorchDispatchMode``, from the u
 to the scores: what it found before the scorers chose the attention mask on the host was
 ``aten.is_nonzero`` in transformers' ``masking_utils`` (``padding_mask.all()``, once per encoder
 call: monoBERT, CROSS-JEM union/concat/hybrid, RankT5, the sentence-transformers
-cross-encoder), ``aten.bincount`` in CROSS-JEM's merged layouts (``merge_rows``) and
-``aten.item`` in the Set-Encoder (its longest list, every layer).
+cross-encoder, and DPR/ANCE inside sentence-transformers' ``encode``), ``aten.bincount`` in
+CROSS-JEM's merged layouts (``merge_rows``), ``aten.item`` in the Set-Encoder (its longest list,
+every layer), and in ColBERT ``aten.is_nonzero`` per encoder call and ``aten.index_put_`` with a
+boolean index (colbert-ai's ``colbert_score_reduce``, once per document batch), besides its
+``ColBERT.mask``, which copies the ids to the host (``input_ids.cpu().tolist()``: on the CPU no
+op is dispatched, on a GPU a device-to-host copy).
 
-Not watched: the dual encoders (DPR, ANCE) and ColBERT, whose encoding runs inside
-sentence-transformers' ``encode`` and colbert-ai (which reads the ids back to the host to mask
-punctuation): their calls are the libraries', not the project's.
+The dual encoders and ColBERT score through their libraries taken apart
+(:mod:`rankers.families.dense_steps`, :mod:`rankers.families.colbert_steps`); each library's own
+path stays as the oracle (``score_library``), and the taken-apart one gives its scores bit for
+bit (:func:`test_the_model_step_gives_the_librarys_scores_bit_for_bit`).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from toydata import WORDS
 
-from bench.data.model import Candidate, CandidateList, Query
+from bench.data.model import Candidate, CandidateList, Query, RankingSplit
 from rankers import create_ranker
 from rankers.base import Ranker
 
@@ -103,15 +108,38 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
     "set-encoder": ("set-encoder", {"batch_size": 4}),
     "rankt5": ("rankt5", {"batch_size": 4}),
     "st-crossencoder": ("st-crossencoder", {"batch_size": 4}),
+    "dpr": ("dpr", {"batch_size": 4}),
+    "dpr-precomputed": ("dpr", {"batch_size": 4, "precompute": True}),
+    "ance-dot": ("ance", {"batch_size": 3, "similarity": "dot"}),
+    "colbert": ("colbert", {"batch_size": 4}),
+    "colbert-attend-to-mask-tokens": ("colbert", {"batch_size": 4, "attend_to_mask_tokens": True}),
 }
+
+#: the rankers that score through a library taken apart, whose own path is the oracle
+#: (``score_library``); their cases, and more precisions, for the oracle test
+LIBRARY_CASES: dict[str, tuple[str, dict[str, Any]]] = {
+    **{case: CASES[case] for case in CASES if CASES[case][0] in ("dpr", "ance", "colbert")},
+    "dpr-bfloat16": ("dpr", {"batch_size": 4, "dtype": "bfloat16"}),
+    "ance-one-text-batches": ("ance", {"batch_size": 1}),
+    "colbert-bfloat16": ("colbert", {"batch_size": 4, "dtype": "bfloat16"}),
+    "colbert-one-document-batches": ("colbert", {"batch_size": 1}),
+    "colbert-punctuation-kept": ("colbert", {"batch_size": 4, "mask_punctuation": False}),
+}
+
+#: the dual encoders' scores are float64 (their similarities cast before the copy back)
+FLOAT64 = ("dpr", "ance")
 
 
 def _ranker(case: str, model: Path) -> Ranker:
+    """The ranker of ``case`` on ``model``; with ``precompute``, :data:`LISTS` indexed."""
     from rankers.families.rankt5 import ENCDEC_PREFIX
 
-    name, options = CASES[case]
+    name, options = {**LIBRARY_CASES, **CASES}[case]
     prefix = ENCDEC_PREFIX if name == "rankt5" else ""
-    return create_ranker(name, {"model": prefix + str(model), **options})
+    ranker = create_ranker(name, {"model": prefix + str(model), **options})
+    if options.get("precompute"):
+        ranker.index(RankingSplit(dataset="toy", split="test", lists=LISTS, qrels={}))
+    return ranker
 
 
 def _model_step(ranker: Any) -> Callable[[], list[np.ndarray]]:
@@ -136,6 +164,47 @@ def test_the_model_step_reads_nothing_back_from_the_device(case: str, tiny_bert:
         scores = step()
     assert [len(s) for s in scores] == [12, 9, 5]
     assert watch.reads == []
+
+
+#: a list with punctuation (ColBERT masks its vectors) and a list without candidates
+PUNCTUATED = [
+    CandidateList(
+        Query("qp", "apple, banana?"),
+        (Candidate("p0", "cherry; grape!"), Candidate("p1", "lemon (mango), olive.")),
+    ),
+    CandidateList(Query("qe", "plum"), ()),
+]
+
+
+@pytest.mark.parametrize("case", sorted(LIBRARY_CASES))
+def test_the_model_step_gives_the_librarys_scores_bit_for_bit(case: str, tiny_bert: Path) -> None:
+    """DPR/ANCE (sentence-transformers' ``encode``) and ColBERT (colbert-ai's ``query``,
+    ``doc`` and ``score``) taken apart score as their library does, bit for bit: the same
+    batches, modules and operations, with masks chosen on the host."""
+    ranker: Any = _ranker(case, tiny_bert)
+    lists = [*LISTS, *PUNCTUATED] if LIBRARY_CASES[case][0] == "colbert" else LISTS
+    prepared = ranker.prepare_scoring(lists)
+    assert getattr(prepared, "queries", True) is not None  # not the dual encoders' fallback
+    scores = ranker.score_prepared(prepared)
+    oracle = ranker.score_library(lists)
+    assert [len(s) for s in scores] == [len(cl) for cl in lists]
+    for a, b in zip(scores, oracle, strict=True):
+        assert a.dtype == b.dtype
+        assert np.array_equal(a, b)
+
+
+def test_a_dual_encoder_that_encode_does_more_for_scores_through_encode(tiny_bert: Path) -> None:
+    """A model whose ``encode`` truncates the embeddings (or adds a prompt...) is not taken
+    apart: the host step prepares nothing and the scores are ``encode``'s."""
+    ranker: Any = _ranker("dpr", tiny_bert)
+    ranker.model.truncate_dim = 16
+    prepared = ranker.prepare_scoring(LISTS)
+    assert prepared.queries is None
+    scores = ranker.score_prepared(prepared)
+    for a, b in zip(scores, ranker.score_library(LISTS), strict=True):
+        assert np.array_equal(a, b)
+    full = _ranker("dpr", tiny_bert).score(LISTS)
+    assert not np.array_equal(scores[0], full[0])  # the truncation changed the scores
 
 
 def test_the_watch_sees_reads_in_any_frame() -> None:
@@ -170,8 +239,9 @@ def test_masks_chosen_on_the_host_give_the_same_scores(
 
     monkeypatch.setattr(masks, "takes_row_mask", lambda encoder: False)
     inspected = ranker.score(LISTS)
+    dtype = np.float64 if CASES[case][0] in FLOAT64 else np.float32
     for a, b in zip(chosen, inspected, strict=True):
-        assert a.dtype == b.dtype == np.float32
+        assert a.dtype == b.dtype == dtype
         assert np.array_equal(a, b)
 
 

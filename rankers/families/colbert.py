@@ -224,6 +224,30 @@ def _has_projection(path: str) -> bool | None:
     return False
 
 
+def _host_arrays(tensorize: Any, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """A colbert-ai tokenizer's ids and attention mask of ``texts`` as host arrays (empty ones
+    for no text, which colbert-ai's tokenizers refuse)."""
+    if not texts:
+        return np.zeros((0, 0), np.int64), np.zeros((0, 0), np.int64)
+    ids, mask = tensorize(texts)
+    return ids.cpu().numpy(), mask.cpu().numpy()
+
+
+@dataclass
+class PreparedColBERT:
+    """One scoring call after the host step: the uploaded ``tensors`` (query ids, attention and
+    kept-vector masks; the same of the documents, sorted by length, with each one's query row),
+    the query batches ``(start, end, full)``, the document batches ``(start, end, width,
+    full)`` (``full``: every token of the batch attended), the length ``order`` of the
+    documents and the list sizes."""
+
+    tensors: dict[str, torch.Tensor]
+    query_batches: list[tuple[int, int, bool]]
+    doc_batches: list[tuple[int, int, int, bool]]
+    order: np.ndarray
+    n_items: list[int]
+
+
 class ColBERTRanker(Ranker[ColBERTRankerConfig], LatencyParts, Fits, Persistent):
     """MaxSim re-ranking with a colbert-ai model; candidates are encoded at query time."""
 
@@ -392,12 +416,89 @@ class ColBERTRanker(Ranker[ColBERTRankerConfig], LatencyParts, Fits, Persistent)
             D, D_mask = self.scoring_model().doc(ids, mask, keep_dims="return_mask")
         return D, D_mask.squeeze(-1)
 
+    host_step: ClassVar[str | None] = (
+        "colbert-ai's query and document tokenisation, the punctuation and padding masks "
+        "(ColBERT.mask) and the length sort of the documents; one host-to-device copy per call"
+    )
+
     def score(self, lists: Sequence[CandidateList]) -> list[np.ndarray]:
         """MaxSim of each candidate with its query (colbert-ai ``ColBERT.score``).
 
         All candidates of the call are sorted by token length and encoded ``batch_size`` at a
         time, each batch cut to its own longest document, so padding stays small.
         """
+        return self.score_prepared(self.prepare_scoring(lists))
+
+    def prepare_scoring(self, lists: Sequence[CandidateList]) -> PreparedColBERT:
+        """colbert-ai's tokenisation of the queries and documents, ``ColBERT.mask`` on the host
+        (:func:`~rankers.families.colbert_steps.keep_mask`), the documents sorted by length and
+        each document's query row; everything in one upload."""
+        from rankers.families.colbert_steps import keep_mask
+        from rankers.inputs.transfer import upload
+
+        model = self.colbert
+        texts = [t for cl in lists for t in cl.texts]
+        q_ids, q_att = _host_arrays(self.query_tokenizer.tensorize, [cl.query.text for cl in lists])
+        d_ids, d_att = _host_arrays(self.tensorize_documents, texts)
+        length = d_att.sum(axis=1)
+        order = np.argsort(length, kind="stable")
+        step = self.cfg.batch_size
+        queries = [
+            (s, min(s + step, len(q_ids)), bool(q_att[s : s + step].all()))
+            for s in range(0, len(q_ids), step)
+        ]
+        docs = []
+        for s in range(0, len(order), step):
+            rows = order[s : s + step]
+            width = int(length[rows].max())
+            docs.append((s, s + len(rows), width, bool(d_att[rows, :width].all())))
+        owner = np.repeat(np.arange(len(lists)), [len(cl) for cl in lists])
+        tensors = upload(
+            {
+                "q_ids": q_ids,
+                "q_att": q_att,
+                "q_keep": keep_mask(q_ids, model.pad_token, {}),
+                "d_ids": d_ids[order],
+                "d_att": d_att[order],
+                "d_keep": keep_mask(d_ids[order], model.pad_token, model.skiplist),
+                "owner": owner[order],
+            },
+            self.device,
+        )
+        return PreparedColBERT(tensors, queries, docs, order, [len(cl) for cl in lists])
+
+    def score_prepared(self, prepared: PreparedColBERT) -> list[np.ndarray]:
+        """The model step: the query and document vectors
+        (:func:`~rankers.families.colbert_steps.vectors`) and MaxSim
+        (:func:`~rankers.families.colbert_steps.maxsim`) on the device, one copy back."""
+        import torch
+
+        from rankers.families.colbert_steps import maxsim, vectors
+
+        p, t = prepared, prepared.tensors
+        flat = np.zeros(len(p.order), dtype=np.float32)
+        if p.doc_batches:
+            model = self.scoring_model()
+            parts = []
+            with self.inference():
+                Q = torch.cat(
+                    [
+                        vectors(model, t["q_ids"][s:e], t["q_att"][s:e], t["q_keep"][s:e], full)
+                        for s, e, full in p.query_batches
+                    ]
+                )
+                for s, e, width, full in p.doc_batches:
+                    keep = t["d_keep"][s:e, :width]
+                    D = vectors(model, t["d_ids"][s:e, :width], t["d_att"][s:e, :width], keep, full)
+                    parts.append(maxsim(Q[t["owner"][s:e]], D, keep).float().reshape(-1))
+            flat[p.order] = torch.cat(parts).cpu().numpy()
+        bounds = np.cumsum([0, *p.n_items])
+        return [flat[bounds[k] : bounds[k + 1]].copy() for k in range(len(p.n_items))]
+
+    def score_library(self, lists: Sequence[CandidateList]) -> list[np.ndarray]:
+        """:meth:`score` through colbert-ai's own ``query``, ``doc`` and ``score`` (the simple
+        implementation, kept as the oracle of :meth:`score_prepared`; they read the ids and
+        the document mask back from the device)."""
         import torch
 
         from rankers.inputs.transfer import upload

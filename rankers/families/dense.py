@@ -16,6 +16,12 @@ Scoring modes: ``precompute=false`` encodes query and items at query time (what 
 unseen items pays); ``precompute=true`` embeds every distinct candidate of the split once in
 :meth:`DenseRanker.index` and :meth:`DenseRanker.score` only encodes queries ("item embeddings
 precomputed", the production setting of the paper's ANCE latency).
+
+Scoring is ``encode`` taken apart (:mod:`rankers.families.dense_steps`): the host step tokenises
+in ``encode``'s order and batches and uploads once, the model step runs the model's own modules
+with the attention mask chosen on the host and reads nothing back until the scores; the same
+embeddings as ``encode``, bit for bit. ``encode`` itself (:meth:`DenseRanker.score_library`) stays
+as the oracle and scores inside :meth:`DenseRanker.fit` and for models ``encode`` does more for.
 """
 
 from __future__ import annotations
@@ -376,9 +382,14 @@ class DenseRanker(Ranker[DenseConfig], LatencyParts, Fits, Persistent, Exportabl
                 item_emb = encode_batches(model, prepared.items)
             return self._list_scores(q_emb, item_emb, prepared.n_items)
 
+    def score_library(self, lists: Sequence[CandidateList]) -> list[np.ndarray]:
+        """:meth:`score` through sentence-transformers' ``encode`` (the simple implementation,
+        kept as the oracle of :meth:`score_prepared`; transformers reads each batch's mask back
+        from the device)."""
+        return self._score(lists, self._use_cache())
+
     def _score(self, lists: Sequence[CandidateList], use_cache: bool) -> list[np.ndarray]:
-        """Scores with sentence-transformers' ``encode`` (the simple implementation, kept as
-        the oracle of :meth:`score_prepared`'s model step)."""
+        """Scores with ``encode`` (:meth:`score_library`), items from the index or not."""
         if not lists:
             return []
         q_emb = self.encode_queries([cl.query.text for cl in lists])
