@@ -115,6 +115,25 @@ def test_zero_shot_ranks_match_first_and_scores_are_cosines(zero_shot: DPRRanker
     np.testing.assert_allclose(scores, emb[1:] @ emb[0], atol=1e-5)
 
 
+def test_the_model_step_gives_encodes_scores_bit_for_bit(zero_shot: DPRRanker) -> None:
+    """On all-MiniLM-L6-v2 (Transformer, mean Pooling, Normalize) the host and model steps
+    score as ``encode`` does, bit for bit, at query time and from precomputed items, in batches
+    of mixed lengths (padded) and of one text (unpadded)."""
+    from rankers.families.dense_steps import plain_text_model
+
+    assert plain_text_model(zero_shot.model)
+    lists = [*TRAIN.lists, *DEV.lists]
+    for options in ({"batch_size": 3}, {"batch_size": 1}, {"batch_size": 4, "precompute": True}):
+        ranker = DPRRanker(DenseConfig(**options))
+        ranker._model, ranker._similarity = zero_shot.model, zero_shot.similarity
+        ranker.index(RankingSplit("tiny", "all", lists, {}))
+        prepared = ranker.prepare_scoring(lists)
+        assert prepared.queries is not None
+        for a, b in zip(ranker.score_prepared(prepared), ranker.score_library(lists), strict=True):
+            assert a.dtype == b.dtype == np.float64
+            assert np.array_equal(a, b)
+
+
 def test_describe_records_model_hash_and_similarity(zero_shot: DPRRanker) -> None:
     ref = resolve_model("minilm-l6")
     info = zero_shot.describe()

@@ -18,6 +18,12 @@ Everything that defines ColBERT comes from colbert-ai 0.2.x, not from a copy:
   wants its own file formats and launcher), checkpointed like every trainer, so an interrupted
   fine-tuning resumes where it stopped.
 
+Scoring runs those steps taken apart (:mod:`rankers.families.colbert_steps`), so that nothing is
+read back from the device before the scores: the masks ``ColBERT.mask`` computes from ids copied
+back to the host are computed in the host step, the BERT, the projection and MaxSim run on the
+uploaded ids in the model step; colbert-ai's own calls give the same scores bit for bit and stay
+as the oracle (:meth:`ColBERTRanker.score_library`).
+
 No index: candidates are encoded at query time and scored against the query directly. colbert-ai
 compiles a C++ extension (``segmented_maxsim``) whenever a model is built on a machine without
 GPU; it only serves ``colbert_score_packed`` (PLAID index search), which re-ranking never calls, so

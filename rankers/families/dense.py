@@ -346,9 +346,9 @@ class DenseRanker(Ranker[DenseConfig], LatencyParts, Fits, Persistent, Exportabl
                 return library
         if queries is None:
             return library
-        for prefix, group in (("q.", queries), ("d.", items)):
-            arrays.update({prefix + k: v for k, v in (group.arrays if group else {}).items()})
-        tensors = upload(arrays, self.device)
+        arrays.update({"q." + k: v for k, v in queries.arrays.items()})
+        arrays.update({"d." + k: v for k, v in (items.arrays if items else {}).items()})
+        tensors = upload(arrays, self.device)  # the call's one host-to-device copy
 
         def part(prefix: str) -> dict[str, torch.Tensor]:
             return {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}
