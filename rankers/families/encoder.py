@@ -422,6 +422,14 @@ class EncoderRanker(
             return self.item_tokens.lookup(texts)
         return self.item_tokens.tokenise(texts)
 
+    def held_rows(self, texts: Sequence[str]) -> np.ndarray | None:
+        """The index-time store's rows of ``texts`` (after :func:`rankers.itemorder.item_texts`,
+        as :meth:`lookup_items`); None in end-to-end mode or when one is not held, where
+        :meth:`lookup_items` is the way."""
+        if not self.cfg.pretokenise:
+            return None
+        return self.item_tokens.rows(item_texts(self.cfg, texts))
+
     def step_items(self, list_lengths: Sequence[int]) -> int:
         """Items of the largest list a training step holds: the longest of ``list_lengths`` or
         ``train_list_size`` (lists grown to it), cut to ``train_max_items``."""

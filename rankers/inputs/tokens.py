@@ -186,6 +186,25 @@ def _gather(flat: np.ndarray, starts: np.ndarray, lens: np.ndarray, width: int) 
     return out
 
 
+def sequence_ranks(flat: np.ndarray, offsets: np.ndarray, width: int) -> np.ndarray:
+    """Dense ranks of the id sequences ``flat[offsets[i] : offsets[i + 1]]`` in tuple order:
+    each row as big-endian ids + 1 padded with 0 (below every id), compared as byte strings."""
+    n = len(offsets) - 1
+    if n <= 0 or width == 0:
+        return np.zeros(max(n, 0), dtype=np.int64)
+    starts, lens = offsets[:-1], np.diff(offsets)
+    dtype = ">u2" if int(flat.max(initial=0)) < 0xFFFF else ">u4"
+    keys = (_gather(flat, starts, lens, width) + 1).astype(dtype)
+    keys = np.ascontiguousarray(keys).view(f"S{keys.itemsize * width}").ravel()
+    order = np.argsort(keys, kind="stable")
+    ranked = keys[order]
+    new = np.ones(n, dtype=np.int64)
+    new[1:] = ranked[1:] != ranked[:-1]
+    ranks = np.empty(n, dtype=np.int64)
+    ranks[order] = np.cumsum(new) - 1
+    return ranks
+
+
 class ItemTokens(_TextStore):
     """WordPiece ids of items (no special tokens, cut to ``max_len``), kept per text in flat
     arrays (see the module docstring); lookups give the same :class:`ItemArrays` as
@@ -200,6 +219,8 @@ class ItemTokens(_TextStore):
         #: every held item's sorted distinct ids and their first positions, end to end
         self.distinct, self.first = empty, empty
         self.distinct_offsets = np.zeros(1, dtype=np.int64)
+        self._ranks: np.ndarray | None = None
+        self._id_bound: int | None = None
 
     @property
     def nbytes(self) -> int:
@@ -236,7 +257,33 @@ class ItemTokens(_TextStore):
             old = getattr(self, name)
             ends = old[-1] + np.cumsum(np.concatenate(counts))
             setattr(self, name, np.concatenate([old, ends]))
+        self._ranks = self._id_bound = None
         return len(new)
+
+    def rows(self, texts: Sequence[str]) -> np.ndarray | None:
+        """The store rows of ``texts`` in order; None when one of them is not held (then
+        :meth:`lookup` tokenises it)."""
+        get = self._row.get
+        rows = np.fromiter((get(t, -1) for t in texts), dtype=np.int64, count=len(texts))
+        return None if len(rows) and int(rows.min()) < 0 else rows
+
+    @property
+    def id_bound(self) -> int:
+        """One more than the largest distinct id held (0 when empty): every id is below it."""
+        if self._id_bound is None:
+            self._id_bound = int(self.distinct.max(initial=-1)) + 1
+        return self._id_bound
+
+    @property
+    def sequence_ranks(self) -> np.ndarray:
+        """Per held item: the rank of its id sequence among all held items' in tuple order
+        (a shorter prefix first; equal sequences equal ranks), so a stable argsort of a list's
+        ranks orders its items by their ids with ties in list order. CROSS-JEM's canonical
+        order then costs one small argsort per list instead of a sort of byte strings; computed
+        on first use after the store changes."""
+        if self._ranks is None:
+            self._ranks = sequence_ranks(self.ids, self.offsets, self.max_len)
+        return self._ranks
 
     def _held(self, rows: np.ndarray) -> ItemArrays:
         safe = np.where(rows < 0, 0, rows)

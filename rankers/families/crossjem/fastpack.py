@@ -26,11 +26,14 @@ from rankers.families.crossjem.inputs import Layout
 from rankers.inputs.tokens import PAD
 
 
-def stable_argsort(keys: np.ndarray) -> np.ndarray:
-    """``np.argsort(keys, kind="stable")``, as a radix sort when the keys fit 16 bits."""
-    if keys.size and int(keys.min()) >= 0 and int(keys.max()) < 0x10000:
-        return np.argsort(keys.astype(np.uint16), kind="stable")
-    return np.argsort(keys, kind="stable")
+def stable_argsort(keys: np.ndarray, bound: int | None = None) -> np.ndarray:
+    """``np.argsort(keys, kind="stable")``, as a radix sort when the keys fit 16 bits
+    (``bound``: the caller knows every key is in ``[0, bound)``, so nothing is checked)."""
+    if bound is not None:
+        fits = bound <= 0x10000
+    else:
+        fits = bool(keys.size) and int(keys.min()) >= 0 and int(keys.max()) < 0x10000
+    return np.argsort(keys.astype(np.uint16) if fits else keys, kind="stable")
 
 
 @functools.lru_cache(maxsize=8)
@@ -145,29 +148,40 @@ def union_ranks(
     return ranks, union_size, union_tok, union_group
 
 
-def next_fit_groups(item_end: np.ndarray, prev: np.ndarray, union_len: int) -> np.ndarray:
-    """Group of each item under next-fit packing: the result of
-    :func:`~rankers.families.crossjem.packed.next_fit_cuts` with fewer array calls per group
-    (item ends searched in a Python list, groups marked once at the end)."""
+def next_fit(item_end: np.ndarray, prev: np.ndarray, union_len: int) -> tuple[list[int], list[int]]:
+    """Next-fit packing of items ``[item_end - cost, item_end)`` (the result of
+    :func:`~rankers.families.crossjem.packed.next_fit_cuts`): the first item of each group and
+    the group's size, with few array calls per group (item ends searched in a Python list, one
+    cumulative sum over a window that grows only when a group outruns it)."""
     n = len(item_end)
     ends = item_end.tolist()
     total = ends[-1] if n else 0
     starts: list[int] = []
+    sizes: list[int] = []
     a = s_a = 0
+    window = 2 * union_len
     while a < n:
         starts.append(a)
-        window = 4 * union_len
         while True:
             e = min(total, s_a + window)
             b_hi = bisect.bisect_right(ends, e, a)
+            # new tokens after each item: occurrences since s_a whose previous one is before it
             cum = np.zeros(e - s_a + 1, dtype=np.int64)
             np.cumsum(prev[s_a:e] < s_a, out=cum[1:])
-            fit = int(np.searchsorted(cum[item_end[a:b_hi] - s_a], union_len, side="right"))
+            size = cum[item_end[a:b_hi] - s_a]
+            fit = int(np.searchsorted(size, union_len, side="right"))
             if fit < b_hi - a or e == total:
                 break
             window *= 2
+        sizes.append(int(size[fit - 1]))
         a += fit
         s_a = ends[a - 1]
-    group = np.zeros(n, dtype=np.int64)
+    return starts, sizes
+
+
+def next_fit_groups(item_end: np.ndarray, prev: np.ndarray, union_len: int) -> np.ndarray:
+    """Group of each item under next-fit packing (:func:`next_fit`)."""
+    starts, _ = next_fit(item_end, prev, union_len)
+    group = np.zeros(len(item_end), dtype=np.int64)
     group[starts[1:]] = 1
     return np.cumsum(group)

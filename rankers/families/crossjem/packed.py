@@ -40,7 +40,13 @@ from rankers.families.crossjem.inputs import CONCAT, UNION, Layout, length_bucke
 from rankers.families.crossjem.records import Bucket, PackedRows, drop_default_positions
 from rankers.inputs.tokens import PAD, ItemArrays
 
-__all__ = ["Bucket", "PackedRows", "drop_default_positions", "pack_lists", "query_rows"]
+__all__ = [
+    "Bucket",
+    "PackedRows",
+    "drop_default_positions",
+    "pack_lists",
+    "query_rows",
+]
 
 
 def canonical_order(ids: np.ndarray) -> np.ndarray:
@@ -93,7 +99,7 @@ def next_fit_cuts(
 
 
 @dataclasses.dataclass
-class _QueryRows:
+class QueryRows:
     input_ids: np.ndarray
     position_ids: np.ndarray | None
     row_len: np.ndarray
@@ -147,7 +153,7 @@ def query_rows(
     layout: Layout = UNION,
     group: np.ndarray | None = None,
     reference: bool = False,
-) -> _QueryRows:
+) -> QueryRows:
     """Rows, slots and pooled tokens of one query (slots in canonical order; ``tok_slot`` and
     ``slot_row`` relative to this query).
 
@@ -155,7 +161,7 @@ def query_rows(
     canonical order: its distinct shared tokens (ascending, as in ``items.distinct``), then its
     own tokens in item order. ``group``: the group of each item in canonical order (default:
     next-fit packing of this layout's content, :func:`next_fit_cuts`). The vectorised core writes
-    the rows (:func:`_write_rows`); the layout's options add to it: item positions
+    the rows (:func:`write_rows`); the layout's options add to it: item positions
     (``positions="item"``, :func:`_item_positions`), query terms pooled from the query
     (:func:`_pool_query_terms`), and a merged layout (``merge_layers`` > 0), packed by its concat
     rows, which become the first rows (:func:`merge_targets`).
@@ -187,13 +193,13 @@ def query_rows(
         )
     if n == 0:
         none = np.zeros(0, dtype=np.int64)
-        return _QueryRows(np.zeros((0, 0), np.int64), None, *([none] * 9))
+        return QueryRows(np.zeros((0, 0), np.int64), None, *([none] * 9))
     occ = _occurrences(ids, distinct, first, is_shared, is_own, reference)
     if group is None and reference:
         group = next_fit_cuts(occ.item_start, occ.item_end, occ.prev, union_len)
     elif group is None:
         group = fastpack.next_fit_groups(occ.item_end, occ.prev, union_len)
-    input_ids, row_len, tok_pos = _write_rows(query, occ, group, cls, sep, pad, reference)
+    input_ids, row_len, tok_pos = write_rows(query, occ, group, cls, sep, pad, reference)
     start = len(query) + 2  # [CLS] query [SEP]
     position_ids = None
     if layout.positions == "item" and len(occ.tok):
@@ -202,7 +208,7 @@ def query_rows(
     slot_count = (start - 1) + cost
     if len(pooled):
         tokens, slot_count = _pool_query_terms(query, distinct, first, group, tokens, slot_count)
-    return _QueryRows(
+    return QueryRows(
         input_ids=input_ids,
         position_ids=position_ids,
         row_len=row_len,
@@ -219,7 +225,7 @@ def query_rows(
 
 
 @dataclasses.dataclass
-class _Occurrences:
+class Occurrences:
     """One query's row content, item after item in canonical order: each item's distinct shared
     tokens, then its own tokens. A shared occurrence adds a token to its group only when the
     group holds no earlier occurrence of it (``prev``); an own one always does unless its item
@@ -253,8 +259,8 @@ def _occurrences(
     is_shared: np.ndarray,
     is_own: np.ndarray,
     reference: bool = True,
-) -> _Occurrences:
-    """The :class:`_Occurrences` of items (canonical order) with these shared and own tokens
+) -> Occurrences:
+    """The :class:`Occurrences` of items (canonical order) with these shared and own tokens
     (``reference``: the simple steps; else :func:`~rankers.families.crossjem.fastpack.
     occurrence_arrays`)."""
     n, width = ids.shape
@@ -288,7 +294,7 @@ def _occurrences(
     else:  # no own occurrence (a union row)
         own_occ = source = np.zeros(0, dtype=np.int64)
         is_copy = np.zeros(0, dtype=bool)
-    return _Occurrences(
+    return Occurrences(
         item=occ_item,
         tok=occ_tok,
         offset=occ_offset,
@@ -329,9 +335,9 @@ def _copies(
     return own_occ, is_copy, source
 
 
-def _write_rows(
+def write_rows(
     query: np.ndarray,
-    occ: _Occurrences,
+    occ: Occurrences,
     group: np.ndarray,
     cls: int,
     sep: int,
@@ -386,7 +392,7 @@ def _write_rows(
 
 def _item_positions(
     input_ids: np.ndarray,
-    occ: _Occurrences,
+    occ: Occurrences,
     group: np.ndarray,
     tok_pos: np.ndarray,
     ids: np.ndarray,
@@ -445,7 +451,7 @@ def _pool_query_terms(
     return pooled, slot_count
 
 
-def merge_targets(first: _QueryRows, rows: _QueryRows) -> _QueryRows:
+def merge_targets(first: QueryRows, rows: QueryRows) -> QueryRows:
     """``rows`` (the merged layout's rows of the same groups as the concat rows ``first``) with
     ``first``'s ids and, for each of its positions, the position in ``rows`` it merges into.
 
@@ -498,7 +504,18 @@ def pack_lists(
         query_rows(q, it, union_len, cls, sep, pad, layout, None, reference)
         for q, it in zip(queries, items, strict=True)
     ]
-    n_items = [len(it) for it in items]
+    return join_parts(parts, [len(it) for it in items], pad, tolerance, reference)
+
+
+def join_parts(
+    parts: Sequence[QueryRows],
+    n_items: list[int],
+    pad: int,
+    tolerance: float | None,
+    reference: bool,
+) -> PackedRows:
+    """The queries' rows as one :class:`PackedRows`, rows cut into length buckets
+    (``tolerance``; None: one bucket in query order) with their slots and tokens following."""
     row_base = np.cumsum([0] + [len(p.row_len) for p in parts])
     slot_base = np.cumsum([0] + [len(p.slot_row) for p in parts])
 
@@ -591,7 +608,7 @@ def _reference_argsort(keys: np.ndarray) -> np.ndarray:
 
 
 def _join_first_rows(
-    parts: Sequence[_QueryRows], row_base: np.ndarray, pad: int
+    parts: Sequence[QueryRows], row_base: np.ndarray, pad: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """The first rows, their lengths and merge targets of every query, one matrix each (None
     when the layout merges nothing)."""

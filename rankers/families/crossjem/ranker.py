@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import numpy as np
 import torch
@@ -20,6 +20,7 @@ from rankers.base import (
     inherit_option,
     option,
 )
+from rankers.families.crossjem.held import HeldBatch, expand, hold_lists, takes_held_rows
 from rankers.families.crossjem.inputs import (
     ORDERS,
     POSITIONS,
@@ -417,16 +418,30 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
         "length buckets; one host-to-device copy per batch of queries"
     )
 
-    def prepare_scoring(self, lists: Sequence[CandidateList]) -> list[CrossJEMBatch]:
-        """One batch per ``batch_queries`` lists: rows sorted by length into buckets."""
+    def prepare_scoring(self, lists: Sequence[CandidateList]) -> list[CrossJEMBatch | HeldBatch]:
+        """One batch per ``batch_queries`` lists: rows sorted by length into buckets. In the
+        union layout with every item held by the store, only the host's half
+        (:func:`~rankers.families.crossjem.held.hold_lists`); the device writes the rest in
+        :meth:`score_prepared`."""
         step, tolerance = self.cfg.batch_queries, self.pad_tolerance
         return [
-            CrossJEMBatch.upload(
-                self.pack([(cl.query.text, cl.texts) for cl in lists[i : i + step]], tolerance),
-                self.device,
-            )
-            for i in range(0, len(lists), step)
+            self._prepare_batch(lists[i : i + step], tolerance) for i in range(0, len(lists), step)
         ]
+
+    def _prepare_batch(
+        self, lists: Sequence[CandidateList], tolerance: float
+    ) -> CrossJEMBatch | HeldBatch:
+        if takes_held_rows(self.layout):
+            rows = [self.held_rows(cl.texts) for cl in lists]
+            if all(r is not None for r in rows):
+                sp = self.special
+                queries = self.query_tokens([cl.query.text for cl in lists])
+                held = cast("list[np.ndarray]", rows)
+                union_len, special = self.cfg.fixed_union_len, (sp.cls, sp.sep, sp.pad)
+                store = self.item_tokens
+                return hold_lists(queries, store, held, union_len, special, tolerance, self.device)
+        packed = self.pack([(cl.query.text, cl.texts) for cl in lists], tolerance)
+        return CrossJEMBatch.upload(packed, self.device)
 
     @property
     def pad_tolerance(self) -> float:
@@ -436,14 +451,17 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
             tolerance = PAD_TOLERANCE["cuda" if self.device.startswith("cuda") else "cpu"]
         return tolerance
 
-    def score_prepared(self, prepared: list[CrossJEMBatch]) -> list[np.ndarray]:
-        """Every bucket through the (cast) module; one device-to-host copy per call."""
+    def score_prepared(self, prepared: list[CrossJEMBatch | HeldBatch]) -> list[np.ndarray]:
+        """Every bucket through the (cast) module; one device-to-host copy per call. A host's
+        half is expanded on the device first (:func:`~rankers.families.crossjem.held.expand`)."""
         module = self.scoring_module()
         assert isinstance(module, CrossJEMModule)
         with self.inference():
+            pad = self.special.pad
+            batches = [b if isinstance(b, CrossJEMBatch) else expand(b, pad) for b in prepared]
             parts = [
                 module.bucket_logits(batch, b, batch.bucket_full(b))
-                for batch in prepared
+                for batch in batches
                 for b in batch.buckets
             ]
             values = torch.cat(parts).cpu().numpy() if parts else np.zeros(0, np.float32)
@@ -561,7 +579,7 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
             first_layers=layout.merge_layers,
         )
 
-    def encoder_calls(self, prepared: list[CrossJEMBatch]) -> list[EncoderCall]:
+    def encoder_calls(self, prepared: list[CrossJEMBatch | HeldBatch]) -> list[EncoderCall]:
         """One call per bucket of :meth:`score_prepared`, masked unless every row fills the
         bucket's width; a merged layout's bucket is two calls: its first ``merge_layers``
         layers over the concat rows, the others over the merged rows, both with the additive
@@ -571,8 +589,16 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
         return [
             call
             for batch in prepared
-            for call in packed_calls(batch.row_len.tolist(), batch.buckets, layers, merged)
+            for call in packed_calls(_row_lengths(batch), batch.buckets, layers, merged)
         ]
+
+
+def _row_lengths(batch: CrossJEMBatch | HeldBatch) -> list[int]:
+    """The rows' lengths of a prepared batch, from the host where it keeps them."""
+    if batch.host_row_len is not None:
+        return [int(x) for x in batch.host_row_len.tolist()]
+    assert isinstance(batch, CrossJEMBatch)
+    return [int(x) for x in batch.row_len.tolist()]
 
 
 def row_counts(rows: Sequence[int], cfg: CrossJEMConfig) -> dict[str, Any]:
