@@ -221,6 +221,7 @@ class ItemTokens(_TextStore):
         self.distinct_offsets = np.zeros(1, dtype=np.int64)
         self._ranks: np.ndarray | None = None
         self._id_bound: int | None = None
+        self._counts: np.ndarray | None = None
 
     @property
     def nbytes(self) -> int:
@@ -257,7 +258,7 @@ class ItemTokens(_TextStore):
             old = getattr(self, name)
             ends = old[-1] + np.cumsum(np.concatenate(counts))
             setattr(self, name, np.concatenate([old, ends]))
-        self._ranks = self._id_bound = None
+        self._ranks = self._id_bound = self._counts = None
         return len(new)
 
     def rows(self, texts: Sequence[str]) -> np.ndarray | None:
@@ -266,6 +267,13 @@ class ItemTokens(_TextStore):
         get = self._row.get
         rows = np.fromiter((get(t, -1) for t in texts), dtype=np.int64, count=len(texts))
         return None if len(rows) and int(rows.min()) < 0 else rows
+
+    @property
+    def distinct_counts(self) -> np.ndarray:
+        """Per held item: how many distinct ids it has (its cost in a union row)."""
+        if self._counts is None:
+            self._counts = np.diff(self.distinct_offsets)
+        return self._counts
 
     @property
     def id_bound(self) -> int:

@@ -53,8 +53,6 @@ class HeldBatch:
     arrays: dict[str, Tensor]
     buckets: list[Bucket]
     n_items: list[int]
-    host_slot_list: np.ndarray
-    host_slot_item: np.ndarray
     host_row_len: np.ndarray
     #: columns of the widest row; a bound above every token id (sort keys of group x token)
     width: int
@@ -68,21 +66,22 @@ class _Query:
 
     order: np.ndarray
     cost: np.ndarray
+    item_end: np.ndarray
     tok: np.ndarray
     offset: np.ndarray
+    #: per group: its first item, union size, and where its occurrences end
     starts: list[int]
     sizes: list[int]
+    ends: list[int]
 
 
 def _decide(store: ItemTokens, rows: np.ndarray, union_len: int) -> _Query:
     """Canonical order, occurrences and next-fit groups of one list of held ``rows``."""
     order = fastpack.stable_argsort(store.sequence_ranks[rows], bound=len(store))
     held = rows[order]
-    first = store.distinct_offsets[held]
-    cost = store.distinct_offsets[held + 1] - first
-    too_long = np.flatnonzero(cost > union_len)
-    if len(too_long):
-        k = int(too_long[0])
+    first, cost = store.distinct_offsets[held], store.distinct_counts[held]
+    if len(cost) and int(cost.max()) > union_len:
+        k = int(np.argmax(cost > union_len))
         raise ValueError(
             f"item {int(order[k])} needs {int(cost[k])} row tokens, more than union_len={union_len}"
         )
@@ -90,21 +89,22 @@ def _decide(store: ItemTokens, rows: np.ndarray, union_len: int) -> _Query:
     total = int(item_end[-1]) if len(cost) else 0
     at = np.arange(total) + np.repeat(first - (item_end - cost), cost)
     tok, offset = store.distinct[at], store.first[at]
+    if not len(cost):
+        return _Query(order, cost, item_end, tok, offset, [], [], [])
     if total <= union_len:  # next-fit cannot cut the list: one group
-        one = ([0], [len(np.unique(tok))]) if len(cost) else ([], [])
-        return _Query(order, cost, tok, offset, *one)
+        return _Query(order, cost, item_end, tok, offset, [0], [len(np.unique(tok))], [total])
     # the previous occurrence of each token, from one stable (radix) sort by token
     by_tok = fastpack.stable_argsort(tok, bound=store.id_bound)
     same = tok[by_tok[1:]] == tok[by_tok[:-1]]
     union = total - int(np.count_nonzero(same))
     if union <= union_len:
-        starts, sizes = [0], [union]
-    else:
-        prev = np.empty(total, dtype=np.int64)
-        prev[by_tok[0]] = -1
-        prev[by_tok[1:]] = np.where(same, by_tok[:-1], -1)
-        starts, sizes = fastpack.next_fit(item_end, prev, union_len)
-    return _Query(order, cost, tok, offset, starts, sizes)
+        return _Query(order, cost, item_end, tok, offset, [0], [union], [total])
+    prev = np.empty(total, dtype=np.int64)
+    prev[by_tok[0]] = -1
+    prev[by_tok[1:]] = np.where(same, by_tok[:-1], -1)
+    starts, sizes = fastpack.next_fit(item_end, prev, union_len)
+    ends = [*item_end[np.asarray(starts[1:], dtype=np.int64) - 1].tolist(), total]
+    return _Query(order, cost, item_end, tok, offset, starts, sizes, ends)
 
 
 def hold_lists(
@@ -117,98 +117,87 @@ def hold_lists(
     device: str,
 ) -> HeldBatch:
     """The host's half for lists whose items ``store`` holds (``rows``: their store rows):
-    decisions per list, rows (one per group) cut into length buckets as
-    :func:`~rankers.families.crossjem.packed.join_parts` cuts them, slots and tokens in bucket
-    order, and one upload of six arrays. ``special``: the [CLS], [SEP] and padding ids."""
+    decisions per list, and per group (a row) where it goes - rows cut into length buckets as
+    :func:`~rankers.families.crossjem.packed.join_parts` cuts them, its items' slots and tokens
+    following it - in one upload of five arrays. ``special``: the [CLS], [SEP] and padding
+    ids."""
     cls, sep, pad = special
     lists = [_decide(store, r, union_len) for r in rows]
-    # per group (a row before bucketing): its query, first item, row start and length
-    g_query = np.repeat(np.arange(len(lists)), [len(q.starts) for q in lists])
-    item_base = np.cumsum([0] + [len(q.cost) for q in lists])
-    g_item = np.asarray(
-        [s + b for q, b in zip(lists, item_base.tolist(), strict=False) for s in q.starts],
-        dtype=np.int64,
-    )
-    q_start = np.asarray([len(q) + 2 for q in queries], dtype=np.int64)  # [CLS] query [SEP]
-    g_start = q_start[g_query]
-    g_size = np.asarray([s for q in lists for s in q.sizes], dtype=np.int64)
-    row_len = g_start + g_size + 1
-    # per item (canonical order, list after list): its group
-    cost = np.concatenate([q.cost for q in lists]) if lists else np.zeros(0, np.int64)
-    n = len(cost)
-    mark = np.zeros(n, dtype=np.int64)
-    mark[g_item[1:]] = 1  # every group after the first starts at a new item
-    item_group = np.cumsum(mark)
-    # rows in bucket order; slots (items) follow their rows, tokens their slots
-    runs = length_buckets(row_len.tolist(), tolerance)
-    row_order = np.asarray([r for run in runs for r in run], dtype=np.int64)
-    new_row = np.empty_like(row_order)
-    new_row[row_order] = np.arange(len(row_order))
-    item_row = new_row[item_group]
-    slot_order = fastpack.stable_argsort(item_row, bound=len(row_order))
-    new_slot = np.empty_like(slot_order)
-    new_slot[slot_order] = np.arange(n)
-    run_rows = np.cumsum([0] + [len(run) for run in runs])
-    slot_row = item_row[slot_order]
-    run_slots = np.searchsorted(slot_row, run_rows)
-    tok_new = np.zeros(n + 1, dtype=np.int64)  # token start of each slot in bucket order
-    np.cumsum(cost[slot_order], out=tok_new[1:])
-    bucket_width = np.maximum.reduceat(row_len[row_order], run_rows[:-1]) if n else row_len
-    bounds = zip(run_rows.tolist(), run_slots.tolist(), tok_new[run_slots].tolist(), strict=True)
-    starts = list(bounds)
-    buckets = [
-        Bucket(r0, r1, s0, s1, t0, t1, w)
-        for (r0, s0, t0), (r1, s1, t1), w in zip(
-            starts, starts[1:], bucket_width.tolist(), strict=False
+    # per group, in query order (Python lists: a few dozen groups a list)
+    g_query, g_item, g_items, g_occ, g_occs, g_start, g_len = ([] for _ in range(7))
+    item_base = occ_base = 0
+    for k, (query, q) in enumerate(zip(queries, lists, strict=True)):
+        bounds = [*q.starts, len(q.order)]
+        occ_bounds = [0, *q.ends]
+        for j, size in enumerate(q.sizes):
+            g_query.append(k)
+            g_item.append(item_base + bounds[j])
+            g_items.append(bounds[j + 1] - bounds[j])
+            g_occ.append(occ_base + occ_bounds[j])
+            g_occs.append(occ_bounds[j + 1] - occ_bounds[j])
+            g_start.append(len(query) + 2)  # [CLS] query [SEP]
+            g_len.append(len(query) + 3 + size)
+        item_base += len(q.order)
+        occ_base += occ_bounds[-1]
+    # rows in bucket order; each group's items (slots) and tokens follow it, in their order
+    runs = length_buckets(g_len, tolerance)
+    row_order = [g for run in runs for g in run]
+    n_groups = len(row_order)
+    new_row, slot_base, tok_base = [0] * n_groups, [0] * n_groups, [0] * n_groups
+    row0, slot0 = [0] * n_groups, [0] * n_groups  # the first row and slot of its bucket
+    buckets = []
+    r = slots = toks = 0
+    for run in runs:
+        r0, s0, t0 = r, slots, toks
+        for g in run:
+            new_row[g], slot_base[g], tok_base[g], row0[g], slot0[g] = r, slots, toks, r0, s0
+            r, slots, toks = r + 1, slots + g_items[g], toks + g_occs[g]
+        buckets.append(Bucket(r0, r, s0, slots, t0, toks, max(g_len[g] for g in run)))
+    cost, order, tok, offset = (
+        (q.cost, q.order, q.tok, q.offset)
+        if len(lists) == 1
+        else (
+            np.concatenate([getattr(q, name) for q in lists] or [np.zeros(0, np.int64)])
+            for name in ("cost", "order", "tok", "offset")
         )
-    ]
-    row_start = np.repeat(run_rows[:-1], np.diff(run_rows))  # per row: its bucket's first row
-    slot_start = np.repeat(run_slots[:-1], np.diff(run_slots))  # per slot: its bucket's first
-    slot_list = g_query[item_group[slot_order]]
-    slot_item = np.concatenate([q.order for q in lists])[slot_order] if lists else cost
-    # the [CLS] query [SEP] part of each query's rows
-    prefix = np.full((len(queries), int(q_start.max(initial=2))), pad, dtype=np.int64)
-    for k, (query, start) in enumerate(zip(queries, q_start.tolist(), strict=True)):
-        prefix[k, 0], prefix[k, 1 : start - 1], prefix[k, start - 1] = cls, query, sep
-    tok = np.concatenate([q.tok for q in lists]) if lists else np.zeros(0, np.int32)
-    offset = np.concatenate([q.offset for q in lists]) if lists else tok
-    item_end = np.cumsum(cost)
+    )
+    item_end = lists[0].item_end if len(lists) == 1 else np.cumsum(cost)  # list after list
+    prefix = np.full((len(queries), 2 + max(map(len, queries), default=0)), pad, np.int64)
+    for k, query in enumerate(queries):
+        prefix[k, 0], prefix[k, 1 : len(query) + 1], prefix[k, len(query) + 1] = cls, query, sep
+    union_base = np.cumsum([0] + [s for q in lists for s in q.sizes])[:-1]
     arrays = {
         "occurrences": np.stack([tok, offset]),
-        # per item: end of its occurrences, their count, its group, where its first token goes
-        # in bucket order, its slot and row within their bucket
-        "items": np.stack(
+        "items": np.stack([item_end, order]),
+        # per group: its query, first item, first occurrence, row start (query end), length,
+        # first union rank; in bucket order: its row, first slot, first token, and the first
+        # row and slot of its bucket; and which group each row is
+        "groups": np.asarray(
             [
-                item_end,
-                cost,
-                item_group,
-                tok_new[new_slot],
-                new_slot - slot_start[new_slot],
-                item_row - row_start[item_row],
-            ]
-        ),
-        # per group: first union rank, row start (query end), length, query; the bucket order
-        "groups": np.stack([np.cumsum(g_size) - g_size, g_start, row_len, g_query, row_order]),
+                g_query,
+                g_item,
+                g_occ,
+                g_start,
+                g_len,
+                union_base,
+                new_row,
+                slot_base,
+                tok_base,
+                row0,
+                slot0,
+                row_order,
+            ],
+            dtype=np.int64,
+        ).reshape(12, n_groups),
         "prefix": prefix,
-        # per slot (bucket order): row within its bucket, pooled positions, list, item
-        "slots": np.stack(
-            [
-                slot_row - row_start[slot_row],
-                (q_start[slot_list] - 1) + cost[slot_order],
-                slot_list,
-                slot_item,
-            ]
-        ),
         "lengths": np.asarray([len(r) for r in rows], dtype=np.int64),
     }
     return HeldBatch(
         arrays=upload(arrays, device),
         buckets=buckets,
         n_items=[len(r) for r in rows],
-        host_slot_list=slot_list,
-        host_slot_item=slot_item,
-        host_row_len=row_len[row_order],
-        width=int(row_len.max(initial=0)),
+        host_row_len=np.asarray([g_len[g] for g in row_order], dtype=np.int64),
+        width=max(g_len, default=0),
         id_bound=store.id_bound,
         sep=sep,
     )
@@ -216,14 +205,30 @@ def hold_lists(
 
 def expand(held: HeldBatch, pad: int) -> CrossJEMBatch:
     """The device's half: each group's sorted union and every occurrence's rank in it, the
-    rows, and the pooling indices in bucket order, from arrays of sizes the host knows (no
-    value read back, so no wait and nothing that stops a CUDA graph)."""
+    rows, and the slots and pooling indices in bucket order, from arrays of sizes the host
+    knows (no value read back, so no wait and nothing that stops a CUDA graph)."""
     a = held.arrays
     tok, offset = a["occurrences"]
-    item_end, cost, item_group, item_token, item_slot, item_row = a["items"]
-    union_base, g_start, g_len, g_query, row_order = a["groups"]
-    occ = torch.arange(tok.shape[0], device=tok.device)
+    item_end, order = a["items"]
+    (
+        g_query,
+        g_item,
+        g_occ,
+        g_start,
+        g_len,
+        union_base,
+        new_row,
+        slot_base,
+        tok_base,
+        row0,
+        slot0,
+        row_order,
+    ) = a["groups"]
+    device = tok.device
+    occ = torch.arange(tok.shape[0], device=device)
     item = torch.searchsorted(item_end, occ, right=True)
+    items = torch.arange(item_end.shape[0], device=device)
+    item_group = torch.searchsorted(g_item, items, right=True) - 1
     group = item_group[item]
     # the sorted union of each group: occurrences sorted by (group, token), runs of one key
     keys, by_key = torch.sort(group * held.id_bound + tok)
@@ -233,36 +238,35 @@ def expand(held: HeldBatch, pad: int) -> CrossJEMBatch:
     rank[by_key] = torch.cumsum(new, 0) - 1 - union_base[group[by_key]]
     pos = g_start[group] + rank
     n_groups = g_len.shape[0]
-    ids = torch.full((n_groups, held.width), pad, dtype=torch.int64, device=tok.device)
+    ids = torch.full((n_groups, held.width), pad, dtype=torch.int64, device=device)
     head = min(a["prefix"].shape[1], held.width)  # a query without rows may be longer
     ids[:, :head] = a["prefix"][g_query, :head]
     ids[group, pos] = tok  # every occurrence of a token writes the same value
-    ids[torch.arange(n_groups, device=tok.device), g_len - 1] = held.sep
-    # tokens in bucket order: an item's tokens keep their order from its first token's place
-    at = item_token[item] + occ - (item_end - cost)[item]
+    ids[torch.arange(n_groups, device=device), g_len - 1] = held.sep
+    # slots: a group's items in their order from its first slot; tokens likewise
+    slot = slot_base[item_group] + items - g_item[item_group]
+    cost = torch.diff(item_end, prepend=item_end.new_zeros(1))
 
-    def placed(values: Tensor) -> Tensor:
+    def placed(at: Tensor, values: Tensor) -> Tensor:
         out = torch.empty_like(values)
         out[at] = values
         return out
 
-    slot_row, slot_count, slot_list, slot_item = a["slots"]
+    at = tok_base[group] + occ - g_occ[group]
     return CrossJEMBatch(
         input_ids=ids[row_order],
         row_len=g_len[row_order],
         query_end=g_start[row_order],
-        slot_row=slot_row,
-        slot_count=slot_count,
-        slot_list=slot_list,
-        slot_item=slot_item,
-        tok_slot=placed(item_slot[item]),
-        tok_row=placed(item_row[item]),
-        tok_pos=placed(pos),
-        tok_offset=placed(offset),
+        slot_row=placed(slot, (new_row - row0)[item_group]),
+        slot_count=placed(slot, g_start[item_group] - 1 + cost),
+        slot_list=placed(slot, g_query[item_group]),
+        slot_item=placed(slot, order),
+        tok_slot=placed(at, (slot - slot0[item_group])[item]),
+        tok_row=placed(at, (new_row - row0)[group]),
+        tok_pos=placed(at, pos),
+        tok_offset=placed(at, offset),
         buckets=held.buckets,
         n_items=held.n_items,
-        host_slot_list=held.host_slot_list,
-        host_slot_item=held.host_slot_item,
         host_row_len=held.host_row_len,
         lengths=a["lengths"],
     )

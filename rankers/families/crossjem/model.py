@@ -48,8 +48,6 @@ class CrossJEMBatch:
     tok_offset: Tensor
     buckets: list[Bucket]
     n_items: list[int]
-    host_slot_list: np.ndarray
-    host_slot_item: np.ndarray
     position_ids: Tensor | None = None
     #: the rows' lengths on the host: whether a bucket has padding, asked without a device read
     host_row_len: np.ndarray | None = None
@@ -73,8 +71,6 @@ class CrossJEMBatch:
             **tensors,
             buckets=packed.buckets,
             n_items=list(packed.n_items),
-            host_slot_list=packed.slot_list,
-            host_slot_item=packed.slot_item,
             host_row_len=packed.row_len,
         )
 

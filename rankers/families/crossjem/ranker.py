@@ -459,21 +459,20 @@ class CrossJEMRanker(EncoderRanker[CrossJEMConfig]):
         with self.inference():
             pad = self.special.pad
             batches = [b if isinstance(b, CrossJEMBatch) else expand(b, pad) for b in prepared]
-            parts = [
-                module.bucket_logits(batch, b, batch.bucket_full(b))
-                for batch in batches
-                for b in batch.buckets
-            ]
-            values = torch.cat(parts).cpu().numpy() if parts else np.zeros(0, np.float32)
-        out: list[np.ndarray] = []
-        start = 0
-        for batch in prepared:
-            offsets = np.cumsum([0, *batch.n_items])
-            flat = np.zeros(int(offsets[-1]), dtype=np.float32)
-            end = start + len(batch.host_slot_list)
-            flat[offsets[batch.host_slot_list] + batch.host_slot_item] = values[start:end]
-            start = end
-            out.extend(np.split(flat, offsets[1:-1]))
+            placed = []
+            for batch in batches:  # each batch's logits put in list order on the device
+                logits = [
+                    module.bucket_logits(batch, b, batch.bucket_full(b)) for b in batch.buckets
+                ]
+                assert batch.lengths is not None
+                starts = torch.cumsum(batch.lengths, 0) - batch.lengths
+                flat = torch.zeros(sum(batch.n_items), device=batch.input_ids.device)
+                if logits:
+                    flat[starts[batch.slot_list] + batch.slot_item] = torch.cat(logits)
+                placed.append(flat)
+            values = torch.cat(placed).cpu().numpy() if placed else np.zeros(0, np.float32)
+        sizes = [n for batch in prepared for n in batch.n_items]
+        out = np.split(values, np.cumsum(sizes)[:-1]) if sizes else []
         return out
 
     def score(self, lists: Sequence[CandidateList]) -> list[np.ndarray]:
