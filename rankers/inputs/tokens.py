@@ -222,6 +222,7 @@ class ItemTokens(_TextStore):
         self._ranks: np.ndarray | None = None
         self._id_bound: int | None = None
         self._counts: np.ndarray | None = None
+        self._pairs: np.ndarray | None = None
 
     @property
     def nbytes(self) -> int:
@@ -258,7 +259,7 @@ class ItemTokens(_TextStore):
             old = getattr(self, name)
             ends = old[-1] + np.cumsum(np.concatenate(counts))
             setattr(self, name, np.concatenate([old, ends]))
-        self._ranks = self._id_bound = self._counts = None
+        self._ranks = self._id_bound = self._counts = self._pairs = None
         return len(new)
 
     def rows(self, texts: Sequence[str]) -> np.ndarray | None:
@@ -267,6 +268,14 @@ class ItemTokens(_TextStore):
         get = self._row.get
         rows = np.fromiter((get(t, -1) for t in texts), dtype=np.int64, count=len(texts))
         return None if len(rows) and int(rows.min()) < 0 else rows
+
+    @property
+    def distinct_first(self) -> np.ndarray:
+        """Every held item's distinct ids (row 0) and their first positions (row 1), end to
+        end: one gather reads both."""
+        if self._pairs is None:
+            self._pairs = np.stack([self.distinct, self.first])
+        return self._pairs
 
     @property
     def distinct_counts(self) -> np.ndarray:

@@ -148,16 +148,20 @@ def union_ranks(
     return ranks, union_size, union_tok, union_group
 
 
-def next_fit(item_end: np.ndarray, prev: np.ndarray, union_len: int) -> tuple[list[int], list[int]]:
+def next_fit(
+    item_end: np.ndarray, prev: np.ndarray, union_len: int
+) -> tuple[list[int], list[int], list[int]]:
     """Next-fit packing of items ``[item_end - cost, item_end)`` (the result of
-    :func:`~rankers.families.crossjem.packed.next_fit_cuts`): the first item of each group and
-    the group's size, with few array calls per group (item ends searched in a Python list, one
-    cumulative sum over a window that grows only when a group outruns it)."""
+    :func:`~rankers.families.crossjem.packed.next_fit_cuts`): the first item of each group, the
+    group's size and the end of its occurrences, with few array calls per group (item ends
+    searched in a Python list, one cumulative sum over a window that grows only when a group
+    outruns it)."""
     n = len(item_end)
     ends = item_end.tolist()
     total = ends[-1] if n else 0
     starts: list[int] = []
     sizes: list[int] = []
+    stops: list[int] = []
     a = s_a = 0
     window = 2 * union_len
     while a < n:
@@ -176,12 +180,13 @@ def next_fit(item_end: np.ndarray, prev: np.ndarray, union_len: int) -> tuple[li
         sizes.append(int(size[fit - 1]))
         a += fit
         s_a = ends[a - 1]
-    return starts, sizes
+        stops.append(s_a)
+    return starts, sizes, stops
 
 
 def next_fit_groups(item_end: np.ndarray, prev: np.ndarray, union_len: int) -> np.ndarray:
     """Group of each item under next-fit packing (:func:`next_fit`)."""
-    starts, _ = next_fit(item_end, prev, union_len)
+    starts, _, _ = next_fit(item_end, prev, union_len)
     group = np.zeros(len(item_end), dtype=np.int64)
     group[starts[1:]] = 1
     return np.cumsum(group)

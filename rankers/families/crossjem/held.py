@@ -18,6 +18,7 @@ stays the oracle (``tests/test_crossjem_held.py``).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
@@ -67,8 +68,8 @@ class _Query:
     order: np.ndarray
     cost: np.ndarray
     item_end: np.ndarray
-    tok: np.ndarray
-    offset: np.ndarray
+    #: the occurrences' tokens (row 0) and offsets in their items (row 1)
+    occurrences: np.ndarray
     #: per group: its first item, union size, and where its occurrences end
     starts: list[int]
     sizes: list[int]
@@ -88,23 +89,22 @@ def _decide(store: ItemTokens, rows: np.ndarray, union_len: int) -> _Query:
     item_end = np.cumsum(cost)
     total = int(item_end[-1]) if len(cost) else 0
     at = np.arange(total) + np.repeat(first - (item_end - cost), cost)
-    tok, offset = store.distinct[at], store.first[at]
+    occurrences = np.take(store.distinct_first, at, axis=1)
+    tok = occurrences[0]
     if not len(cost):
-        return _Query(order, cost, item_end, tok, offset, [], [], [])
+        return _Query(order, cost, item_end, occurrences, [], [], [])
     if total <= union_len:  # next-fit cannot cut the list: one group
-        return _Query(order, cost, item_end, tok, offset, [0], [len(np.unique(tok))], [total])
+        return _Query(order, cost, item_end, occurrences, [0], [len(np.unique(tok))], [total])
     # the previous occurrence of each token, from one stable (radix) sort by token
     by_tok = fastpack.stable_argsort(tok, bound=store.id_bound)
     same = tok[by_tok[1:]] == tok[by_tok[:-1]]
     union = total - int(np.count_nonzero(same))
     if union <= union_len:
-        return _Query(order, cost, item_end, tok, offset, [0], [union], [total])
+        return _Query(order, cost, item_end, occurrences, [0], [union], [total])
     prev = np.empty(total, dtype=np.int64)
     prev[by_tok[0]] = -1
     prev[by_tok[1:]] = np.where(same, by_tok[:-1], -1)
-    starts, sizes = fastpack.next_fit(item_end, prev, union_len)
-    ends = [*item_end[np.asarray(starts[1:], dtype=np.int64) - 1].tolist(), total]
-    return _Query(order, cost, item_end, tok, offset, starts, sizes, ends)
+    return _Query(order, cost, item_end, occurrences, *fastpack.next_fit(item_end, prev, union_len))
 
 
 def hold_lists(
@@ -153,21 +153,18 @@ def hold_lists(
             new_row[g], slot_base[g], tok_base[g], row0[g], slot0[g] = r, slots, toks, r0, s0
             r, slots, toks = r + 1, slots + g_items[g], toks + g_occs[g]
         buckets.append(Bucket(r0, r, s0, slots, t0, toks, max(g_len[g] for g in run)))
-    cost, order, tok, offset = (
-        (q.cost, q.order, q.tok, q.offset)
-        if len(lists) == 1
-        else (
-            np.concatenate([getattr(q, name) for q in lists] or [np.zeros(0, np.int64)])
-            for name in ("cost", "order", "tok", "offset")
-        )
-    )
+    if len(lists) == 1:
+        cost, order, occurrences = lists[0].cost, lists[0].order, lists[0].occurrences
+    else:
+        cost, order = (np.concatenate([getattr(q, k) for q in lists]) for k in ("cost", "order"))
+        occurrences = np.concatenate([q.occurrences for q in lists], axis=1)
     item_end = lists[0].item_end if len(lists) == 1 else np.cumsum(cost)  # list after list
-    prefix = np.full((len(queries), 2 + max(map(len, queries), default=0)), pad, np.int64)
-    for k, query in enumerate(queries):
-        prefix[k, 0], prefix[k, 1 : len(query) + 1], prefix[k, len(query) + 1] = cls, query, sep
-    union_base = np.cumsum([0] + [s for q in lists for s in q.sizes])[:-1]
+    longest = max(map(len, queries), default=0)
+    prefix = [[cls, *q.tolist(), sep, *[pad] * (longest - len(q))] for q in queries]
+    sizes = [s for q in lists for s in q.sizes]
+    union_base = list(itertools.accumulate(sizes, initial=0))[:-1]
     arrays = {
-        "occurrences": np.stack([tok, offset]),
+        "occurrences": occurrences,
         "items": np.stack([item_end, order]),
         # per group: its query, first item, first occurrence, row start (query end), length,
         # first union rank; in bucket order: its row, first slot, first token, and the first
@@ -189,7 +186,7 @@ def hold_lists(
             ],
             dtype=np.int64,
         ).reshape(12, n_groups),
-        "prefix": prefix,
+        "prefix": np.asarray(prefix, dtype=np.int64),
         "lengths": np.asarray([len(r) for r in rows], dtype=np.int64),
     }
     return HeldBatch(
