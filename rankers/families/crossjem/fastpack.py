@@ -33,7 +33,7 @@ def stable_argsort(keys: np.ndarray, bound: int | None = None) -> np.ndarray:
         fits = bound <= 0x10000
     else:
         fits = bool(keys.size) and int(keys.min()) >= 0 and int(keys.max()) < 0x10000
-    return np.argsort(keys.astype(np.uint16) if fits else keys, kind="stable")
+    return (keys.astype(np.uint16) if fits else keys).argsort(kind="stable")
 
 
 @functools.lru_cache(maxsize=8)
@@ -159,6 +159,7 @@ def next_fit(
     n = len(item_end)
     ends = item_end.tolist()
     total = ends[-1] if n else 0
+    last = item_end - 1  # an item's last occurrence
     starts: list[int] = []
     sizes: list[int] = []
     stops: list[int] = []
@@ -170,10 +171,12 @@ def next_fit(
             e = min(total, s_a + window)
             b_hi = bisect.bisect_right(ends, e, a)
             # new tokens after each item: occurrences since s_a whose previous one is before it
-            cum = np.zeros(e - s_a + 1, dtype=np.int64)
-            np.cumsum(prev[s_a:e] < s_a, out=cum[1:])
-            size = cum[item_end[a:b_hi] - s_a]
-            fit = int(np.searchsorted(size, union_len, side="right"))
+            new = (prev[s_a:e] < s_a).cumsum()
+            if ends[a] > s_a:
+                size = new[last[a:b_hi] - s_a]
+            else:  # items without tokens open the group: a leading zero
+                size = np.concatenate([[0], new])[item_end[a:b_hi] - s_a]
+            fit = int(size.searchsorted(union_len, side="right"))
             if fit < b_hi - a or e == total:
                 break
             window *= 2

@@ -86,10 +86,10 @@ def _decide(store: ItemTokens, rows: np.ndarray, union_len: int) -> _Query:
         raise ValueError(
             f"item {int(order[k])} needs {int(cost[k])} row tokens, more than union_len={union_len}"
         )
-    item_end = np.cumsum(cost)
+    item_end = cost.cumsum()
     total = int(item_end[-1]) if len(cost) else 0
     at = np.arange(total) + np.repeat(first - (item_end - cost), cost)
-    occurrences = np.take(store.distinct_first, at, axis=1)
+    occurrences = store.distinct_first.take(at, axis=1)
     tok = occurrences[0]
     if not len(cost):
         return _Query(order, cost, item_end, occurrences, [], [], [])
@@ -97,7 +97,8 @@ def _decide(store: ItemTokens, rows: np.ndarray, union_len: int) -> _Query:
         return _Query(order, cost, item_end, occurrences, [0], [len(np.unique(tok))], [total])
     # the previous occurrence of each token, from one stable (radix) sort by token
     by_tok = fastpack.stable_argsort(tok, bound=store.id_bound)
-    same = tok[by_tok[1:]] == tok[by_tok[:-1]]
+    sorted_tok = tok[by_tok]
+    same = sorted_tok[1:] == sorted_tok[:-1]
     union = total - int(np.count_nonzero(same))
     if union <= union_len:
         return _Query(order, cost, item_end, occurrences, [0], [union], [total])
