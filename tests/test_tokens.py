@@ -97,6 +97,13 @@ def test_flat_store_gives_the_padded_oracles_arrays(chunk: int) -> None:
         assert len(flat) == len(oracle)
         asked = [*rng.sample(batch, 10), "never added text", batch[-3]]
         _same(flat.lookup(asked), oracle.lookup(asked))
+        for store in (flat, oracle):  # the ids alone, held or not, as the full lookup's
+            held = [t for t in asked if t != "never added text"]
+            for texts in (asked, held):
+                ids, full = store.lookup_ids(texts), oracle.lookup(texts)
+                assert ids.ids.dtype == ids.lens.dtype == np.int64 and len(ids) == len(texts)
+                assert np.array_equal(ids.ids, full.ids) and np.array_equal(ids.lens, full.lens)
+        assert flat.rows(asked) is None and flat.rows(held) is not None
     assert flat.ids.dtype == flat.distinct.dtype == flat.first.dtype == np.int32
     # no padding held: exactly one int32 per kept token, one int64 offset per item (plus one)
     kept = oracle.lookup(list(oracle._row))

@@ -69,7 +69,7 @@ from rankers.hooks import (
     Persistent,
 )
 from rankers.inputs.batching import SpecialIds, cut_counts, special_ids, token_ids
-from rankers.inputs.tokens import ItemTokens
+from rankers.inputs.tokens import ItemIds, ItemTokens
 from rankers.io.models import resolve_model, state_hash, weights_hash
 from rankers.itemorder import item_texts
 from rankers.trainconfig import ListTrainingConfig
@@ -421,6 +421,15 @@ class EncoderRanker(
         if self.cfg.pretokenise:
             return self.item_tokens.lookup(texts)
         return self.item_tokens.tokenise(texts)
+
+    def lookup_item_ids(self, texts: Sequence[str]) -> ItemIds:
+        """The ids of ``texts`` alone (:meth:`lookup_items` without what only CROSS-JEM reads):
+        what a pair encoder builds its rows from."""
+        texts = item_texts(self.cfg, texts)
+        if self.cfg.pretokenise:
+            return self.item_tokens.lookup_ids(texts)
+        arrays = self.item_tokens.tokenise(texts)
+        return ItemIds(arrays.ids, arrays.lens)
 
     def held_rows(self, texts: Sequence[str]) -> np.ndarray | None:
         """The index-time store's rows of ``texts`` (after :func:`rankers.itemorder.item_texts`,

@@ -37,7 +37,7 @@ from rankers.inputs.batching import (
     token_ids,
 )
 from rankers.inputs.masks import encoder_mask
-from rankers.inputs.tokens import PAD, ItemArrays
+from rankers.inputs.tokens import PAD, ItemIds
 from rankers.inputs.transfer import upload
 from rankers.itemorder import sort_items_option
 from rankers.trainconfig import ListTrainingConfig
@@ -98,7 +98,7 @@ class ScoringPairs:
 
 
 def pair_matrix(
-    queries: Sequence[np.ndarray], items: Sequence[ItemArrays], cls: int, sep: int, pad: int
+    queries: Sequence[np.ndarray], items: Sequence[ItemIds], cls: int, sep: int, pad: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``[CLS] q [SEP] k [SEP]`` ids of every (query, item) pair, list after list, as one padded
     matrix, with each pair's length and query end; built by concatenating id arrays."""
@@ -284,7 +284,7 @@ class MonoBERTRanker(EncoderRanker[MonoBERTConfig]):
     def prepare_scoring(self, lists: Sequence[CandidateList]) -> ScoringPairs:
         sp = self.special
         queries = self.query_tokens([cl.query.text for cl in lists])
-        items = [self.lookup_items(cl.texts) for cl in lists]
+        items = [self.lookup_item_ids(cl.texts) for cl in lists]
         matrix, length, query_end = pair_matrix(queries, items, sp.cls, sp.sep, sp.pad)
         order = np.argsort(length, kind="stable")
         tensors = upload(

@@ -348,7 +348,7 @@ class SetEncoderRanker(EncoderRanker[SetEncoderConfig]):
         sorted by length in chunks of ``batch_size``, on the device in one copy."""
         sp = self.special
         queries = self.query_tokens([q for q, _ in lists])
-        items = [self.lookup_items(texts) for _, texts in lists]
+        items = [self.lookup_item_ids(texts) for _, texts in lists]
         matrix, length, query_end = pair_matrix(queries, items, sp.cls, sp.sep, sp.pad)
         n_items = [len(texts) for _, texts in lists]
         order = np.argsort(length, kind="stable")

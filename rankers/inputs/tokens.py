@@ -51,6 +51,17 @@ class ItemArrays:
         return self.ids[i, : self.lens[i]].tolist()
 
 
+@dataclasses.dataclass(frozen=True)
+class ItemIds:
+    """The ids of ``n`` items alone (what a pair of [CLS] q [SEP] k [SEP] is built from)."""
+
+    ids: np.ndarray  # (n, width) int64, pad -1
+    lens: np.ndarray  # (n,) int64
+
+    def __len__(self) -> int:
+        return int(self.lens.shape[0])
+
+
 def pad_ragged(rows: Sequence[Sequence[int]], width: int) -> tuple[np.ndarray, np.ndarray]:
     """(len(rows), width) int64 matrix padded with -1, and the row lengths; no per-token loop."""
     lens = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
@@ -120,6 +131,12 @@ class _TextStore:
     def _held(self, rows: np.ndarray) -> ItemArrays:
         """Arrays of the held ``rows`` (a -1 row, a text not held, may hold anything)."""
         raise NotImplementedError
+
+    def lookup_ids(self, texts: Sequence[str]) -> ItemIds:
+        """The ids of ``texts`` alone: :meth:`lookup` without gathering the distinct ids and
+        their first positions that only CROSS-JEM reads."""
+        arrays = self.lookup(texts)
+        return ItemIds(arrays.ids, arrays.lens)
 
     def lookup(self, texts: Sequence[str]) -> ItemArrays:
         """Arrays for ``texts`` in order: held rows gathered, the others tokenised now."""
@@ -223,6 +240,7 @@ class ItemTokens(_TextStore):
         self._id_bound: int | None = None
         self._counts: np.ndarray | None = None
         self._pairs: np.ndarray | None = None
+        self._most: int | None = None
 
     @property
     def nbytes(self) -> int:
@@ -259,7 +277,7 @@ class ItemTokens(_TextStore):
             old = getattr(self, name)
             ends = old[-1] + np.cumsum(np.concatenate(counts))
             setattr(self, name, np.concatenate([old, ends]))
-        self._ranks = self._id_bound = self._counts = self._pairs = None
+        self._ranks = self._id_bound = self._counts = self._pairs = self._most = None
         return len(new)
 
     def rows(self, texts: Sequence[str]) -> np.ndarray | None:
@@ -285,6 +303,13 @@ class ItemTokens(_TextStore):
         return self._counts
 
     @property
+    def most_distinct(self) -> int:
+        """The most distinct ids any held item has (0 when empty)."""
+        if self._most is None:
+            self._most = int(self.distinct_counts.max(initial=0))
+        return self._most
+
+    @property
     def id_bound(self) -> int:
         """One more than the largest distinct id held (0 when empty): every id is below it."""
         if self._id_bound is None:
@@ -301,6 +326,14 @@ class ItemTokens(_TextStore):
         if self._ranks is None:
             self._ranks = sequence_ranks(self.ids, self.offsets, self.max_len)
         return self._ranks
+
+    def lookup_ids(self, texts: Sequence[str]) -> ItemIds:
+        rows = self.rows(texts)
+        if rows is None:  # a text not held: tokenised with the others' rows
+            return super().lookup_ids(texts)
+        starts = self.offsets[rows]
+        lens = self.offsets[rows + 1] - starts
+        return ItemIds(_gather(self.ids, starts, lens, self.max_len), lens)
 
     def _held(self, rows: np.ndarray) -> ItemArrays:
         safe = np.where(rows < 0, 0, rows)

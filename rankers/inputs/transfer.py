@@ -79,8 +79,8 @@ def upload(arrays: dict[str, np.ndarray], device: str) -> dict[str, Tensor]:
             start += size
         buffer = buffer.to(device, non_blocking=True)
     else:
-        flat = [np.ascontiguousarray(a, dtype=np.int64).ravel() for a in arrays.values()]
-        buffer = torch.from_numpy(np.concatenate(flat) if flat else np.zeros(0, dtype=np.int64))
+        flat = [np.ravel(a) for a in arrays.values()]
+        buffer = torch.from_numpy(np.concatenate(flat, dtype=np.int64, casting="same_kind"))
     # one split into views (a slice and a view per array cost more than the copy of a list)
     out = {
         name: part if len(shape) == 1 else part.view(shape)

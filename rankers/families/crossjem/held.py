@@ -81,7 +81,7 @@ def _decide(store: ItemTokens, rows: np.ndarray, union_len: int) -> _Query:
     order = fastpack.stable_argsort(store.sequence_ranks[rows], bound=len(store))
     held = rows[order]
     first, cost = store.distinct_offsets[held], store.distinct_counts[held]
-    if len(cost) and int(cost.max()) > union_len:
+    if store.most_distinct > union_len and int(cost.max()) > union_len:
         k = int(np.argmax(cost > union_len))
         raise ValueError(
             f"item {int(order[k])} needs {int(cost[k])} row tokens, more than union_len={union_len}"
@@ -187,8 +187,8 @@ def hold_lists(
             ],
             dtype=np.int64,
         ).reshape(12, n_groups),
-        "prefix": np.asarray(prefix, dtype=np.int64),
-        "lengths": np.asarray([len(r) for r in rows], dtype=np.int64),
+        # per query: its items, then [CLS] query [SEP]
+        "queries": np.asarray([[len(r), *p] for r, p in zip(rows, prefix, strict=True)]),
     }
     return HeldBatch(
         arrays=upload(arrays, device),
@@ -237,8 +237,9 @@ def expand(held: HeldBatch, pad: int) -> CrossJEMBatch:
     pos = g_start[group] + rank
     n_groups = g_len.shape[0]
     ids = torch.full((n_groups, held.width), pad, dtype=torch.int64, device=device)
-    head = min(a["prefix"].shape[1], held.width)  # a query without rows may be longer
-    ids[:, :head] = a["prefix"][g_query, :head]
+    lengths, prefix = a["queries"][:, 0], a["queries"][:, 1:]
+    head = min(prefix.shape[1], held.width)  # a query without rows may be longer
+    ids[:, :head] = prefix[g_query, :head]
     ids[group, pos] = tok  # every occurrence of a token writes the same value
     ids[torch.arange(n_groups, device=device), g_len - 1] = held.sep
     # slots: a group's items in their order from its first slot; tokens likewise
@@ -266,5 +267,5 @@ def expand(held: HeldBatch, pad: int) -> CrossJEMBatch:
         buckets=held.buckets,
         n_items=held.n_items,
         host_row_len=held.host_row_len,
-        lengths=a["lengths"],
+        lengths=lengths,
     )
