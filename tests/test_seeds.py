@@ -163,6 +163,7 @@ def _record(
     ap: float,
     per_query: dict[str, float],
     rr: float | None = None,
+    training: dict[str, object] | None = None,
     **extra: object,
 ) -> ResultRecord:
     record = ResultRecord(
@@ -180,6 +181,7 @@ def _record(
         provenance={},
         key_parts={"data": "d", "code": "c"},
         created=f"2026-01-0{seed + 1}",
+        training=training,
     )
     values = {q: dict.fromkeys(record.metrics, v) for q, v in per_query.items()}
     run = {q: {"doc": 1.0} for q in per_query}
@@ -365,12 +367,15 @@ def test_the_seed_groups_table_renders_mean_sd_the_difference_and_its_paired_tes
     ):
         members = []
         for seed, (ap, rr, per_query) in enumerate(runs):
+            # group b trained: dev AP@10 kept at epoch 2 (0.70) and at epoch 1 (0.74)
+            kept_dev = {"best_epoch": 2 - seed, "dev_AP@10": [[0.6, 0.70], [0.74, 0.5]][seed]}
             run = _record(
                 tmp_path / "runs" / name,
                 seed,
                 ap,
                 dict(zip(("q1", "q2", "q3"), per_query, strict=True)),
                 rr,
+                training=kept_dev if name == "b" else None,
             )
             assert run.path is not None
             kept = ref / f"{name}-seed{seed}.json"
@@ -388,17 +393,20 @@ def test_the_seed_groups_table_renders_mean_sd_the_difference_and_its_paired_tes
     assert paired is not None
     lines = text.splitlines()
     assert lines[0] == (
-        "| System | Supervision | Seeds | test AP@10 | test RR@10 | AP@10 vs first (points) "
-        "| paired t-test p (Holm) |"
+        "| System | Supervision | Seeds | dev AP@10 (kept) | test AP@10 | test RR@10 "
+        "| AP@10 vs first (points) | paired t-test p (Holm) |"
     )
     assert lines[2] == (
-        "| monobert (fine-tuned) | not trained here | 2 (0, 1) | 0.7000 ± 0.1414 "
+        "| monobert (fine-tuned) | not trained here | 2 (0, 1) | – | 0.7000 ± 0.1414 "
         "| 0.7500 ± 0.3536 | – | – |"
     )
-    assert lines[3] == (
-        "| monobert (fine-tuned) | not trained here | 2 (0, 1) | 0.7700 ± 0.0141 "
-        f"| 1.0000 ± 0.0000 | +7.00≈ | {p_value(paired.p_holm, paired.significant)} |"
-    )
+    assert lines[3].split(" | ")[3:] == [
+        "0.7200 ± 0.0283",  # (0.70 + 0.74) / 2, sd 0.04 / sqrt(2)
+        "0.7700 ± 0.0141",
+        "1.0000 ± 0.0000",
+        "+7.00≈",
+        f"{p_value(paired.p_holm, paired.significant)} |",
+    ]
 
 
 # -- how far the seeds reproduce one another (repro-eval) ------------------------------------------

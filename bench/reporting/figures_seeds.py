@@ -1,7 +1,8 @@
 """Seed-group tables of docs/results.md: each row one configuration trained under several seeds,
 kept as a seed group with its members under ``results/reference`` (:meth:`Records.group`).
 
-A row shows test AP@10 and RR@10 as mean ± sample standard deviation (n - 1) over its seeds,
+A row shows the dev AP@10 each seed's training kept (mean ± sd: what a choice by mean dev
+reads), test AP@10 and RR@10 as mean ± sample standard deviation (n - 1) over its seeds,
 the difference of its mean AP@10 to the first row's with the paired t-test on the per-query
 means over the seeds (Holm over the rows), and ``≈`` where that difference is smaller than the
 seed spread (the larger sample standard deviation of the two rows): a reseed can reverse it.
@@ -9,9 +10,10 @@ seed spread (the larger sample standard deviation of the two rows): a reseed can
 
 from __future__ import annotations
 
+from bench.core.trained import TrainingSummary
 from bench.core.writer import markdown
 from bench.reporting.figures import MISSING, Records, p_value, paired_tests, renderer
-from bench.results.groups import GroupRecord
+from bench.results.groups import GroupRecord, spread
 from bench.results.records import supervision
 
 #: the measures each row shows, the first the one the differences and tests are of
@@ -23,6 +25,16 @@ WITHIN_SPREAD = "≈"
 def spread_cell(group: GroupRecord, metric: str) -> str:
     """``0.7721 ± 0.0032``: the mean and sample standard deviation over the group's seeds."""
     return f"{group.metrics[metric]:.4f} ± {group.sd[metric]:.4f}"
+
+
+def kept_dev_cell(group: GroupRecord) -> str:
+    """The dev AP@10 of each member's kept epoch as mean ± sd; missing when a member's
+    training kept none (a run that was not trained, or trained without a dev split)."""
+    kept = [TrainingSummary.from_json(m.training or {}).kept_dev_score() for m in group.members]
+    if not kept or any(k is None for k in kept):
+        return MISSING
+    mean, sd = spread([float(k) for k in kept if k is not None])
+    return f"{mean:.4f} ± {sd:.4f}"
 
 
 @renderer("seed-groups")
@@ -45,11 +57,13 @@ def seed_groups(records: Records) -> str:
                 group.label,
                 supervision(group.training),
                 f"{len(group.seeds)} ({', '.join(map(str, group.seeds))})",
+                kept_dev_cell(group),
                 *(spread_cell(group, m) for m in MEASURES),
                 f"{100 * delta:+.2f}{WITHIN_SPREAD if within else ''}" if i else MISSING,
                 p_value(test.p_holm, test.significant) if test else MISSING,
             ]
         )
-    header = ["System", "Supervision", "Seeds", *(f"test {m}" for m in MEASURES)]
+    header = ["System", "Supervision", "Seeds", "dev AP@10 (kept)"]
+    header += [f"test {m}" for m in MEASURES]
     header += [f"{metric} vs first (points)", "paired t-test p (Holm)"]
     return markdown(header, rows)
