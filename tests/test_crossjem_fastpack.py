@@ -176,3 +176,17 @@ def test_stable_argsort_equals_numpys_with_and_without_the_radix_path() -> None:
         np.testing.assert_array_equal(
             fastpack.stable_argsort(keys), np.argsort(keys, kind="stable")
         )
+
+
+def test_next_fit_by_hand() -> None:
+    """Items of 2, 0, 3 and 2 occurrences whose tokens repeat: rows of 4 new tokens take the
+    first three items (2 + 0 + 2 new: the third repeats one), then the fourth; items without
+    occurrences alone make one empty group; an item over the row is refused, not looped on."""
+    # occurrences: a b | - | a c d | e f ; prev: the previous occurrence of the same token
+    item_end = np.asarray([2, 2, 5, 7])
+    prev = np.asarray([-1, -1, 0, -1, -1, -1, -1])
+    assert fastpack.next_fit(item_end, prev, 4) == ([0, 3], [4, 2], [5, 7])
+    assert fastpack.next_fit(item_end, prev, 6) == ([0], [6], [7])
+    assert fastpack.next_fit(np.asarray([0, 0]), prev[:0], 4) == ([0], [0], [0])
+    with pytest.raises(ValueError, match="union_len=2"):
+        fastpack.next_fit(item_end, prev, 2)

@@ -159,7 +159,6 @@ def next_fit(
     n = len(item_end)
     ends = item_end.tolist()
     total = ends[-1] if n else 0
-    last = item_end - 1  # an item's last occurrence
     starts: list[int] = []
     sizes: list[int] = []
     stops: list[int] = []
@@ -169,21 +168,20 @@ def next_fit(
         starts.append(a)
         while True:
             e = min(total, s_a + window)
-            b_hi = bisect.bisect_right(ends, e, a)
-            # new tokens after each item: occurrences since s_a whose previous one is before it
+            # new tokens up to each occurrence since s_a (its previous one is before s_a); the
+            # first occurrence past union_len lies in the first item that does not fit
             new = (prev[s_a:e] < s_a).cumsum()
-            if ends[a] > s_a:
-                size = new[last[a:b_hi] - s_a]
-            else:  # items without tokens open the group: a leading zero
-                size = np.concatenate([[0], new])[item_end[a:b_hi] - s_a]
-            fit = int(size.searchsorted(union_len, side="right"))
-            if fit < b_hi - a or e == total:
+            over = int(new.searchsorted(union_len, side="right"))
+            if over < len(new) or e == total:
                 break
             window *= 2
-        sizes.append(int(size[fit - 1]))
-        a += fit
-        s_a = ends[a - 1]
-        stops.append(s_a)
+        b = bisect.bisect_right(ends, s_a + over, a)  # items ending by then fit
+        if b == a:  # an item alone over union_len: callers refuse it before packing
+            raise ValueError(f"item {a} needs more than union_len={union_len} row tokens")
+        end = ends[b - 1]
+        sizes.append(int(new[end - s_a - 1]) if end > s_a else 0)
+        stops.append(end)
+        a, s_a = b, end
     return starts, sizes, stops
 
 
