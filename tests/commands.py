@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 #: the checkout: commands run from here, as `make test` runs them
@@ -52,6 +53,17 @@ def run_command(
         text=True,
         timeout=timeout,
     )
+
+
+def at_once(
+    *commands: Callable[[], subprocess.CompletedProcess[str]],
+) -> list[subprocess.CompletedProcess[str]]:
+    """The results of ``commands`` (each a call of :func:`run_command` or a wrapper of it) run
+    at the same time, in the order given. For the independent commands a test compares (a
+    one-process and a two-process run, each in its own results folder): a one-process command
+    keeps one core busy, so on two cores both end in about the time of the longer one."""
+    with ThreadPoolExecutor(len(commands)) as pool:
+        return list(pool.map(lambda command: command(), commands))
 
 
 def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:

@@ -17,6 +17,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+#: a training compares its kept epoch on dev with BM25 only (bench.execution.policy.dev_baselines):
+#: DPR would load MiniLM and score the whole dev split for every tiny training, in this process
+#: and in every `bench` process a test starts. tests/test_runner.py checks the comparison itself.
+os.environ.setdefault("BENCH_DEV_BASELINES", "bm25")
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -132,16 +136,6 @@ def results_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "results"
     monkeypatch.setenv("BENCH_RESULTS_DIR", str(root))
     return root
-
-
-@pytest.fixture(autouse=True)
-def _bm25_dev_baseline_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Training compares its kept epoch with the rankers that need no training on dev
-    (``bench.execution.runner.DEV_BASELINES``); in tests only with BM25, since DPR would load MiniLM
-    for every tiny training. tests/test_runner.py checks the comparison itself."""
-    import bench.execution.runner
-
-    monkeypatch.setattr(bench.execution.runner, "DEV_BASELINES", ("bm25",))
 
 
 # -- results made once per session by real processes, for the tests that launch processes --------

@@ -9,6 +9,7 @@ import pytest
 from toydata import write_tiny_settings, write_toy_mteb
 
 from bench.execution.fitting import baseline_verdict
+from bench.execution.policy import DEV_BASELINES, DEV_BASELINES_ENV, dev_baselines
 from bench.execution.ranker_settings import ranker_options
 from bench.execution.runner import RunOptions, label_for, run, train
 from bench.results.records import supervision
@@ -152,6 +153,23 @@ def test_training_compares_the_kept_epoch_with_dev_baselines(
         else []
     )
     assert any("not significantly" in r.getMessage() for r in caplog.records) == bool(unclear)
+
+
+def test_the_environment_names_the_dev_baselines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``$BENCH_DEV_BASELINES`` replaces the policy's baselines (the suite sets ``bm25``, see
+    conftest.py): names as the CLI takes them, empty for none; an unknown one is an error
+    naming the variable and its value."""
+    monkeypatch.delenv(DEV_BASELINES_ENV)
+    assert dev_baselines() == DEV_BASELINES == ("bm25", "dpr")
+    monkeypatch.setenv(DEV_BASELINES_ENV, " BM25 , dpr,bm25")
+    assert dev_baselines() == ("bm25", "dpr")
+    monkeypatch.setenv(DEV_BASELINES_ENV, "")
+    assert dev_baselines() == ()
+    monkeypatch.setenv(DEV_BASELINES_ENV, "bm25,bm52")
+    with pytest.raises(
+        ValueError, match=r"^\$BENCH_DEV_BASELINES='bm25,bm52': unknown ranker 'bm52'"
+    ):
+        dev_baselines()
 
 
 def test_a_dev_lead_the_queries_cannot_tell_from_noise_is_not_a_lead() -> None:

@@ -251,15 +251,25 @@ def test_the_main_ranks_own_exit_code_is_the_commands_whichever_rank_ended_first
     stopped = [SimpleNamespace(exitcode=-15, pid=100), SimpleNamespace(exitcode=1, pid=101)]
     assert killed_first(survivor_first, stopped) is survivor_first  # main said nothing itself
 
-    class Rank:
-        """A rank still running when another failed; it ends within the grace period."""
-
-        def __init__(self, exitcode: int | None, ends_with: int) -> None:
-            self.exitcode, self.ends_with, self.waited = exitcode, ends_with, None
-
-        def join(self, timeout: float) -> None:
-            self.waited, self.exitcode = timeout, self.ends_with
-
-    ranks = [Rank(None, 2), Rank(1, 1)]  # the survivor ended first
+    ranks = [SettlingRank(None, 2), SettlingRank(1, 1)]  # the survivor ended first
     settle(ranks, grace=5.0)
     assert ranks[0].exitcode == 2 and ranks[0].waited is not None and ranks[0].waited > 4.0
+
+
+class SettlingRank:
+    """A rank still running when another failed; it ends within the grace period."""
+
+    def __init__(self, exitcode: int | None, ends_with: int) -> None:
+        self.exitcode, self.ends_with, self.waited = exitcode, ends_with, None
+
+    def join(self, timeout: float) -> None:
+        self.waited, self.exitcode = timeout, self.ends_with
+
+
+@pytest.mark.parametrize("signum", [9, 2])
+def test_a_rank_ended_by_a_signal_has_the_others_stopped_without_waiting(signum: int) -> None:
+    """A rank killed (SIGKILL) or interrupted (SIGINT) said nothing and is the failure reported
+    whatever the others do; they cannot finish without it, so they get no grace period."""
+    ranks = [SettlingRank(None, 1), SettlingRank(-signum, -signum)]
+    settle(ranks, grace=5.0)
+    assert (ranks[0].waited, ranks[0].exitcode) == (None, None)

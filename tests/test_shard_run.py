@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from commands import BENCH, PROJECT_ROOT, bench_env, ok, run_command
+from commands import BENCH, PROJECT_ROOT, at_once, bench_env, ok, run_command
 from conftest import BM25_RUN, TINY_MONOBERT_TRAIN
 
 pytestmark = pytest.mark.processes
@@ -54,9 +54,13 @@ def test_two_processes_give_the_one_process_run_and_share_its_entry(
     one, two = tmp_path / "one", tmp_path / "two"
     if ranker == "bm25":  # the session's one-process run (conftest.BM25_RUN), written here
         shutil.copytree(bm25_run_root, one)
-    else:
-        ok(bench_run(one, shared_data, *args))
-    ok(bench_run(two, shared_data, *args, "--processes", "2"))
+        ok(bench_run(two, shared_data, *args, "--processes", "2"))
+    else:  # the one- and the two-process run at once, each in its own folder
+        for result in at_once(
+            lambda: bench_run(one, shared_data, *args),
+            lambda: bench_run(two, shared_data, *args, "--processes", "2"),
+        ):
+            ok(result)
     a, b = entry(one), entry(two)
     assert a.name == b.name  # the same key, whatever the process count
     assert (a / "run.trec").read_bytes() == (b / "run.trec").read_bytes()
@@ -66,8 +70,11 @@ def test_two_processes_give_the_one_process_run_and_share_its_entry(
     assert (record_a["provenance"]["processes"], record_b["provenance"]["processes"]) == (1, 2)
     assert record_b["latency"]["queries"] == 12  # both ranks' calls pooled
     # each reuses the other's entry
-    assert "reusing" in ok(bench_run(one, shared_data, *args, "--processes", "2")).stderr
-    assert "reusing" in ok(bench_run(two, shared_data, *args)).stderr
+    for result in at_once(
+        lambda: bench_run(one, shared_data, *args, "--processes", "2"),
+        lambda: bench_run(two, shared_data, *args),
+    ):
+        assert "reusing" in ok(result).stderr
     # --force: the processes compute the entry once; the report then reads it (not a second,
     # one-process computation that would overwrite theirs)
     forced = ok(bench_run(one, shared_data, *args, "--processes", "2", "--force"))
@@ -79,8 +86,11 @@ def test_two_processes_give_the_one_process_run_and_share_its_entry(
 
 def test_more_processes_than_queries(shared_data: Path, tmp_path: Path) -> None:
     one, two = tmp_path / "one", tmp_path / "two"
-    ok(bench_run(one, shared_data, "-r", "bm25", "--subset", "1"))
-    ok(bench_run(two, shared_data, "-r", "bm25", "--subset", "1", "--processes", "2"))
+    for result in at_once(
+        lambda: bench_run(one, shared_data, "-r", "bm25", "--subset", "1"),
+        lambda: bench_run(two, shared_data, "-r", "bm25", "--subset", "1", "--processes", "2"),
+    ):
+        ok(result)
     assert (entry(one) / "run.trec").read_bytes() == (entry(two) / "run.trec").read_bytes()
     # two processes did run (one with no query), not one
     assert json.loads((entry(two) / "record.json").read_text())["provenance"]["processes"] == 2
@@ -151,22 +161,25 @@ def test_a_fine_tuned_model_in_the_cache_is_scored_by_shards(
     shared_data: Path, tmp_path: Path, tiny_bert: Path, tiny_monobert_root: Path
 ) -> None:
     """Training is not sharded, but a model the cache holds is: monoBERT trained by a 1-process
-    run, then scored again by 2 processes (its run entry removed, its model kept), gives the
-    same run file; a cached training job is no reason to refuse --processes. (On the tiny BERT:
-    what is checked is where the work runs, not what the model learns; the session trained it,
-    conftest.TINY_MONOBERT_TRAIN.)"""
+    run, scored by 1 process and by 2 (each from a copy of that cache: the model, no run entry),
+    gives the same run file; a cached training job is no reason to refuse --processes. (On the
+    tiny BERT: what is checked is where the work runs, not what the model learns; the session
+    trained it, conftest.TINY_MONOBERT_TRAIN.)"""
     args = ("-r", "monobert", "--model", str(tiny_bert), "--subset", "6", "--train-subset", "8")
     args += ("--set", "epochs=1", "--set", "min_steps=0")
-    root = tmp_path / "results"
-    shutil.copytree(tiny_monobert_root, root)
-    runs = root / "runs" / "wikiqa" / "monobert"
-    assert "training monobert" not in ok(bench_run(root, shared_data, *args)).stderr
-    (first,) = runs.glob("*/run.trec")
+    # the two runs at once
+    roots = [tmp_path / "results", tmp_path / "again"]
+    for root in roots:
+        shutil.copytree(tiny_monobert_root, root)
+    alone, result = at_once(
+        lambda: bench_run(roots[0], shared_data, *args),
+        lambda: bench_run(roots[1], shared_data, *args, "--processes", "2"),
+    )
+    assert "training monobert" not in ok(alone).stderr
+    (first,) = (roots[0] / "runs" / "wikiqa" / "monobert").glob("*/run.trec")
     one = first.read_bytes()
-    shutil.rmtree(runs)
-    result = ok(bench_run(root, shared_data, *args, "--processes", "2"))
-    assert "training monobert" not in result.stderr
-    (again,) = runs.glob("*/run.trec")
+    assert "training monobert" not in ok(result).stderr
+    (again,) = (roots[1] / "runs" / "wikiqa" / "monobert").glob("*/run.trec")
     assert again.read_bytes() == one
     record = json.loads((again.parent / "record.json").read_text())
     assert record["provenance"]["processes"] == 2
@@ -247,8 +260,9 @@ def test_a_sweep_with_processes_trains_in_one_process_and_prints_the_one_process
         return run_command(root, shared_data, command, timeout=400)
 
     one, two = tmp_path / "one", tmp_path / "two"
-    table_one = ok(sweep(one)).stdout
-    result = ok(sweep(two, "--processes", "2"))
+    alone, result = at_once(lambda: sweep(one), lambda: sweep(two, "--processes", "2"))
+    table_one = ok(alone).stdout
+    ok(result)
     assert "training in this process before the processes start: dpr" in result.stderr
     # the sweep table without the training seconds column (wall time differs)
     assert [line.rsplit(None, 1)[0] for line in result.stdout.splitlines()[:2]] == [
@@ -302,8 +316,11 @@ def test_a_checkpoint_scored_by_two_processes_gives_the_one_process_run(
     model.save(folder)
     args = ("-r", ranker, "--subset", "12", "--set", f"checkpoint={folder}")
     one, two = tmp_path / "one", tmp_path / "two"
-    ok(bench_run(one, shared_data, *args))
-    ok(bench_run(two, shared_data, *args, "--processes", "2"))
+    for result in at_once(
+        lambda: bench_run(one, shared_data, *args),
+        lambda: bench_run(two, shared_data, *args, "--processes", "2"),
+    ):
+        ok(result)
     assert (entry(two) / "run.trec").read_bytes() == (entry(one) / "run.trec").read_bytes()
     assert (
         json.loads((entry(two) / "record.json").read_text())["metrics"]
@@ -339,12 +356,33 @@ def test_accelerate_launch_scores_in_two_ranks(
     assert json.loads((entry(cpu) / "record.json").read_text())["provenance"]["processes"] == 1
 
 
+@pytest.fixture(scope="module")
+def monobert_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """monoBERT on MiniLM with its head as seeded, saved by the ranker (``--set checkpoint=DIR``
+    scores it with no training): a real encoder that loads without sentence-transformers."""
+    import torch
+
+    from rankers import create_ranker
+
+    torch.manual_seed(0)
+    model = create_ranker("monobert")
+    model.module  # noqa: B018 - loads the encoder and builds the head
+    folder = tmp_path_factory.mktemp("monobert") / "checkpoint"
+    model.save(folder)
+    return folder
+
+
 @pytest.mark.parametrize(
     ("target", "signame", "code"),
     [("parent", "SIGINT", 130), ("parent", "SIGTERM", 143), ("rank", "SIGINT", 130)],
 )
 def test_a_signal_stops_every_rank_and_writes_nothing(
-    shared_data: Path, tmp_path: Path, target: str, signame: str, code: int
+    shared_data: Path,
+    tmp_path: Path,
+    monobert_checkpoint: Path,
+    target: str,
+    signame: str,
+    code: int,
 ) -> None:
     """SIGINT or SIGTERM to the parent of --processes 2 (as a scheduler sends it), or to one
     rank: every rank ends within seconds, no entry is written, no process is left, one line
@@ -354,8 +392,9 @@ def test_a_signal_stops_every_rank_and_writes_nothing(
 
     import psutil
 
-    command = [*BENCH, "run", "-d", "wikiqa", "--threads", "1"]
-    command += ["-r", "dpr", "--processes", "2"]  # all 243 queries: tens of seconds of scoring
+    command = [*BENCH, "run", "-d", "wikiqa", "--threads", "1", "-r", "monobert"]
+    command += ["--set", f"checkpoint={monobert_checkpoint}", "--processes", "2"]
+    # all 243 queries through a MiniLM cross-encoder: tens of seconds of scoring
     env = bench_env(shared_data, tmp_path, COLUMNS="200")
     # as from a terminal or a scheduler: SIGINT at its default (a shell that starts the tests in
     # the background, `cmd &`, passes SIGINT on ignored, and Python then keeps ignoring it)
@@ -373,7 +412,7 @@ def test_a_signal_stops_every_rank_and_writes_nothing(
         assert proc.stderr is not None
         for line in proc.stderr:  # the main rank's first progress line: the ranks are scoring
             seen.append(line)
-            if "dpr on wikiqa/test:" in line:
+            if "monobert on wikiqa/test:" in line:
                 break
         assert proc.poll() is None, "".join(seen)[-2000:]
         ranks = [

@@ -424,7 +424,9 @@ def settle(processes: Sequence[Any], grace: float = STOP_GRACE_S) -> None:
     seconds to end on their own. torch stops the other ranks as soon as it sees one fail: a
     survivor that lost the main rank (exit 1) could otherwise be seen first and the main rank,
     still saying why it failed (exit 2 for bad input, a full disk), be stopped before it
-    exits, so the exit status would depend on which process the kernel ran first."""
+    exits, so the exit status would depend on which process the kernel ran first. A rank ended
+    by a signal (SIGKILL, SIGINT) is the failure to report whatever the others do
+    (:func:`killed_first`), and they cannot finish without it: they are stopped at once."""
     import time
     from multiprocessing.connection import wait
 
@@ -433,6 +435,8 @@ def settle(processes: Sequence[Any], grace: float = STOP_GRACE_S) -> None:
         if not live or any(p.exitcode for p in processes if p.exitcode is not None):
             break
         wait([p.sentinel for p in live])
+    if any(p.exitcode is not None and p.exitcode < 0 for p in processes):
+        return
     deadline = time.monotonic() + grace
     for process in processes:
         process.join(max(0.0, deadline - time.monotonic()))

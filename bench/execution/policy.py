@@ -7,9 +7,15 @@ makes them one edit (and one review) instead of a constant in each of five modul
 
 from __future__ import annotations
 
+import os
+
 #: rankers that need no training here: a fine-tuned ranker whose kept epoch scores below one of
 #: them on dev is worse than not training, which a user must hear (small train sets do that)
 DEV_BASELINES: tuple[str, ...] = ("bm25", "dpr")
+#: environment variable that names the dev baselines instead (comma-separated ranker names;
+#: empty: none), e.g. ``bm25`` where scoring zero-shot DPR on every training's dev split costs
+#: more than the comparison is worth (a tiny model trained to test where work runs)
+DEV_BASELINES_ENV = "BENCH_DEV_BASELINES"
 #: a kept epoch above a baseline on dev counts as above it only when the paired t-test over the
 #: dev queries gives p below this; otherwise the lead may be dev noise and the log says so
 DEV_BASELINE_ALPHA = 0.05
@@ -36,3 +42,19 @@ SPEEDUP_PAIRS: dict[str, tuple[str, str]] = {
     "": ("monobert", "crossjem"),
     "end_to_end": ("monobert (end-to-end)", "crossjem (end-to-end)"),
 }
+
+
+def dev_baselines() -> tuple[str, ...]:
+    """The rankers a training compares its kept epoch with on dev: :data:`DEV_BASELINES`, or
+    those ``$BENCH_DEV_BASELINES`` names (read per command, so a launch's ranks and the processes
+    a command starts agree). A name no ranker has is an error naming the variable and value."""
+    given = os.environ.get(DEV_BASELINES_ENV)
+    if given is None:
+        return DEV_BASELINES
+    from rankers import RankerError, canonical_name
+
+    names = [name.strip() for name in given.split(",") if name.strip()]
+    try:
+        return tuple(dict.fromkeys(canonical_name(name) for name in names))
+    except RankerError as exc:
+        raise ValueError(f"${DEV_BASELINES_ENV}={given!r}: {exc}") from None

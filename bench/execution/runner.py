@@ -27,7 +27,7 @@ from bench.execution.fitting import TRAINING_FILE, TrainJob, model_cached
 from bench.execution.keys import autocast_part, evaluation_stamp, scoring_code, training_code
 from bench.execution.memory import step_problem
 from bench.execution.plan import BASELINE, EVALUATE, SCORE, TEACHER, TRAIN, Executor, Job, Plan
-from bench.execution.policy import DEV_BASELINES
+from bench.execution.policy import dev_baselines
 from bench.execution.ranker_settings import ranker_options, settings_config, settings_file
 from bench.execution.scoring import ScoreJob, evaluate_entry, evaluation_current, reusable_now
 from bench.results.cache import CacheKey, component_hash, explain_miss
@@ -375,12 +375,13 @@ def _record_code(data: Mapping[str, Any]) -> Any:
 def _plan_baselines(
     name: str, opts: RunOptions, dev: RankingSplit, plan: Plan, ctx: RunContext
 ) -> dict[str, str]:
-    """The dev runs of :data:`DEV_BASELINES` (other than ``name``) a training compares its kept
-    epoch with, as optional jobs: baseline -> job id. One that cannot be planned is left out
-    with a warning, as one that fails to run is. They run in the command's context ``ctx``
-    (its dataset already resolved, its results root), not one of their own."""
+    """The dev runs of the dev baselines (:func:`bench.execution.policy.dev_baselines`, other
+    than ``name``) a training compares its kept epoch with, as optional jobs: baseline -> job
+    id. One that cannot be planned is left out with a warning, as one that fails to run is.
+    They run in the command's context ``ctx`` (its dataset already resolved, its results root),
+    not one of their own."""
     out: dict[str, str] = {}
-    for baseline in DEV_BASELINES:
+    for baseline in dev_baselines():
         if baseline == name:
             continue
         base = replace(
