@@ -203,6 +203,20 @@ def test_a_two_seed_group_is_mean_and_sample_sd_with_the_per_query_mean(tmp_path
     assert row.per_query() == {"q1": {"AP@10": 0.75}, "q2": {"AP@10": 0.65}}
 
 
+def test_a_group_read_through_a_relative_path_finds_its_members(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``bench group show results/.../GROUP.json`` from the project folder, as a user types it:
+    the members are found next to the group, not under the file system's root."""
+    folder = tmp_path / "runs" / "toy" / "monobert"
+    runs = [_record(folder, k, 0.7, {"q1": 1.0}) for k in (0, 1)]
+    group = write_group(make_group(runs))
+    assert group.path is not None
+    monkeypatch.chdir(tmp_path)
+    relative = group.path.relative_to(tmp_path)
+    assert group_record(read_group(relative)).seeds == [0, 1]
+
+
 def test_a_group_refuses_runs_that_differ_in_more_than_the_seed(tmp_path: Path) -> None:
     folder = tmp_path / "runs"
     a = _record(folder, 0, 0.7, {"q1": 1.0})
@@ -424,6 +438,13 @@ def test_seed_agreement_is_repro_evals_tau_union_rbo_and_rmse() -> None:
     # overlap at depth 1, 2, 3: 1/1, 1/2, 3/3, weighted 1, 0.95, 0.95^2
     assert swapped.rbo == pytest.approx((1 + 0.95 * 0.5 + 0.9025) / (1 + 0.95 + 0.9025))
     assert swapped.rmse == {"AP@10": pytest.approx(0.5)}
+    # a query with one candidate has no order: tau is the mean over the other queries
+    lone = {"q": run_a["q"], "z": {"a": 1.0}}
+    with_lone = agreement(
+        (0, lone, {**pq_a, "z": {"AP@10": 1.0}}),
+        (1, {**run_b, "z": {"a": 2.0}}, {**pq_b, "z": {"AP@10": 1.0}}),
+    )
+    assert with_lone.queries == 2 and with_lone.ktu == pytest.approx(1 / 3)
 
 
 def test_without_repro_eval_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

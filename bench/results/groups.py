@@ -265,7 +265,8 @@ def load_groups(
 
 def group_problem(group: SeedGroup) -> str | None:
     """Why ``group`` cannot be read now (None: every member record is there, unchanged)."""
-    files = {str(group.member_file(m)): m.sha256 for m in group.members}
+    # absolute: a group read through a relative path names its members relative to the cwd
+    files = {str(group.member_file(m).absolute()): m.sha256 for m in group.members}
     problem = files_problem(Path("/"), files)
     return None if problem is None else f"{problem} (a member of the seed group {group.path})"
 

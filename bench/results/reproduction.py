@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,13 @@ def read_run(path: Path) -> dict[str, dict[str, float]]:
     return dict(load_run(str(path)))
 
 
+def _defined_mean(values: Iterable[float]) -> float:
+    """The mean over the queries where tau is defined: a list of one candidate has no order to
+    agree on (NaN from the library), which would make the whole mean NaN."""
+    defined = [float(v) for v in values if not math.isnan(float(v))]
+    return statistics.fmean(defined) if defined else math.nan
+
+
 def agreement(
     original: tuple[int, Mapping[str, Mapping[str, float]], Mapping[str, Mapping[str, float]]],
     rerun: tuple[int, Mapping[str, Mapping[str, float]], Mapping[str, Mapping[str, float]]],
@@ -80,7 +88,7 @@ def agreement(
         seed_a,
         seed_b,
         len(shared),
-        float(ktu(a, b, trim_thresh=RUN_LENGTH)),
+        _defined_mean(ktu(a, b, trim_thresh=RUN_LENGTH, per_topic=True).values()),
         statistics.fmean(
             # depth: the query's list (a deeper one would count identical short lists apart)
             rbo(
