@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -59,6 +60,26 @@ class HeldBatch:
     width: int
     id_bound: int
     sep: int
+
+
+class _Groups(NamedTuple):
+    """The per-group rows of the upload, in one order for both halves: each group's query,
+    first item, first occurrence, row start (query end), length and first union rank; in
+    bucket order its row, first slot and first token, the first row and slot of its bucket;
+    and which group each row (in bucket order) is."""
+
+    query: Any
+    item: Any
+    occ: Any
+    start: Any
+    length: Any
+    union_base: Any
+    new_row: Any
+    slot_base: Any
+    tok_base: Any
+    row0: Any
+    slot0: Any
+    row_order: Any
 
 
 @dataclasses.dataclass
@@ -119,7 +140,7 @@ def hold_lists(
 ) -> HeldBatch:
     """The host's half for lists whose items ``store`` holds (``rows``: their store rows):
     decisions per list, and per group (a row) where it goes - rows cut into length buckets as
-    :func:`~rankers.families.crossjem.packed.join_parts` cuts them, its items' slots and tokens
+    :func:`~rankers.families.crossjem.packed.pack_lists` cuts them, its items' slots and tokens
     following it - in one upload of five arrays. ``special``: the [CLS], [SEP] and padding
     ids."""
     cls, sep, pad = special
@@ -167,11 +188,8 @@ def hold_lists(
     arrays = {
         "occurrences": occurrences,
         "items": np.stack([item_end, order]),
-        # per group: its query, first item, first occurrence, row start (query end), length,
-        # first union rank; in bucket order: its row, first slot, first token, and the first
-        # row and slot of its bucket; and which group each row is
         "groups": np.asarray(
-            [
+            _Groups(
                 g_query,
                 g_item,
                 g_occ,
@@ -184,9 +202,9 @@ def hold_lists(
                 row0,
                 slot0,
                 row_order,
-            ],
+            ),
             dtype=np.int64,
-        ).reshape(12, n_groups),
+        ).reshape(len(_Groups._fields), n_groups),
         # per query: its items, then [CLS] query [SEP]
         "queries": np.asarray([[len(r), *p] for r, p in zip(rows, prefix, strict=True)]),
     }
@@ -208,20 +226,9 @@ def expand(held: HeldBatch, pad: int) -> CrossJEMBatch:
     a = held.arrays
     tok, offset = a["occurrences"]
     item_end, order = a["items"]
-    (
-        g_query,
-        g_item,
-        g_occ,
-        g_start,
-        g_len,
-        union_base,
-        new_row,
-        slot_base,
-        tok_base,
-        row0,
-        slot0,
-        row_order,
-    ) = a["groups"]
+    g = _Groups(*a["groups"])
+    g_query, g_item, g_occ, g_start, g_len, union_base = g[:6]
+    new_row, slot_base, tok_base, row0, slot0, row_order = g[6:]
     device = tok.device
     occ = torch.arange(tok.shape[0], device=device)
     item = torch.searchsorted(item_end, occ, right=True)

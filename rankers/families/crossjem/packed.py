@@ -99,7 +99,7 @@ def next_fit_cuts(
 
 
 @dataclasses.dataclass
-class QueryRows:
+class _QueryRows:
     input_ids: np.ndarray
     position_ids: np.ndarray | None
     row_len: np.ndarray
@@ -153,7 +153,7 @@ def query_rows(
     layout: Layout = UNION,
     group: np.ndarray | None = None,
     reference: bool = False,
-) -> QueryRows:
+) -> _QueryRows:
     """Rows, slots and pooled tokens of one query (slots in canonical order; ``tok_slot`` and
     ``slot_row`` relative to this query).
 
@@ -193,13 +193,13 @@ def query_rows(
         )
     if n == 0:
         none = np.zeros(0, dtype=np.int64)
-        return QueryRows(np.zeros((0, 0), np.int64), None, *([none] * 9))
+        return _QueryRows(np.zeros((0, 0), np.int64), None, *([none] * 9))
     occ = _occurrences(ids, distinct, first, is_shared, is_own, reference)
     if group is None and reference:
         group = next_fit_cuts(occ.item_start, occ.item_end, occ.prev, union_len)
     elif group is None:
         group = fastpack.next_fit_groups(occ.item_end, occ.prev, union_len)
-    input_ids, row_len, tok_pos = write_rows(query, occ, group, cls, sep, pad, reference)
+    input_ids, row_len, tok_pos = _write_rows(query, occ, group, cls, sep, pad, reference)
     start = len(query) + 2  # [CLS] query [SEP]
     position_ids = None
     if layout.positions == "item" and len(occ.tok):
@@ -208,7 +208,7 @@ def query_rows(
     slot_count = (start - 1) + cost
     if len(pooled):
         tokens, slot_count = _pool_query_terms(query, distinct, first, group, tokens, slot_count)
-    return QueryRows(
+    return _QueryRows(
         input_ids=input_ids,
         position_ids=position_ids,
         row_len=row_len,
@@ -225,7 +225,7 @@ def query_rows(
 
 
 @dataclasses.dataclass
-class Occurrences:
+class _Occurrences:
     """One query's row content, item after item in canonical order: each item's distinct shared
     tokens, then its own tokens. A shared occurrence adds a token to its group only when the
     group holds no earlier occurrence of it (``prev``); an own one always does unless its item
@@ -259,8 +259,8 @@ def _occurrences(
     is_shared: np.ndarray,
     is_own: np.ndarray,
     reference: bool = True,
-) -> Occurrences:
-    """The :class:`Occurrences` of items (canonical order) with these shared and own tokens
+) -> _Occurrences:
+    """The :class:`_Occurrences` of items (canonical order) with these shared and own tokens
     (``reference``: the simple steps; else :func:`~rankers.families.crossjem.fastpack.
     occurrence_arrays`)."""
     n, width = ids.shape
@@ -294,7 +294,7 @@ def _occurrences(
     else:  # no own occurrence (a union row)
         own_occ = source = np.zeros(0, dtype=np.int64)
         is_copy = np.zeros(0, dtype=bool)
-    return Occurrences(
+    return _Occurrences(
         item=occ_item,
         tok=occ_tok,
         offset=occ_offset,
@@ -335,9 +335,9 @@ def _copies(
     return own_occ, is_copy, source
 
 
-def write_rows(
+def _write_rows(
     query: np.ndarray,
-    occ: Occurrences,
+    occ: _Occurrences,
     group: np.ndarray,
     cls: int,
     sep: int,
@@ -392,7 +392,7 @@ def write_rows(
 
 def _item_positions(
     input_ids: np.ndarray,
-    occ: Occurrences,
+    occ: _Occurrences,
     group: np.ndarray,
     tok_pos: np.ndarray,
     ids: np.ndarray,
@@ -451,7 +451,7 @@ def _pool_query_terms(
     return pooled, slot_count
 
 
-def merge_targets(first: QueryRows, rows: QueryRows) -> QueryRows:
+def merge_targets(first: _QueryRows, rows: _QueryRows) -> _QueryRows:
     """``rows`` (the merged layout's rows of the same groups as the concat rows ``first``) with
     ``first``'s ids and, for each of its positions, the position in ``rows`` it merges into.
 
@@ -504,11 +504,11 @@ def pack_lists(
         query_rows(q, it, union_len, cls, sep, pad, layout, None, reference)
         for q, it in zip(queries, items, strict=True)
     ]
-    return join_parts(parts, [len(it) for it in items], pad, tolerance, reference)
+    return _join_parts(parts, [len(it) for it in items], pad, tolerance, reference)
 
 
-def join_parts(
-    parts: Sequence[QueryRows],
+def _join_parts(
+    parts: Sequence[_QueryRows],
     n_items: list[int],
     pad: int,
     tolerance: float | None,
@@ -608,7 +608,7 @@ def _reference_argsort(keys: np.ndarray) -> np.ndarray:
 
 
 def _join_first_rows(
-    parts: Sequence[QueryRows], row_base: np.ndarray, pad: int
+    parts: Sequence[_QueryRows], row_base: np.ndarray, pad: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """The first rows, their lengths and merge targets of every query, one matrix each (None
     when the layout merges nothing)."""
