@@ -27,14 +27,26 @@ def spread_cell(group: GroupRecord, metric: str) -> str:
     return f"{group.metrics[metric]:.4f} ± {group.sd[metric]:.4f}"
 
 
-def kept_dev_cell(group: GroupRecord) -> str:
-    """The dev AP@10 of each member's kept epoch as mean ± sd; missing when a member's
-    training kept none (a run that was not trained, or trained without a dev split)."""
+def kept_dev_scores(group: GroupRecord) -> list[float] | None:
+    """The dev AP@10 of each member's kept epoch (what a choice by mean dev reads); None when a
+    member's training kept none (a run that was not trained, or trained without a dev split)."""
     kept = [TrainingSummary.from_json(m.training or {}).kept_dev_score() for m in group.members]
     if not kept or any(k is None for k in kept):
+        return None
+    return [float(k) for k in kept if k is not None]
+
+
+def mean_sd_cell(values: list[float] | None) -> str:
+    """``0.7721 ± 0.0032``: mean and sample standard deviation of ``values``; missing for None."""
+    if values is None:
         return MISSING
-    mean, sd = spread([float(k) for k in kept if k is not None])
+    mean, sd = spread(values)
     return f"{mean:.4f} ± {sd:.4f}"
+
+
+def kept_dev_cell(group: GroupRecord) -> str:
+    """:func:`kept_dev_scores` as mean ± sd; missing without them."""
+    return mean_sd_cell(kept_dev_scores(group))
 
 
 @renderer("seed-groups")
