@@ -72,6 +72,15 @@ def _starts_python(args: object) -> bool:
 
 
 @pytest.fixture(autouse=True)
+def _data_warnings_anew() -> None:
+    """Each test sees a split's data warnings as a fresh process would (they are said once per
+    process, :func:`bench.data.model.warn_once`)."""
+    from bench.data import model
+
+    model._WARNED.clear()
+
+
+@pytest.fixture(autouse=True)
 def _processes_are_marked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """A test that starts a Python process carries the ``processes`` marker, so ``-m 'not
     processes'`` (the quick loop) truly leaves every such test out; an unmarked one fails here,

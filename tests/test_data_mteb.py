@@ -89,6 +89,20 @@ def test_notes_that_change_what_is_scored_are_warnings_with_counts(
     assert f"{path}: candidate texts both positive and negative, kept as positive: 1" in warned
 
 
+def test_a_split_read_again_says_its_warnings_once(
+    fixtures_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A command reads a split again for every ranker and job: the second read keeps its notes
+    but says them at debug level, not as warnings again."""
+    with caplog.at_level("DEBUG"):
+        first = load_split("sodq", data_dir=fixtures_dir)
+        second = load_split("sodq", data_dir=fixtures_dir)
+    note = "duplicate candidate texts merged within a list: 1"
+    said = [r.levelname for r in caplog.records if r.getMessage().endswith(note)]
+    assert said == ["WARNING", "DEBUG"]
+    assert first.notes == second.notes and note in second.notes
+
+
 def test_sodq_fixture_gzipped_train_split(fixtures_dir: Path) -> None:
     split = load_split("sodq", "train", data_dir=fixtures_dir)
     assert split.source == str(fixtures_dir / "sodq" / "train.jsonl.gz")

@@ -242,8 +242,22 @@ def blank_text_notes(lists: list[CandidateList], source: str) -> list[str]:
     if candidates:
         notes.append(f"empty or whitespace-only candidate texts, ranked as given: {candidates}")
     for note in notes:
-        log.warning("%s: %s", source, note)
+        warn_once(source, note)
     return notes
+
+
+#: (source, note) pairs already warned about in this process
+_WARNED: set[tuple[str, str]] = set()
+
+
+def warn_once(source: str, note: str) -> None:
+    """Log ``note`` about ``source`` (a file or folder read) as a warning the first time in this
+    process and at debug level after. A command reads a split again for every ranker and job
+    (`bench demo` read semeval16b's test file a dozen times, each time repeating its notes), so
+    the repeats are quieted; every split and record still carries its notes."""
+    key = (source, note)
+    log.log(logging.DEBUG if key in _WARNED else logging.WARNING, "%s: %s", source, note)
+    _WARNED.add(key)
 
 
 def text_id(text: str, prefix: str) -> str:

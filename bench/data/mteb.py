@@ -9,7 +9,6 @@ ranking, so candidates keep file order (positives, then negatives) and have no s
 from __future__ import annotations
 
 import json
-import logging
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,12 +23,12 @@ from bench.data.model import (
     RankingSplit,
     blank_text_notes,
     text_id,
+    warn_once,
 )
 
 if TYPE_CHECKING:
     from bench.data.cards import DatasetCard
 
-log = logging.getLogger(__name__)
 
 LAYOUT = "mteb"
 SUFFIXES = (".jsonl", ".jsonl.gz")
@@ -103,7 +102,7 @@ def load_mteb(path: Path, dataset: str, split: str, relevance_level: int = 1) ->
             f"candidate texts both positive and negative, kept as positive: {conflicting}"
         )
     for note in changed:
-        log.warning("%s: %s", path, note)
+        warn_once(str(path), note)
     notes += changed
     return RankingSplit(
         dataset=dataset,
