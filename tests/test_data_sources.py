@@ -62,6 +62,23 @@ def test_sodq_download_converts_and_records_revision(fake_hf: list, tmp_path: Pa
     assert len(fake_hf) == 1
 
 
+def test_the_hub_logs_through_the_commands_handler_alone(fake_hf: list, tmp_path: Path) -> None:
+    """huggingface_hub's own stderr handler (added when it is imported) is removed before a
+    download, so its retry warnings are not printed twice; other handlers stay."""
+    import logging
+
+    hub = logging.getLogger("huggingface_hub")
+    own, kept = logging.StreamHandler(), logging.FileHandler(tmp_path / "hub.log", delay=True)
+    hub.addHandler(own)
+    hub.addHandler(kept)
+    try:
+        load_split("sodq", data_dir=tmp_path)
+        assert own not in hub.handlers and kept in hub.handlers
+    finally:
+        for handler in (own, kept):
+            hub.removeHandler(handler)
+
+
 def test_sodq_download_keeps_local_splits(fake_hf: list, tmp_path: Path) -> None:
     folder = tmp_path / "sodq"
     folder.mkdir()
