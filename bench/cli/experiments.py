@@ -174,7 +174,8 @@ def demo(
     processes: Processes = 1,
     seeds: Seeds = None,
 ) -> None:
-    """The main job: run every registered ranker on one dataset and print the comparison
+    """The main job: run the paper's rankers (the main suite: BM25, DPR zero-shot and fine-tuned,
+    ANCE, ColBERT, monoBERT, RankT5, CROSS-JEM) on one dataset and print the comparison
     (with --seeds 0,1,2: each row the mean ± sd of its seed group)."""
     from bench.core.settings import results_root
     from bench.experiments.suite import choose_dataset, run_suite, suite_runs
