@@ -160,6 +160,28 @@ def test_each_local_rank_gets_its_own_gpu(monkeypatch: pytest.MonkeyPatch) -> No
     assert pin_local_gpu() is None and chosen == [0, 1, 1]
 
 
+def test_a_launched_rank_prints_its_python_stacks_on_a_fatal_signal(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A rank ended by native code (std::terminate's SIGABRT) said only its signal; inside a
+    launch's process group :mod:`faulthandler` is on, so the line it stopped at is printed."""
+    import faulthandler
+    import sys
+
+    import torch.distributed as dist
+
+    from bench.core import shard
+
+    monkeypatch.setattr(shard, "launched", lambda: True)
+    monkeypatch.setattr(dist, "init_process_group", lambda *a, **k: None)  # no peers here
+    faulthandler.disable()
+    try:
+        with shard.process_group():
+            assert faulthandler.is_enabled()
+    finally:
+        faulthandler.enable(sys.__stderr__)
+
+
 def test_the_killed_rank_is_reported_even_when_a_survivor_exited_first() -> None:
     """torch reports the first exit it saw; a survivor that lost its killed peer may exit (1)
     first, yet the rank ended by SIGKILL is the one named (the others' SIGTERM is torch's)."""

@@ -20,7 +20,7 @@ import logging
 import os
 import re
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -286,12 +286,19 @@ def process_group() -> Iterator[LaunchRole]:
     """This process's role, with a process group set up when launched and none is yet
     (:func:`group_backend`, time-limited by ``$BENCH_DIST_TIMEOUT_S`` so a rank left waiting
     fails instead of hanging; each process on its local rank's GPU, :func:`pin_local_gpu`);
-    the group is taken down on the way out."""
+    the group is taken down on the way out. A rank killed by a fatal signal prints its Python
+    stacks (:mod:`faulthandler`)."""
     if not launched():
         yield current_role()
         return
+    import faulthandler
+
     import torch.distributed as dist
 
+    # a rank ended by native code (std::terminate's SIGABRT, a segfault) prints every thread's
+    # Python stack, so the line it stopped at is in the command's output, not only its signal
+    with suppress(OSError, ValueError, RuntimeError):  # no stderr file: no stacks
+        faulthandler.enable()
     pin_local_gpu()
     mine = not dist.is_initialized()
     if mine:
