@@ -45,7 +45,7 @@ def _hf_instructions(folder: Path, card: DatasetCard) -> str:
     )
 
 
-def _hub_logs_once() -> None:
+def _drop_hub_stderr_handler() -> None:
     """huggingface_hub gives its logger a stderr handler of its own when imported, and the
     records also reach the command's handler, so each of its retry warnings (five when the Hub
     cannot be reached) printed twice, once raw; the command's handler is enough."""
@@ -74,7 +74,7 @@ def fetch_hf(folder: Path, card: DatasetCard) -> None:
             f"{DOWNLOAD_EXTRA}. {how}"
         ) from exc
     log.info("downloading %s at revision %s", card.hf_id, card.hf_revision)
-    _hub_logs_once()
+    _drop_hub_stderr_handler()
     try:
         dsd = load_dataset(card.hf_id, revision=card.hf_revision)
     except Exception as exc:  # network, hub or cache errors all end the same way

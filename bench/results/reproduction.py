@@ -61,7 +61,7 @@ def read_run(path: Path) -> dict[str, dict[str, float]]:
 def _defined_mean(values: Iterable[float]) -> float:
     """The mean over the queries where tau is defined: a list of one candidate has no order to
     agree on (NaN from the library), which would make the whole mean NaN."""
-    defined = [float(v) for v in values if not math.isnan(float(v))]
+    defined = [v for v in map(float, values) if not math.isnan(v)]
     return statistics.fmean(defined) if defined else math.nan
 
 
