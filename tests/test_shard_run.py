@@ -39,26 +39,22 @@ def entry(root: Path) -> Path:
     return record.parent
 
 
-@pytest.mark.parametrize("ranker", ["bm25", "dpr"])
-def test_two_processes_give_the_one_process_run_and_share_its_entry(
-    ranker: str, shared_data: Path, tmp_path: Path, tiny_bert: Path, bm25_run_root: Path
-) -> None:
-    # dpr on the tiny BERT: what is checked is where the work runs, not what the model knows
-    args = (
-        "-r",
-        ranker,
-        "--subset",
-        "12",
-        *(["--model", str(tiny_bert)] if ranker == "dpr" else []),
-    )
-    one, two = tmp_path / "one", tmp_path / "two"
+def one_and_two_processes(
+    ranker: str, data: Path, root: Path, tiny_bert: Path, bm25_run_root: Path
+) -> tuple[Path, Path, tuple[str, ...]]:
+    """The 1- and the 2-process run of ``ranker`` on 12 queries, each in its own results folder
+    under ``root`` (dpr on the tiny BERT: what is checked is where the work runs, not what the
+    model knows); checks they are one entry. Returns both folders and the run's options."""
+    args: tuple[str, ...] = ("-r", ranker, "--subset", "12")
+    args += ("--model", str(tiny_bert)) if ranker == "dpr" else ()
+    one, two = root / "one", root / "two"
     if ranker == "bm25":  # the session's one-process run (conftest.BM25_RUN), written here
         shutil.copytree(bm25_run_root, one)
-        ok(bench_run(two, shared_data, *args, "--processes", "2"))
+        ok(bench_run(two, data, *args, "--processes", "2"))
     else:  # the one- and the two-process run at once, each in its own folder
         for result in at_once(
-            lambda: bench_run(one, shared_data, *args),
-            lambda: bench_run(two, shared_data, *args, "--processes", "2"),
+            lambda: bench_run(one, data, *args),
+            lambda: bench_run(two, data, *args, "--processes", "2"),
         ):
             ok(result)
     a, b = entry(one), entry(two)
@@ -69,7 +65,24 @@ def test_two_processes_give_the_one_process_run_and_share_its_entry(
     assert record_a["metrics"] == record_b["metrics"]
     assert (record_a["provenance"]["processes"], record_b["provenance"]["processes"]) == (1, 2)
     assert record_b["latency"]["queries"] == 12  # both ranks' calls pooled
-    # each reuses the other's entry
+    return one, two, args
+
+
+def test_two_processes_give_the_one_process_run_of_a_neural_ranker(
+    shared_data: Path, tmp_path: Path, tiny_bert: Path, bm25_run_root: Path
+) -> None:
+    """dpr's model step in each rank, its scores gathered: the 1-process run file and metrics."""
+    one_and_two_processes("dpr", shared_data, tmp_path, tiny_bert, bm25_run_root)
+
+
+def test_either_process_count_reuses_the_others_entry_and_force_computes_it_once(
+    shared_data: Path, tmp_path: Path, tiny_bert: Path, bm25_run_root: Path
+) -> None:
+    """bm25's 2-process run gives the 1-process run (the session's, conftest.BM25_RUN); then,
+    as for any ranker (whether an entry is reused does not depend on it; bm25's processes
+    start fastest): a 2-process run reuses the 1-process entry and the reverse, and ``--force``
+    with 2 processes computes the entry once."""
+    one, two, args = one_and_two_processes("bm25", shared_data, tmp_path, tiny_bert, bm25_run_root)
     for result in at_once(
         lambda: bench_run(one, shared_data, *args, "--processes", "2"),
         lambda: bench_run(two, shared_data, *args),
