@@ -12,7 +12,7 @@ TORCH_SPEC ?= torch==2.13.0
 TEST_DATA ?= $(if $(BENCH_DATA_DIR),$(BENCH_DATA_DIR),$(abspath ../shared/data))
 TEST_RESULTS ?= $(abspath .ci-results)
 
-.PHONY: install demo test quick lint style layers typecheck reference pytest regression throughput gpu-check gpu-bench gpu-bench-cpu gpu-carry precision clean
+.PHONY: install demo test quick lint layers typecheck reference pytest regression throughput gpu-check gpu-bench gpu-bench-cpu gpu-carry precision clean
 
 install: $(VENV)/.installed
 
@@ -37,11 +37,7 @@ $(VENV)/.installed: pyproject.toml
 demo: install
 	$(BIN)/bench demo
 
-lint: style typecheck
-
-# The lint steps that take seconds (mypy takes most of a minute: make test runs it in the
-# background job, so that pytest starts without waiting for it).
-style: install layers reference
+lint: install layers typecheck reference
 	$(BIN)/ruff check bench rankers tests
 	$(BIN)/ruff format --check bench rankers tests
 
@@ -66,26 +62,24 @@ regression: install
 pytest: install
 	BENCH_DATA_DIR=$(TEST_DATA) HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider --durations=25
 
-# The background job - the static types (typecheck, about 40 s of one core), the CI regression
-# and the prepared GPU run on the CPU (gpu-bench-cpu, about 2 minutes of a loaded 2-core
-# machine) - runs beside the style checks and pytest, its log in $(REGRESSION_LOG), printed at
-# the end: each side alone keeps about 1.4 of 2 cores busy, so together they take minutes less
-# than one after the other, and the background job still ends before pytest. Failing style
-# checks stop the background job (its own process group) and pytest is not run; a failing step
-# of the background job (make -k: the others still run) or of pytest fails `make test`.
+# The CI regression runs beside lint and pytest (its log in $(REGRESSION_LOG), printed at the
+# end), then the prepared GPU run on the CPU (gpu-bench-cpu, about 2 minutes of a loaded 2-core
+# machine, mostly while pytest still runs): each alone keeps about 1.4 of 2 cores busy, so
+# together they take minutes less than one after the other. Failing lint stops the regression
+# (its own process group) and pytest is not run; any of them failing fails `make test`.
 # OMP_WAIT_POLICY=PASSIVE: a waiting OpenMP thread sleeps instead of spinning on the core the
 # other job needs (results do not depend on it).
 REGRESSION_LOG ?= $(abspath .ci-regression.log)
 test: install
-	@echo "typecheck, CI regression and gpu-bench-cpu started beside the style checks and pytest (log: $(REGRESSION_LOG))"
+	@echo "CI regression and gpu-bench-cpu started beside lint and pytest (log: $(REGRESSION_LOG))"
 	@export OMP_WAIT_POLICY=PASSIVE; \
-	setsid $(MAKE) -k --no-print-directory typecheck regression gpu-bench-cpu > $(REGRESSION_LOG) 2>&1 & regression=$$!; \
-	if ! $(MAKE) --no-print-directory style; then \
+	setsid $(MAKE) --no-print-directory regression gpu-bench-cpu > $(REGRESSION_LOG) 2>&1 & regression=$$!; \
+	if ! $(MAKE) --no-print-directory lint; then \
 	  kill -TERM -$$regression 2>/dev/null; wait $$regression; exit 1; \
 	fi; \
 	$(MAKE) --no-print-directory pytest; tests=$$?; \
 	wait $$regression; status=$$?; \
-	echo "---- typecheck, CI regression, gpu-bench-cpu (exit status $$status) ----"; cat $(REGRESSION_LOG); \
+	echo "---- CI regression (exit status $$status) ----"; cat $(REGRESSION_LOG); \
 	test $$tests -eq 0 && test $$status -eq 0
 
 # The inner loop: lint and the tests that start no Python process (-m 'not processes'; about 3
