@@ -71,10 +71,12 @@ COLBERT = "001c126b89415f1b"
 MONOBERT_AGAIN = "ed90f958919abeae"
 COLBERT_AGAIN = "ba84634d0217a7ea"
 CONCAT = "ebbfbcc3e7111c69"
-#: the seed-0 monoBERT and ColBERT trained again from a frozen commit: the fixed teachers of the
-#: reseeded students (whose seed 0 gives the one-seed row's test AP@10 bit for bit)
+#: the seed-0 monoBERT and ColBERT, and CROSS-JEM concat, trained again from a frozen commit: the
+#: fixed teachers of the reseeded students (whose seed 0 gives the one-seed row's test AP@10 bit
+#: for bit)
 MONOBERT_SEEDS = "ec554cea6033f828"
 COLBERT_SEEDS = "c6e602d12608ff0b"
+CONCAT_SEEDS = "1042362c13872fbf"
 
 TEACHERS: tuple[TeacherRow, ...] = (
     TeacherRow(
@@ -88,11 +90,15 @@ TEACHERS: tuple[TeacherRow, ...] = (
         "CROSS-JEM concat, row positions (best joint model on dev)",
         "word-order/teachers/wikiqa-hybrid4-row-concat.json",
         (CONCAT,),
+        "seeds/test-seeds-d0363ea058e0.json",
+        (CONCAT_SEEDS,),
     ),
     TeacherRow(
         "monoBERT + CROSS-JEM concat",
         "word-order/teachers/wikiqa-hybrid4-row-monobert-concat.json",
         (MONOBERT_AGAIN, CONCAT),
+        "seeds/test-seeds-986ecacc5420.json",
+        (MONOBERT_SEEDS, CONCAT_SEEDS),
     ),
     TeacherRow(
         "monoBERT x 2 + ColBERT (weighted towards monoBERT)",
