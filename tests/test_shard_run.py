@@ -313,17 +313,18 @@ def test_a_rank_killed_under_torchrun_leaves_nothing_and_a_rerun_completes(
 
 @pytest.mark.parametrize("ranker", ["crossjem"])  # monoBERT: the fine-tuned model test above
 def test_a_checkpoint_scored_by_two_processes_gives_the_one_process_run(
-    ranker: str, shared_data: Path, tmp_path: Path
+    ranker: str, shared_data: Path, tmp_path: Path, tiny_bert: Path
 ) -> None:
-    """A saved model (``--set checkpoint=DIR``: here the pre-trained encoder with its head as
-    seeded, saved by the ranker itself, so no training is needed) scored by 2 processes gives
-    the 1-process run file byte for byte, and a 2-process run reuses the 1-process entry."""
+    """A saved model (``--set checkpoint=DIR``: here the tiny BERT with its head as seeded,
+    saved by the ranker itself, so no training is needed; what is checked is where the work
+    runs, not what the model scores) scored by 2 processes gives the 1-process run file byte for
+    byte, and a 2-process run reuses the 1-process entry."""
     import torch
 
     from rankers import create_ranker
 
     torch.manual_seed(0)
-    model = create_ranker(ranker)
+    model = create_ranker(ranker, {"model": str(tiny_bert)})
     model.module  # noqa: B018 - loads the encoder and builds the head
     folder = tmp_path / "checkpoint"
     model.save(folder)
