@@ -12,6 +12,7 @@ docs/scaling.md "GPU" says how to run this on a machine without network.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -46,6 +47,17 @@ def _build(kind: str, device: str, **options: Any) -> Any:
     return _ranker(kind, MODEL, device, **options)
 
 
+def _lists() -> list[Any]:
+    return [_many_items(), _many_items(17)]
+
+
+@functools.cache
+def _cpu_float32_scores(kind: str) -> tuple[np.ndarray, ...]:
+    """``kind``'s CPU float32 scores of :func:`_lists`: the reference of every dtype, computed
+    once per ranker (read only)."""
+    return tuple(_build(kind, "cpu").score(_lists()))
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("kind", KINDS)
 def test_device_scores_match_cpu_float32(kind: str, dtype: str) -> None:
@@ -53,8 +65,8 @@ def test_device_scores_match_cpu_float32(kind: str, dtype: str) -> None:
 
     if CUDA and dtype == "bfloat16" and not bf16_supported(DEVICE):
         pytest.skip("this GPU has no native bfloat16")
-    lists = [_many_items(), _many_items(17)]
-    ref = _build(kind, "cpu").score(lists)
+    lists = _lists()
+    ref = _cpu_float32_scores(kind)
     got = _build(kind, DEVICE, dtype=dtype).score(lists)
     from scipy.stats import spearmanr
 
