@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -53,44 +53,12 @@ def _restore(t: Tensor, dtype: np.dtype) -> Tensor:
     return t
 
 
-def upload_buffer(arrays: Sequence[np.ndarray], device: str) -> Tensor:
-    """Integer arrays end to end (each raveled) in ONE int64 tensor on ``device``, with one
-    host-to-device copy; the caller cuts it into its parts on the device (:func:`upload` cuts
-    it into named views at once).
-
-    On CUDA the arrays are written straight into one pinned buffer (one host copy) that is
-    copied without blocking; on CPU they are packed into one plain buffer (no pinning, no
-    device copy)."""
-    if device.startswith("cuda"):
-        sizes = [math.prod(np.shape(a)) for a in arrays]
-        # pinned memory is allocated in the current device's context: make it the target's, so
-        # a run on cuda:1 opens no context on cuda:0
-        with torch.cuda.device(torch.device(device)):
-            buffer = torch.empty(sum(sizes), dtype=torch.int64, pin_memory=True)
-        host, start = buffer.numpy(), 0
-        for a, size in zip(arrays, sizes, strict=True):
-            host[start : start + size] = np.ravel(a)  # casts to int64 while writing
-            start += size
-        return buffer.to(device, non_blocking=True)
-    flat = [np.ravel(a) for a in arrays]
-    return torch.from_numpy(np.concatenate(flat, dtype=np.int64, casting="same_kind"))
-
-
-def views(buffer: Tensor, shapes: Sequence[tuple[int, ...]]) -> list[Tensor]:
-    """``buffer`` cut into consecutive parts of ``shapes``: views, no copy (one split; a slice
-    and a view per part cost more than the copy of a list)."""
-    sizes = [math.prod(shape) for shape in shapes]
-    parts = torch.split(buffer, sizes) if sizes else ()
-    return [
-        part if len(shape) == 1 else part.view(shape)
-        for shape, part in zip(shapes, parts, strict=True)
-    ]
-
-
 def upload(arrays: dict[str, np.ndarray], device: str) -> dict[str, Tensor]:
-    """int64 arrays -> tensors on ``device`` with ONE host-to-device copy
-    (:func:`upload_buffer`), split into views there. Arrays given to an enclosing
-    :func:`upload_along` ride in the same buffer."""
+    """int64 arrays -> tensors on ``device`` with ONE host-to-device copy, split into views there.
+
+    On CUDA the arrays are written straight into one pinned buffer (one host copy) that is copied
+    without blocking; on CPU they are packed into one plain buffer (no pinning, no device copy).
+    Arrays given to an enclosing :func:`upload_along` ride in the same buffer."""
     riders = _RIDERS.get()
     extra: dict[str, np.ndarray] = {}
     if riders is not None:
@@ -99,8 +67,27 @@ def upload(arrays: dict[str, np.ndarray], device: str) -> dict[str, Tensor]:
     dtypes = {k: v.dtype for k, v in extra.items()}
     arrays = {**arrays, **{k: _as_int64(v) for k, v in extra.items()}}
     shapes = [np.shape(a) for a in arrays.values()]
-    buffer = upload_buffer(list(arrays.values()), device)
-    out = dict(zip(arrays, views(buffer, shapes), strict=True))
+    sizes = [math.prod(shape) for shape in shapes]
+    if device.startswith("cuda"):
+        # pinned memory is allocated in the current device's context: make it the target's, so
+        # a run on cuda:1 opens no context on cuda:0
+        with torch.cuda.device(torch.device(device)):
+            buffer = torch.empty(sum(sizes), dtype=torch.int64, pin_memory=True)
+        host, start = buffer.numpy(), 0
+        for a, size in zip(arrays.values(), sizes, strict=True):
+            host[start : start + size] = np.ravel(a)  # casts to int64 while writing
+            start += size
+        buffer = buffer.to(device, non_blocking=True)
+    else:
+        flat = [np.ravel(a) for a in arrays.values()]
+        buffer = torch.from_numpy(np.concatenate(flat, dtype=np.int64, casting="same_kind"))
+    # one split into views (a slice and a view per array cost more than the copy of a list)
+    out = {
+        name: part if len(shape) == 1 else part.view(shape)
+        for name, shape, part in zip(
+            arrays, shapes, torch.split(buffer, sizes) if sizes else (), strict=True
+        )
+    }
     if riders is not None:
         for name, dtype in dtypes.items():
             riders[1][name[1:]] = _restore(out.pop(name), dtype)

@@ -31,7 +31,7 @@ from rankers.families.crossjem.inputs import Layout, length_buckets
 from rankers.families.crossjem.model import CrossJEMBatch
 from rankers.families.crossjem.records import Bucket
 from rankers.inputs.tokens import ItemTokens
-from rankers.inputs.transfer import upload_buffer, views
+from rankers.inputs.transfer import upload
 
 __all__ = ["HeldBatch", "expand", "hold_lists", "takes_held_rows"]
 
@@ -49,13 +49,10 @@ def takes_held_rows(layout: Layout) -> bool:
 
 @dataclasses.dataclass
 class HeldBatch:
-    """The host's half of a batch: occurrences, items, groups and queries, uploaded end to end
-    in ONE int64 buffer (one copy) and cut into views of it (``arrays``), and on the host what
-    shapes and the scores' placement need."""
+    """The host's half of a batch: occurrences, groups and bucket order uploaded in one copy
+    (``arrays``), and on the host what shapes and the scores' placement need."""
 
-    #: occurrences (tokens, offsets), items (ends, order), groups (:class:`_Groups` rows) and
-    #: queries (item count, then [CLS] query [SEP] padded to the longest)
-    arrays: tuple[Tensor, Tensor, Tensor, Tensor]
+    arrays: dict[str, Tensor]
     buckets: list[Bucket]
     n_items: list[int]
     host_row_len: np.ndarray
@@ -185,43 +182,34 @@ def hold_lists(
         occurrences = np.concatenate([q.occurrences for q in lists], axis=1)
     item_end = lists[0].item_end if len(lists) == 1 else np.cumsum(cost)  # list after list
     longest = max(map(len, queries), default=0)
+    prefix = [[cls, *q.tolist(), sep, *[pad] * (longest - len(q))] for q in queries]
     sizes = [s for q in lists for s in q.sizes]
     union_base = list(itertools.accumulate(sizes, initial=0))[:-1]
-    groups = _Groups(
-        g_query,
-        g_item,
-        g_occ,
-        g_start,
-        g_len,
-        union_base,
-        new_row,
-        slot_base,
-        tok_base,
-        row0,
-        slot0,
-        row_order,
-    )
-    # the small parts as one Python list, one array call: the groups' fields, then per query
-    # its item count and [CLS] query [SEP] padded to the longest
-    small = [v for field in groups for v in field]
-    for list_rows, query_ids in zip(rows, queries, strict=True):
-        small += [
-            len(list_rows),
-            cls,
-            *query_ids.tolist(),
-            sep,
-            *[pad] * (longest - len(query_ids)),
-        ]
-    parts = (occurrences, item_end, order, np.asarray(small, dtype=np.int64))
-    shapes = (
-        occurrences.shape,
-        (2, len(order)),
-        (len(_Groups._fields), n_groups),
-        (len(queries), longest + 3),
-    )
-    occ_view, items_view, groups_view, queries_view = views(upload_buffer(parts, device), shapes)
+    arrays = {
+        "occurrences": occurrences,
+        "items": np.stack([item_end, order]),
+        "groups": np.asarray(
+            _Groups(
+                g_query,
+                g_item,
+                g_occ,
+                g_start,
+                g_len,
+                union_base,
+                new_row,
+                slot_base,
+                tok_base,
+                row0,
+                slot0,
+                row_order,
+            ),
+            dtype=np.int64,
+        ).reshape(len(_Groups._fields), n_groups),
+        # per query: its items, then [CLS] query [SEP]
+        "queries": np.asarray([[len(r), *p] for r, p in zip(rows, prefix, strict=True)]),
+    }
     return HeldBatch(
-        arrays=(occ_view, items_view, groups_view, queries_view),
+        arrays=upload(arrays, device),
         buckets=buckets,
         n_items=[len(r) for r in rows],
         host_row_len=np.asarray([g_len[g] for g in row_order], dtype=np.int64),
@@ -235,10 +223,10 @@ def expand(held: HeldBatch, pad: int) -> CrossJEMBatch:
     """The device's half: each group's sorted union and every occurrence's rank in it, the
     rows, and the slots and pooling indices in bucket order, from arrays of sizes the host
     knows (no value read back, so no wait and nothing that stops a CUDA graph)."""
-    occurrences, items_part, groups_part, queries = held.arrays
-    tok, offset = occurrences
-    item_end, order = items_part
-    g = _Groups(*groups_part)
+    a = held.arrays
+    tok, offset = a["occurrences"]
+    item_end, order = a["items"]
+    g = _Groups(*a["groups"])
     g_query, g_item, g_occ, g_start, g_len, union_base = g[:6]
     new_row, slot_base, tok_base, row0, slot0, row_order = g[6:]
     device = tok.device
@@ -256,7 +244,7 @@ def expand(held: HeldBatch, pad: int) -> CrossJEMBatch:
     pos = g_start[group] + rank
     n_groups = g_len.shape[0]
     ids = torch.full((n_groups, held.width), pad, dtype=torch.int64, device=device)
-    lengths, prefix = queries[:, 0], queries[:, 1:]
+    lengths, prefix = a["queries"][:, 0], a["queries"][:, 1:]
     head = min(prefix.shape[1], held.width)  # a query without rows may be longer
     ids[:, :head] = prefix[g_query, :head]
     ids[group, pos] = tok  # every occurrence of a token writes the same value
