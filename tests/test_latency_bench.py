@@ -35,7 +35,12 @@ from bench.latency.records import (
     speedup_summary,
 )
 from bench.reporting.checks import OK, check_report
-from bench.reporting.latency_tables import build_latency_table, merge_records, render_latency
+from bench.reporting.latency_tables import (
+    build_latency_table,
+    merge_records,
+    quartiles,
+    render_latency,
+)
 from rankers.base import Ranker, RankerConfig, RankerError
 from rankers.hooks import LatencyParts, LatencyVariant
 from rankers.io.models import write_random_bert
@@ -528,10 +533,11 @@ def test_latency_table_layout() -> None:
         ["100", "–", "90.00", "20.00", "4.00x", "5.00x", "6.0"],
     ]
     # where the time goes: only the best monobert row at N=30 has a host step
-    assert table.breakdown_rows() == [["30", "monobert", "30.00", "7.50", "22.50", "25%"]]
+    # (no raw calls kept in this record: no host spread)
+    assert table.breakdown_rows() == [["30", "monobert", "30.00", "7.50", "–", "22.50", "25%"]]
     md = render_latency(table, "markdown")
     assert "| 30 | **0.50** | 30.00 | 10.00 | 3.00x | 2.00x | 2.5 |" in md
-    assert "| 30 | monobert | 30.00 | 7.50 | 22.50 | 25% |" in md
+    assert "| 30 | monobert | 30.00 | 7.50 | – | 22.50 | 25% |" in md
     assert "Host step of monobert: tokeniser." in md
     assert "Scoring mode: pre-tokenised (monobert)." in md
     assert "No host step (timed as whole calls only): bm25, crossjem." in md
@@ -544,6 +550,25 @@ def test_latency_table_layout() -> None:
     assert data["rows"][0]["breakdown"]["monobert"]["model_only"] == 22.5
     with pytest.raises(ValueError, match="unknown latency table format"):
         render_latency(table, "latex")
+
+
+def test_the_host_step_spread_is_the_middle_half_of_its_raw_calls_per_query() -> None:
+    """p25 and p75 of call time / queries, by linear interpolation as numpy's percentile: calls
+    of 1, 2, 3 ms (one query each) and 8 ms for two queries (4 ms each) are 1, 2, 3, 4 ms per
+    query; p25 lies a quarter of the way from 1 to 2 (1.75), p75 from 3 to 4 (3.25)."""
+    record = _record()
+    row = next(r for r in record.rows if r.tokenisation)
+    row.tokenisation = {
+        **row.tokenisation,
+        "call_s": [0.001, 0.002, 0.003, 0.008],
+        "call_queries": [1, 1, 1, 2],
+    }
+    assert quartiles(row.tokenisation) == pytest.approx((1.75, 3.25))
+    table = build_latency_table(record)
+    assert table.breakdown_rows() == [
+        ["30", "monobert", "30.00", "7.50", "1.75–3.25", "22.50", "25%"]
+    ]
+    assert quartiles({"p50_ms": 1.0}) is None  # a summary written before raw calls were kept
 
 
 def test_throughput_table_bolds_the_highest() -> None:

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from bench.core import writer
 from bench.core.timing import check_stat, higher_is_better
@@ -46,6 +48,20 @@ def _number(value: float, stat: str) -> str:
 
 def _times(value: float | None, missing: str) -> str:
     return missing if value is None else f"{value:.2f}x"
+
+
+def quartiles(summary: Mapping[str, Any]) -> tuple[float, float] | None:
+    """The 25th and 75th percentiles (ms per query) of a latency summary's raw calls (call time
+    / queries in the call, as its p50 is taken); None when it keeps no raw calls. Why: the host
+    step of two rankers differs by tenths of a millisecond, the size of its run-to-run spread,
+    so a difference is read against the middle half of the calls, not against two p50s."""
+    calls = summary.get("call_s")
+    if not calls:
+        return None
+    per_query = np.asarray(calls, dtype=np.float64) * 1000.0
+    per_query /= np.asarray(summary.get("call_queries") or [1] * len(calls), dtype=np.float64)
+    low, high = np.percentile(per_query, [25, 75])
+    return float(low), float(high)
 
 
 @dataclass
@@ -116,20 +132,21 @@ class LatencyTable:
         return self.header(), self.text_rows(bold), 1
 
     def breakdown_header(self) -> list[str]:
-        return ["N", "column", "score()", "host step", "model only", "host share"]
+        return ["N", "column", "score()", "host step", "host p25–p75", "model only", "host share"]
 
     def breakdown_rows(self, missing: str = "–") -> list[list[str]]:
         out = []
         for n in self.n_values:
             for col, parts in self.breakdown.get(n, {}).items():
-                texts = [
+                total, host, model = (
                     missing if (v := parts[k]) is None else _number(v, self.breakdown_stat)
                     for k in ("total", "host", "model_only")
-                ]
-                share = parts.get("host_share")
-                out.append(
-                    [str(n), col, *texts, missing if share is None else f"{100 * share:.0f}%"]
                 )
+                low, high = parts.get("host_p25"), parts.get("host_p75")
+                spread = missing if low is None or high is None else f"{low:,.2f}–{high:,.2f}"
+                share = parts.get("host_share")
+                share_text = missing if share is None else f"{100 * share:.0f}%"
+                out.append([str(n), col, total, host, spread, model, share_text])
         return out
 
 
@@ -347,9 +364,12 @@ def _breakdown(
             row = record.best(b.n, col)
             if row is None or row.tokenisation is None:
                 continue
+            spread = quartiles(row.tokenisation)
             out.setdefault(b.n, {})[col] = {
                 "total": row.latency.get(stat),
                 "host": row.tokenisation.get(stat),
+                "host_p25": None if spread is None else spread[0],
+                "host_p75": None if spread is None else spread[1],
                 "model_only": (row.model_only or {}).get(stat),
                 "host_share": row.tokenisation.get("share_of_mean"),
             }
@@ -485,9 +505,10 @@ def _breakdown_notes(record: LatencyRecord, columns: Sequence[str]) -> list[str]
     if not covers:
         return []
     notes = [
-        "score(): the whole call; host step: prepare_scoring alone; model only: score_prepared "
-        "on inputs prepared beforehand (device time on CUDA in the record); host share: of the "
-        "mean."
+        "score(): the whole call; host step: prepare_scoring alone, with the middle half of its "
+        "calls (p25–p75 ms per query), the spread to read a difference of host steps against; "
+        "model only: score_prepared on inputs prepared beforehand (device time on CUDA in the "
+        "record); host share: of the mean."
     ]
     notes += [f"Host step of {', '.join(cols)}: {text}." for text, cols in _groups(covers).items()]
     bare = [c for c in columns if c not in dict(covers)]
