@@ -82,8 +82,8 @@ test: install
 	echo "---- CI regression (exit status $$status) ----"; cat $(REGRESSION_LOG); \
 	test $$tests -eq 0 && test $$status -eq 0
 
-# The inner loop: lint and the tests that start no Python process (-m 'not processes'; about 3
-# minutes on 2 cores against about 7 for all). CI runs everything (`make test`).
+# The inner loop: lint and the tests that start no Python process (-m 'not processes'; about 4
+# minutes on 2 idle cores against about 9 for all). CI runs everything (`make test`).
 quick: lint
 	BENCH_DATA_DIR=$(TEST_DATA) HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m "not processes" --durations=10
 
