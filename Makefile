@@ -82,10 +82,13 @@ test: install
 	echo "---- CI regression (exit status $$status) ----"; cat $(REGRESSION_LOG); \
 	test $$tests -eq 0 && test $$status -eq 0
 
-# The inner loop: lint and the tests that start no Python process (-m 'not processes'; about 4
-# minutes on 2 idle cores against about 9 for all). CI runs everything (`make test`).
+# The inner loop: lint and the tests that start no Python process (-m 'not processes'), in
+# QUICK_WORKERS pytest-xdist workers (pytest 161 s with 2 on 2 idle cores, against 225 s in one).
+# CI runs everything, in one worker (`make test`): its process tests time real commands and
+# start ranks of their own.
+QUICK_WORKERS ?= 2
 quick: lint
-	BENCH_DATA_DIR=$(TEST_DATA) HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m "not processes" --durations=10
+	BENCH_DATA_DIR=$(TEST_DATA) HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m "not processes" -n $(QUICK_WORKERS) --durations=10
 
 # monoBERT scoring throughput at N = 100 on CPU with 1 and with 2 processes, 1 thread each
 # (`bench latency --processes`, throughput mode): two latency records under
