@@ -83,7 +83,7 @@ test: install
 	test $$tests -eq 0 && test $$status -eq 0
 
 # The inner loop: lint and the tests that start no Python process (-m 'not processes'), in
-# QUICK_WORKERS pytest-xdist workers (pytest 161 s with 2 on 2 idle cores, against 225 s in one).
+# QUICK_WORKERS pytest-xdist workers (pytest 155-173 s with 2 on 2 idle cores, 225 s in one).
 # CI runs everything, in one worker (`make test`): its process tests time real commands and
 # start ranks of their own.
 QUICK_WORKERS ?= 2
