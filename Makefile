@@ -12,7 +12,7 @@ TORCH_SPEC ?= torch==2.13.0
 TEST_DATA ?= $(if $(BENCH_DATA_DIR),$(BENCH_DATA_DIR),$(abspath ../shared/data))
 TEST_RESULTS ?= $(abspath .ci-results)
 
-.PHONY: install demo test quick lint layers typecheck reference pytest gpu-path-tests regression throughput gpu-check gpu-bench gpu-bench-cpu gpu-carry precision clean
+.PHONY: install demo test quick lint layers typecheck reference pytest gpu-bench-tests regression throughput gpu-check gpu-bench gpu-bench-cpu gpu-carry precision clean
 
 install: $(VENV)/.installed
 
@@ -60,19 +60,21 @@ regression: install
 	BENCH_DATA_DIR=$(TEST_DATA) BENCH_RESULTS_DIR=$(TEST_RESULTS) HF_HUB_OFFLINE=1 bash .ci/regression.sh
 
 PYTEST = BENCH_DATA_DIR=$(TEST_DATA) HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider
-# PYTEST_ARGS: more pytest arguments (make test passes the --ignore of GPU_PATH_TESTS)
+# PYTEST_ARGS: more pytest arguments (make test passes the --ignore of GPU_BENCH_TESTS)
 pytest: install
 	$(PYTEST) --durations=25 $(PYTEST_ARGS)
 
-# The CPU checks of the CUDA path (scores against the CPU's float32, host reads, graphs and casts
-# with fakes): make test runs them after gpu-bench-cpu in its background job, not in its pytest.
-GPU_PATH_TESTS ?= tests/test_gpu.py tests/test_gpu_path.py tests/test_host_reads.py
-gpu-path-tests: install
-	$(PYTEST) --durations=5 $(GPU_PATH_TESTS)
+# The in-process tests of what gpu-bench runs: the CUDA path checked on the CPU (scores against
+# the CPU's float32, host reads, graphs and casts with fakes) and bench latency. make test runs
+# them after gpu-bench-cpu in its background job, not in its pytest.
+GPU_BENCH_TESTS ?= tests/test_gpu.py tests/test_gpu_path.py tests/test_host_reads.py \
+	tests/test_latency_bench.py tests/test_latency_precisions.py
+gpu-bench-tests: install
+	$(PYTEST) --durations=5 $(GPU_BENCH_TESTS)
 
 # The CI regression runs beside lint and pytest (its log in $(REGRESSION_LOG), printed at the
-# end), then the prepared GPU run on the CPU (gpu-bench-cpu) and the tests of the CUDA path
-# (gpu-path-tests, left out of this pytest). The machine is busy on both cores until the
+# end), then the prepared GPU run on the CPU (gpu-bench-cpu) and the tests of what it runs
+# (gpu-bench-tests, left out of this pytest). The machine is busy on both cores until the
 # background job ends; its last part takes the core the foreground pytest alone would leave idle
 # (each part's end is printed, seconds after the start). Failing lint stops the background job
 # (its own process group) and pytest is not run; any of them failing fails `make test`.
@@ -80,18 +82,18 @@ gpu-path-tests: install
 # other job needs (results do not depend on it).
 REGRESSION_LOG ?= $(abspath .ci-regression.log)
 test: install
-	@echo "CI regression, gpu-bench-cpu and gpu-path-tests started beside lint and pytest (log: $(REGRESSION_LOG))"
+	@echo "CI regression, gpu-bench-cpu and gpu-bench-tests started beside lint and pytest (log: $(REGRESSION_LOG))"
 	@export OMP_WAIT_POLICY=PASSIVE; start=$$(date +%s); \
-	setsid sh -c '$(MAKE) --no-print-directory regression gpu-bench-cpu gpu-path-tests; s=$$?; \
+	setsid sh -c '$(MAKE) --no-print-directory regression gpu-bench-cpu gpu-bench-tests; s=$$?; \
 	  echo "background job ended at +$$(( $$(date +%s) - '$$start' )) s"; exit $$s' \
 	  > $(REGRESSION_LOG) 2>&1 & regression=$$!; \
 	if ! $(MAKE) --no-print-directory lint; then \
 	  kill -TERM -$$regression 2>/dev/null; wait $$regression; exit 1; \
 	fi; \
-	$(MAKE) --no-print-directory pytest PYTEST_ARGS="$(addprefix --ignore=,$(GPU_PATH_TESTS))"; \
+	$(MAKE) --no-print-directory pytest PYTEST_ARGS="$(addprefix --ignore=,$(GPU_BENCH_TESTS))"; \
 	tests=$$?; echo "pytest ended at +$$(( $$(date +%s) - start )) s"; \
 	wait $$regression; status=$$?; \
-	echo "---- CI regression, gpu-bench-cpu, gpu-path-tests (exit status $$status) ----"; \
+	echo "---- CI regression, gpu-bench-cpu, gpu-bench-tests (exit status $$status) ----"; \
 	cat $(REGRESSION_LOG); \
 	test $$tests -eq 0 && test $$status -eq 0
 
