@@ -77,14 +77,15 @@ gpu-bench-tests: install
 # (gpu-bench-tests, left out of this pytest). The machine is busy on both cores until the
 # background job ends; its last part takes the core the foreground pytest alone would leave idle
 # (each part's end is printed, seconds after the start). Failing lint stops the background job
-# (its own process group) and pytest is not run; any of them failing fails `make test`.
+# (its own process group) and pytest is not run; a part of the background job failing does not
+# stop the next (--keep-going); any of them failing fails `make test`.
 # OMP_WAIT_POLICY=PASSIVE: a waiting OpenMP thread sleeps instead of spinning on the core the
 # other job needs (results do not depend on it).
 REGRESSION_LOG ?= $(abspath .ci-regression.log)
 test: install
 	@echo "CI regression, gpu-bench-cpu and gpu-bench-tests started beside lint and pytest (log: $(REGRESSION_LOG))"
 	@export OMP_WAIT_POLICY=PASSIVE; start=$$(date +%s); \
-	setsid sh -c '$(MAKE) --no-print-directory regression gpu-bench-cpu gpu-bench-tests; s=$$?; \
+	setsid sh -c '$(MAKE) --no-print-directory --keep-going regression gpu-bench-cpu gpu-bench-tests; s=$$?; \
 	  echo "background job ended at +$$(( $$(date +%s) - '$$start' )) s"; exit $$s' \
 	  > $(REGRESSION_LOG) 2>&1 & regression=$$!; \
 	if ! $(MAKE) --no-print-directory lint; then \
