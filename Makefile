@@ -104,7 +104,7 @@ test: install
 # start ranks of their own.
 QUICK_WORKERS ?= 2
 quick: lint
-	BENCH_DATA_DIR=$(TEST_DATA) HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m "not processes" -n $(QUICK_WORKERS) --durations=10
+	$(PYTEST) -m "not processes" -n $(QUICK_WORKERS) --durations=10
 
 # monoBERT scoring throughput at N = 100 on CPU with 1 and with 2 processes, 1 thread each
 # (`bench latency --processes`, throughput mode): two latency records under
