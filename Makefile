@@ -4,6 +4,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# the environment: what every target but install needs
+INSTALLED := $(VENV)/.installed
 # The CPU build 2.13.0 where there is no GPU (PyPI has no CPU-only build of newer releases: its
 # Linux torch 2.15.0 is the CUDA build, several GB, also tested: docs/stack.md); on a CUDA machine
 # use e.g. TORCH_SPEC="torch==2.15.0".
@@ -14,54 +16,68 @@ TEST_RESULTS ?= $(abspath .ci-results)
 
 .PHONY: install demo test quick lint layers typecheck reference pytest gpu-bench-tests regression throughput gpu-check gpu-bench gpu-bench-cpu gpu-carry precision clean
 
-install: $(VENV)/.installed
+# `make install` is the environment and the bytecode of what bench imports (below); the other
+# targets need only the environment: they compile each module once, at its first import.
+install: $(INSTALLED) $(VENV)/.bytecode
 
 # uv resolves and installs the same packages as pip in about a third of the time (itself
-# installed by pip into the venv; --compile-bytecode as pip does, or every process compiles the
-# libraries again where PYTHONDONTWRITEBYTECODE is set). uv does not read pip.conf: it takes
-# pip's find-links from $$PIP_FIND_LINKS; `make INSTALL_WITH=pip install` uses pip alone.
+# installed by pip into the venv). uv does not read pip.conf: it takes pip's find-links from
+# $$PIP_FIND_LINKS; `make INSTALL_WITH=pip install` uses pip alone.
 INSTALL_WITH ?= uv
 ifeq ($(INSTALL_WITH),uv)
-PIP_INSTALL = $(BIN)/uv pip install --quiet --python $(BIN)/python --compile-bytecode \
+PIP_INSTALL = $(BIN)/uv pip install --quiet --python $(BIN)/python \
 	$(addprefix --find-links ,$(PIP_FIND_LINKS))
 else
 PIP_INSTALL = $(BIN)/python -m pip install --quiet
 endif
 
-$(VENV)/.installed: pyproject.toml
+# Bytecode: every command make runs writes a module's compiled form at its first import (Python's
+# default, even where the environment sets PYTHONDONTWRITEBYTECODE), so each module is compiled
+# once, by whichever command imports it first. Compiling every installed file ahead instead (pip's
+# default, uv --compile-bytecode) is 17k files and 46 CPU-seconds before anything else can start
+# (26 s on 2 cores), and bench imports about 3,600 of them.
+export PYTHONDONTWRITEBYTECODE :=
+
+$(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip $(if $(filter uv,$(INSTALL_WITH)),uv)
 	$(PIP_INSTALL) "$(TORCH_SPEC)" -e ".[all]"
 	touch $@
 
-demo: install
+# For bench run outside make where PYTHONDONTWRITEBYTECODE is set: the libraries every ranker
+# imports, compiled once (about 15 s), or each such command would compile them again.
+$(VENV)/.bytecode: $(INSTALLED)
+	$(BIN)/python -c "import torch, transformers, sentence_transformers, accelerate, sklearn, bench.cli.main, rankers.families.encoder"
+	touch $@
+
+demo: $(INSTALLED)
 	$(BIN)/bench demo
 
-lint: install layers typecheck reference
+lint: $(INSTALLED) layers typecheck reference
 	$(BIN)/ruff check bench rankers tests
 	$(BIN)/ruff format --check bench rankers tests
 
 # Static types of bench and rankers (settings: [tool.mypy] in pyproject.toml).
-typecheck: install
+typecheck: $(INSTALLED)
 	$(BIN)/mypy bench rankers
 
 # The layer rule of bench.FOUNDATION (rankers import only bench's foundation, which imports
 # neither rankers nor the application; no import cycles among rankers modules), read from source.
-layers: install
+layers: $(INSTALLED)
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_layers.py
 
 # The result tables of README.md and docs/*.md against the records they are rendered from (no model is loaded);
 # `bench reference render` rewrites them after a record changes.
-reference: install
+reference: $(INSTALLED)
 	$(BIN)/bench reference check
 
 # A small real regression: rankers on the shared sets, checked against results/expected/ci.yaml.
-regression: install
+regression: $(INSTALLED)
 	BENCH_DATA_DIR=$(TEST_DATA) BENCH_RESULTS_DIR=$(TEST_RESULTS) HF_HUB_OFFLINE=1 bash .ci/regression.sh
 
 PYTEST = BENCH_DATA_DIR=$(TEST_DATA) HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -p no:cacheprovider
 # PYTEST_ARGS: more pytest arguments (make test passes the --ignore of GPU_BENCH_TESTS)
-pytest: install
+pytest: $(INSTALLED)
 	$(PYTEST) --durations=25 $(PYTEST_ARGS)
 
 # The in-process tests of what gpu-bench runs: the CUDA path checked on the CPU (scores against
@@ -69,7 +85,7 @@ pytest: install
 # them after gpu-bench-cpu in its background job, not in its pytest.
 GPU_BENCH_TESTS ?= tests/test_gpu.py tests/test_gpu_path.py tests/test_host_reads.py \
 	tests/test_latency_bench.py tests/test_latency_precisions.py
-gpu-bench-tests: install
+gpu-bench-tests: $(INSTALLED)
 	$(PYTEST) --durations=5 $(GPU_BENCH_TESTS)
 
 # The CI regression runs beside lint and pytest (its log in $(REGRESSION_LOG), printed at the
@@ -82,7 +98,7 @@ gpu-bench-tests: install
 # OMP_WAIT_POLICY=PASSIVE: a waiting OpenMP thread sleeps instead of spinning on the core the
 # other job needs (results do not depend on it).
 REGRESSION_LOG ?= $(abspath .ci-regression.log)
-test: install
+test: $(INSTALLED)
 	@echo "CI regression, gpu-bench-cpu and gpu-bench-tests started beside lint and pytest (log: $(REGRESSION_LOG))"
 	@export OMP_WAIT_POLICY=PASSIVE; start=$$(date +%s); \
 	setsid sh -c '$(MAKE) --no-print-directory --keep-going regression gpu-bench-cpu gpu-bench-tests; s=$$?; \
@@ -112,7 +128,7 @@ quick: lint
 # minutes on 2 cores; run it on an otherwise idle machine.
 THROUGHPUT_RESULTS ?= $(abspath results)
 THROUGHPUT_ARGS ?= -d wikiqa --rankers monobert --n-items 100 --batch-sizes monobert=32 --threads 1
-throughput: install
+throughput: $(INSTALLED)
 	for p in 1 2; do \
 	  OMP_WAIT_POLICY=PASSIVE TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 \
 	  BENCH_DATA_DIR=$(TEST_DATA) BENCH_RESULTS_DIR=$(THROUGHPUT_RESULTS) \
@@ -124,7 +140,7 @@ GPU_PYTHON ?= python3
 GPU_RESULTS ?= $(abspath gpu-results)
 # Accuracy per scoring precision (a benchmark: trains once per dataset, then scores each ranker in
 # each precision; .ci/precision.sh says which variables choose datasets, rankers, dtypes, device).
-precision: install
+precision: $(INSTALLED)
 	PYTHON=$(BIN)/python BENCH_DATA_DIR=$(TEST_DATA) bash .ci/precision.sh
 
 # The one prepared run for a lent CUDA machine (.ci/gpu-bench.sh says what it runs): latency tables
@@ -143,12 +159,12 @@ gpu-bench:
 
 # The same script on the CPU, QUICK (what make test runs so that it keeps working), its output
 # under $(TEST_RESULTS)/gpu-bench/.
-gpu-bench-cpu: install
+gpu-bench-cpu: $(INSTALLED)
 	$(MAKE) --no-print-directory gpu-bench GPU_BENCH_DEVICE=cpu QUICK=1 OUT=$(TEST_RESULTS)/gpu-bench
 
 # The wheels and float16 MiniLM weights a GPU machine without network lacks, into gpu-carry/
 # (at most 64 MiB; docs/scaling.md#gpu).
-gpu-carry: install
+gpu-carry: $(INSTALLED)
 	PYTHON=$(BIN)/python bash .ci/gpu-carry.sh
 
 # The longer study for a longer loan (20-30 minutes; run `make gpu-bench` first): the GPU suite,
