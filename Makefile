@@ -22,13 +22,14 @@ install: $(INSTALLED) $(VENV)/.bytecode
 
 # uv resolves and installs the same packages as pip in about a third of the time (itself
 # installed by pip into the venv). uv does not read pip.conf: it takes pip's find-links from
-# $$PIP_FIND_LINKS; `make INSTALL_WITH=pip install` uses pip alone.
+# $$PIP_FIND_LINKS; `make INSTALL_WITH=pip install` uses pip alone. Neither compiles bytecode
+# (see below).
 INSTALL_WITH ?= uv
 ifeq ($(INSTALL_WITH),uv)
 PIP_INSTALL = $(BIN)/uv pip install --quiet --python $(BIN)/python \
 	$(addprefix --find-links ,$(PIP_FIND_LINKS))
 else
-PIP_INSTALL = $(BIN)/python -m pip install --quiet
+PIP_INSTALL = $(BIN)/python -m pip install --quiet --no-compile
 endif
 
 # Bytecode: every command make runs writes a module's compiled form at its first import (Python's
