@@ -45,8 +45,9 @@ $(INSTALLED): pyproject.toml
 	$(PIP_INSTALL) "$(TORCH_SPEC)" -e ".[all]"
 	touch $@
 
-# For bench run outside make where PYTHONDONTWRITEBYTECODE is set: the libraries every ranker
-# imports, compiled once (about 15 s), or each such command would compile them again.
+# For bench run outside make where PYTHONDONTWRITEBYTECODE is set: the stack the neural rankers
+# import (scikit-learn through sentence-transformers) compiled once, about 15 s, or each such
+# command would compile it again.
 $(VENV)/.bytecode: $(INSTALLED)
 	$(BIN)/python -c "import torch, transformers, sentence_transformers, accelerate, sklearn, bench.cli.main, rankers.families.encoder"
 	touch $@
